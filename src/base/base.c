@@ -1,0 +1,147 @@
+#include "base/base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Thread_local char ts_errbuf[1024];
+
+const char *ts_last_error(void) { return ts_errbuf; }
+
+const char *ts_status_name(ts_status st) {
+    switch (st) {
+    case TS_OK: return "ok";
+    case TS_ERR_IO: return "i/o error";
+    case TS_ERR_FORMAT: return "format error";
+    case TS_ERR_UNSUPPORTED: return "unsupported";
+    case TS_ERR_ARG: return "invalid argument";
+    case TS_ERR_NOMEM: return "out of memory";
+    case TS_ERR_LIMIT: return "limit exceeded";
+    case TS_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+ts_status ts_fail(ts_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ts_errbuf, sizeof ts_errbuf, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void ts_error_prefix(const char *fmt, ...) {
+    char prefix[512], old[sizeof ts_errbuf];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, ts_errbuf, sizeof old);
+    snprintf(ts_errbuf, sizeof ts_errbuf, "%s: %s", prefix, old);
+}
+
+void ts_clear_error(void) { ts_errbuf[0] = 0; }
+
+void *ts_malloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) ts_fail(TS_ERR_NOMEM, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *ts_calloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) ts_fail(TS_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *ts_realloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) ts_fail(TS_ERR_NOMEM, "out of memory allocating %zu bytes", n);
+    return q;
+}
+
+ts_status ts_map_file(const char *path, ts_mapped_file *out) {
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ts_fail(TS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return ts_fail(TS_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ts_fail(TS_ERR_IO, "%s: not a regular file", path);
+    }
+    out->size = (uint64_t)st.st_size;
+    if (out->size > 0) {
+        void *p = mmap(NULL, (size_t)out->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return ts_fail(TS_ERR_IO, "%s: cannot map: %s", path, strerror(e));
+        }
+        out->data = p;
+    }
+    out->fd = fd;
+    return TS_OK;
+}
+
+void ts_unmap_file(ts_mapped_file *m) {
+    if (m->data) munmap((void *)m->data, (size_t)m->size);
+    if (m->fd >= 0) close(m->fd);
+    m->data = NULL;
+    m->size = 0;
+    m->fd = -1;
+}
+
+ts_status ts_read_all(const char *path, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return ts_fail(TS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = ts_malloc(cap);
+    if (!buf) goto nomem;
+    for (;;) {
+        if (cap - n < 2) {
+            if (cap > SIZE_MAX / 2) goto nomem;
+            char *nb = ts_realloc(buf, cap * 2);
+            if (!nb) goto nomem;
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) {
+        free(buf);
+        if (f != stdin) fclose(f);
+        return ts_fail(TS_ERR_IO, "%s: read error", path);
+    }
+    if (f != stdin) fclose(f);
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return TS_OK;
+nomem:
+    free(buf);
+    if (f != stdin) fclose(f);
+    return TS_ERR_NOMEM;
+}
+
+double ts_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

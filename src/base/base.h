@@ -1,0 +1,57 @@
+/* Shared plumbing: status codes, the per-thread error message, file mapping,
+ * overflow-checked arithmetic. Everything in the library reports failure by
+ * returning a ts_status and leaving a message for ts_last_error(); nothing here
+ * exits or writes to stdout. */
+#ifndef TS_BASE_H
+#define TS_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "turbospark.h"
+
+#if defined(__GNUC__)
+#define TS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define TS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TS_PRINTF(a, b)
+#define TS_LIKELY(x) (x)
+#define TS_UNLIKELY(x) (x)
+#endif
+
+/* Sets the thread's last error and returns st, so callers can write
+ * `return ts_fail(TS_ERR_FORMAT, "%s: bad magic", path);`. */
+ts_status ts_fail(ts_status st, const char *fmt, ...) TS_PRINTF(2, 3);
+/* Prefixes the current message: "ctx: <old message>". */
+void ts_error_prefix(const char *fmt, ...) TS_PRINTF(1, 2);
+void ts_clear_error(void);
+
+/* Overflow-checked size arithmetic: return false on overflow. */
+static inline bool ts_mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline bool ts_add_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+/* A read-only mapping of a whole file. */
+typedef struct ts_mapped_file {
+    const uint8_t *data; /* (size) bytes, PROT_READ; NULL for an empty file */
+    uint64_t size;       /* file size in bytes */
+    int fd;              /* kept open for pread of streamed experts; -1 when closed */
+} ts_mapped_file;
+
+ts_status ts_map_file(const char *path, ts_mapped_file *out);
+void ts_unmap_file(ts_mapped_file *m);
+
+/* Reads a whole file (or stdin when path is "-") into a NUL-terminated heap
+ * buffer; *len excludes the NUL. */
+ts_status ts_read_all(const char *path, char **out, size_t *len);
+
+/* Monotonic clock in seconds. */
+double ts_now(void);
+
+/* Sets TS_ERR_NOMEM on failure, so callers only propagate. */
+void *ts_malloc(size_t n);
+void *ts_calloc(size_t n, size_t size);
+void *ts_realloc(void *p, size_t n);
+
+#endif

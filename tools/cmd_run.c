@@ -1,0 +1,8 @@
+/* Placeholder until the subcommand lands. */
+#include "cli.h"
+
+int cmd_run(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    return cli_error("run", "not implemented yet");
+}

@@ -1,0 +1,8 @@
+/* Placeholder until the subcommand lands. */
+#include "cli.h"
+
+int cmd_tokenize(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    return cli_error("tokenize", "not implemented yet");
+}
