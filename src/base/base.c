@@ -38,13 +38,18 @@ ts_status ts_fail(ts_status st, const char *fmt, ...) {
 }
 
 void ts_error_prefix(const char *fmt, ...) {
-    char prefix[512], old[sizeof ts_errbuf];
+    char prefix[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    memcpy(old, ts_errbuf, sizeof old);
-    snprintf(ts_errbuf, sizeof ts_errbuf, "%s: %s", prefix, old);
+    size_t pl = strlen(prefix), ol = strlen(ts_errbuf);
+    if (pl + 2 + ol >= sizeof ts_errbuf) ol = sizeof ts_errbuf - pl - 3;
+    memmove(ts_errbuf + pl + 2, ts_errbuf, ol);
+    memcpy(ts_errbuf, prefix, pl);
+    ts_errbuf[pl] = ':';
+    ts_errbuf[pl + 1] = ' ';
+    ts_errbuf[pl + 2 + ol] = 0;
 }
 
 void ts_clear_error(void) { ts_errbuf[0] = 0; }

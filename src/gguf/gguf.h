@@ -91,6 +91,7 @@ typedef struct gguf_file {
     gguf_tensor *tensors;    /* (n_tensors) */
     uint32_t alignment;      /* general.alignment or 32 */
     uint64_t data_offset;    /* start of the data section in the file */
+    bool borrowed;           /* map points at caller memory: do not unmap */
 } gguf_file;
 
 /* Opens and fully validates a GGUF file. On failure *out is NULL and the
@@ -106,10 +107,9 @@ int64_t gguf_find_key(const gguf_file *f, const char *key);
 const gguf_kv *gguf_get_kv(const gguf_file *f, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
 
-/* Typed getters distinguish "missing" (TS_ERR_ARG? no: see below) from "wrong
- * type": missing -> returns false with *found=false and no error set;
- * wrong type -> returns false, *found=true, error message set. The convenient
- * form for required keys is gguf_req_*, which sets "FILE: missing key K" too. */
+/* Typed getters distinguish "missing" from "wrong type": GGUF_GET_MISSING sets
+ * no error (defaults are the caller's business); GGUF_GET_WRONG_TYPE leaves a
+ * message naming the file, the key, the type found and the type wanted. */
 typedef enum gguf_get_result {
     GGUF_GET_OK = 0,
     GGUF_GET_MISSING = 1,
