@@ -5,7 +5,13 @@
  *
  * Dot products pair a weight row with an activation row converted to the
  * weight type's "partner" format: Q8_0 for the 32-element quants, Q8_K for the
- * K-quants, F32 for F32/F16/BF16 (so float models keep full precision). */
+ * K-quants, F32 for F32/F16/BF16 (so float models keep full precision).
+ *
+ * Block layouts are bit-exact ggml (see docs/KERNELS.md). Partner rows must
+ * come from ts_quantize_row*: their int8 quants are in [-127, 127] (never
+ * -128; the SIMD paths rely on it to avoid int16 saturation), and Q8_K bsums
+ * are the exact sums of each 16 quants. Weight quants may take any bit
+ * pattern. Rows need no alignment. */
 #ifndef TS_QUANT_H
 #define TS_QUANT_H
 
@@ -13,35 +19,108 @@
 
 #include "tensor/types.h"
 
-/* fp16/bf16 <-> fp32, exact (round-to-nearest-even on the way down). */
+/* ---- block structs (packed byte layouts, ggml-compatible) ---- */
+#define TS_QK 32   /* elements per block of the 32-element quants */
+#define TS_QK_K 256 /* elements per K-quant super-block */
+
+typedef struct { uint16_t d; int8_t qs[TS_QK]; } ts_block_q8_0;                      /* 34 B */
+typedef struct { float d; int8_t qs[TS_QK_K]; int16_t bsums[TS_QK_K / 16]; } ts_block_q8_K; /* 292 B */
+typedef struct { uint16_t d; uint8_t qs[TS_QK / 2]; } ts_block_q4_0;                 /* 18 B */
+typedef struct { uint16_t d, m; uint8_t qs[TS_QK / 2]; } ts_block_q4_1;              /* 20 B */
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[TS_QK / 2]; } ts_block_q5_0;  /* 22 B */
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[TS_QK / 2]; } ts_block_q5_1; /* 24 B */
+typedef struct { uint16_t d; uint8_t qs[TS_QK / 2]; } ts_block_iq4_nl;               /* 18 B */
+typedef struct { uint8_t e; uint8_t qs[TS_QK / 2]; } ts_block_mxfp4;                 /* 17 B */
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } ts_block_q2_K; /* 84 B */
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } ts_block_q3_K; /* 110 B */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } ts_block_q4_K; /* 144 B */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } ts_block_q5_K; /* 176 B */
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } ts_block_q6_K; /* 210 B */
+
+/* Non-linear 4-bit codebooks (IQ4_NL; MXFP4 = doubled E2M1 values). */
+extern const int8_t ts_kvalues_iq4nl[16];
+extern const int8_t ts_kvalues_mxfp4[16];
+
+/* fp16/bf16 <-> fp32, exact (round-to-nearest-even on the way down; NaN stays
+ * NaN with its sign, quieted). */
 float ts_f16_to_f32(uint16_t h);
 uint16_t ts_f32_to_f16(float f);
 float ts_bf16_to_f32(uint16_t h);
 uint16_t ts_f32_to_bf16(float f);
+/* E8M0 scale of MXFP4, halved (the codebook is doubled): 2^(e-128). */
+float ts_e8m0_half_to_f32(uint8_t e);
 
-/* True for the weight types the kernels can dequantize and dot. */
+/* True for the weight types the kernels can dequantize and dot: F32, F16,
+ * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, MXFP4. */
 int ts_type_supported(uint32_t type);
-/* Partner activation format for dot products with this weight type. */
+/* Partner activation format for dot products with this weight type
+ * (TS_TYPE_COUNT when unsupported). */
 uint32_t ts_type_dot_partner(uint32_t wtype);
 
 /* ---- scalar references ---- */
-/* n must be a multiple of the type's block size. */
+/* n must be a multiple of the type's block size; types as ts_type_supported
+ * plus Q8_K. */
 void ts_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n);
-/* Quantize activations into a partner format (Q8_0, Q8_K, F32, F16). */
+/* Round-to-nearest quantization of a row into any supported type (activation
+ * formats Q8_0/Q8_K/F32/F16/BF16 and, for tests and tools, the weight types;
+ * the weight quantizers are simple, not ggml's error-minimizing search). */
 void ts_quantize_row_ref(uint32_t type, const float *src, void *dst, int64_t n);
-/* dot(w, x) with w of wtype and x in ts_type_dot_partner(wtype). */
+/* dot(w, x) with w of wtype and x in ts_type_dot_partner(wtype); accumulates
+ * across blocks in double. */
 float ts_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *x);
 
 /* ---- dispatched fast paths (same contracts) ---- */
 void ts_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
 void ts_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 float ts_vec_dot(uint32_t wtype, int64_t n, const void *w, const void *x);
-/* Several weight rows against one activation row: out[r] = dot(w + r*row_stride, x). */
+/* Several weight rows against one activation row: out[r] = dot(w + r*row_stride, x).
+ * row_stride in bytes. */
 void ts_vec_dot_rows(uint32_t wtype, int64_t n, const void *w, uint64_t row_stride, int64_t nrows, const void *x, float *out);
+/* Matrix-matrix tile for prefill: nrows weight rows (w + r*w_stride bytes)
+ * times ncols activation rows in the partner format (x + c*x_stride bytes):
+ *   out[c*out_stride + r] = dot(w row r, x row c)      (out_stride in floats)
+ * i.e. each activation row gets its own output row, as a (tokens, features)
+ * matrix. Weight blocks are loaded once per group of activation columns. */
+void ts_gemm_tile(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows,
+                  const void *x, uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride);
+
+/* ISA levels, ordered. */
+enum { TS_ISA_SCALAR = 0, TS_ISA_AVX2 = 1, TS_ISA_AVX512 = 2 };
 
 /* Name of the ISA the dispatcher picked ("avx512", "avx2", "scalar");
  * TS_FORCE_ISA=scalar|avx2|avx512 in the environment overrides detection
  * (downwards only), for tests and benchmarks. */
 const char *ts_kernels_isa(void);
+/* Highest level this CPU (and build) supports. */
+int ts_kernels_isa_max(void);
+/* For tests and benchmarks, not thread-safe: switch the dispatcher to level
+ * isa. Returns 0, or -1 (nothing changed) when the CPU lacks it. */
+int ts_kernels_set_isa(int isa);
+const char *ts_isa_name(int isa);
+
+/* ---- internal: shared by quant.c and the per-ISA kernel files ---- */
+#ifdef TS_QUANT_INTERNAL
+/* dot of one weight row (n elements) with one partner row. */
+typedef float (*ts_q_dot_fn)(int64_t n, const void *w, const void *x);
+/* one weight row against ncols (1..TS_Q_MAXCOLS) partner rows x + c*x_stride:
+ * out[c*out_stride] = dot(w, x_c). */
+#define TS_Q_MAXCOLS 4
+typedef void (*ts_q_dotc_fn)(int64_t n, const void *w, const void *x, uint64_t x_stride, int ncols, float *out, int64_t out_stride);
+typedef void (*ts_q_conv_fn)(const void *src, float *dst, int64_t n);
+typedef void (*ts_q_quant_fn)(const float *src, void *dst, int64_t n);
+
+typedef struct ts_q_kernels {
+    ts_q_dot_fn dot[TS_TYPE_COUNT];     /* NULL: fall back to the next lower ISA */
+    ts_q_dotc_fn dotc[TS_TYPE_COUNT];   /* NULL: loop over dot */
+    ts_q_conv_fn dequant[TS_TYPE_COUNT];
+    ts_q_quant_fn quantize[TS_TYPE_COUNT];
+} ts_q_kernels;
+
+void ts_q_fill_ref(ts_q_kernels *k);
+#if defined(__x86_64__)
+void ts_q_fill_avx2(ts_q_kernels *k);
+void ts_q_fill_avx512(ts_q_kernels *k);
+#endif
+#endif
 
 #endif

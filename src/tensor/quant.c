@@ -1,0 +1,155 @@
+/* Kernel dispatch: one table of function pointers per ISA level, built once.
+ * Each level starts from the scalar references and overlays what the faster
+ * kernel files provide, so a type without a SIMD kernel still works. The ISA
+ * files are only entered after runtime CPU detection says they may be. */
+#define TS_QUANT_INTERNAL
+#include "tensor/quant.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ts_q_kernels q_tables[3];
+static int q_max_isa;   /* what the CPU (and the build) can run */
+static int q_isa;       /* what the dispatcher uses */
+static const ts_q_kernels *q_k;
+static pthread_once_t q_once = PTHREAD_ONCE_INIT;
+
+static void q_overlay(ts_q_kernels *dst, const ts_q_kernels *src) {
+    for (int t = 0; t < TS_TYPE_COUNT; t++) {
+        if (src->dot[t]) dst->dot[t] = src->dot[t];
+        if (src->dotc[t]) dst->dotc[t] = src->dotc[t];
+        if (src->dequant[t]) dst->dequant[t] = src->dequant[t];
+        if (src->quantize[t]) dst->quantize[t] = src->quantize[t];
+    }
+}
+
+static int q_detect(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    int isa = TS_ISA_SCALAR;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+        __builtin_cpu_supports("bmi2"))
+        isa = TS_ISA_AVX2;
+    if (isa == TS_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        isa = TS_ISA_AVX512;
+    return isa;
+#else
+    return TS_ISA_SCALAR;
+#endif
+}
+
+static void q_init(void) {
+    ts_q_fill_ref(&q_tables[0]);
+    q_tables[1] = q_tables[0];
+    q_tables[2] = q_tables[0];
+    q_max_isa = q_detect();
+#if defined(__x86_64__)
+    ts_q_kernels tmp;
+    if (q_max_isa >= TS_ISA_AVX2) {
+        memset(&tmp, 0, sizeof tmp);
+        ts_q_fill_avx2(&tmp);
+        q_overlay(&q_tables[1], &tmp);
+        q_overlay(&q_tables[2], &tmp);
+    }
+    if (q_max_isa >= TS_ISA_AVX512) {
+        memset(&tmp, 0, sizeof tmp);
+        ts_q_fill_avx512(&tmp);
+        q_overlay(&q_tables[2], &tmp);
+    }
+#endif
+    q_isa = q_max_isa;
+    const char *f = getenv("TS_FORCE_ISA");
+    if (f) {
+        int want = -1;
+        if (!strcmp(f, "scalar")) want = TS_ISA_SCALAR;
+        else if (!strcmp(f, "avx2")) want = TS_ISA_AVX2;
+        else if (!strcmp(f, "avx512")) want = TS_ISA_AVX512;
+        if (want >= 0 && want < q_isa) q_isa = want; /* downwards only */
+    }
+    q_k = &q_tables[q_isa];
+}
+
+static inline const ts_q_kernels *q_get(void) {
+    pthread_once(&q_once, q_init);
+    return q_k;
+}
+
+const char *ts_isa_name(int isa) {
+    switch (isa) {
+    case TS_ISA_SCALAR: return "scalar";
+    case TS_ISA_AVX2: return "avx2";
+    case TS_ISA_AVX512: return "avx512";
+    default: return "?";
+    }
+}
+
+const char *ts_kernels_isa(void) {
+    q_get();
+    return ts_isa_name(q_isa);
+}
+
+int ts_kernels_isa_max(void) {
+    q_get();
+    return q_max_isa;
+}
+
+int ts_kernels_set_isa(int isa) {
+    q_get();
+    if (isa < TS_ISA_SCALAR || isa > q_max_isa) return -1;
+    q_isa = isa;
+    q_k = &q_tables[isa];
+    return 0;
+}
+
+/* Unsupported types are refused at model load (ts_type_supported); here they
+ * produce zeros rather than touching memory whose layout is unknown. */
+void ts_dequant_row(uint32_t type, const void *src, float *dst, int64_t n) {
+    const ts_q_kernels *k = q_get();
+    if (type < TS_TYPE_COUNT && k->dequant[type]) k->dequant[type](src, dst, n);
+    else memset(dst, 0, (size_t)n * sizeof(float));
+}
+
+void ts_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
+    const ts_q_kernels *k = q_get();
+    if (type < TS_TYPE_COUNT && k->quantize[type]) k->quantize[type](src, dst, n);
+}
+
+float ts_vec_dot(uint32_t wtype, int64_t n, const void *w, const void *x) {
+    const ts_q_kernels *k = q_get();
+    if (wtype >= TS_TYPE_COUNT || !k->dot[wtype]) return 0;
+    return k->dot[wtype](n, w, x);
+}
+
+void ts_vec_dot_rows(uint32_t wtype, int64_t n, const void *w, uint64_t row_stride, int64_t nrows, const void *x,
+                     float *out) {
+    const ts_q_kernels *k = q_get();
+    ts_q_dot_fn f = wtype < TS_TYPE_COUNT ? k->dot[wtype] : NULL;
+    const uint8_t *p = w;
+    for (int64_t r = 0; r < nrows; r++) out[r] = f ? f(n, p + r * row_stride, x) : 0.0f;
+}
+
+void ts_gemm_tile(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
+                  uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride) {
+    const ts_q_kernels *k = q_get();
+    ts_q_dot_fn f = wtype < TS_TYPE_COUNT ? k->dot[wtype] : NULL;
+    ts_q_dotc_fn fc = wtype < TS_TYPE_COUNT ? k->dotc[wtype] : NULL;
+    const uint8_t *pw = w, *px = x;
+    /* Columns in groups of TS_Q_MAXCOLS: within a group each weight block is
+     * decoded once and used for every column; across row loops the group's
+     * activations stay in L1/L2 while the weights stream. */
+    for (int64_t c0 = 0; c0 < ncols; c0 += TS_Q_MAXCOLS) {
+        int nc = (int)(ncols - c0 < TS_Q_MAXCOLS ? ncols - c0 : TS_Q_MAXCOLS);
+        const uint8_t *xc = px + c0 * x_stride;
+        float *oc = out + c0 * out_stride;
+        for (int64_t r = 0; r < nrows; r++) {
+            const uint8_t *wr = pw + r * w_stride;
+            if (fc) {
+                fc(n, wr, xc, x_stride, nc, oc + r, out_stride);
+            } else {
+                for (int c = 0; c < nc; c++) oc[c * out_stride + r] = f ? f(n, wr, xc + c * x_stride) : 0.0f;
+            }
+        }
+    }
+}
