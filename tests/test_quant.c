@@ -1,0 +1,482 @@
+/* Quant kernels: references against the gguf-py oracle (fixtures), and every
+ * dispatched fast path, on every ISA this CPU has, against the references.
+ *
+ * Tolerance of a dot product (documented in docs/KERNELS.md): the kernels
+ * compute each block's integer sum exactly, so fast and reference differ only
+ * by float rounding of the per-block scale products and the accumulation
+ * order. With M = sum_i |w_i * x_i| (dequantized, in double) and B the number
+ * of accumulated terms (blocks, or elements/8 for float rows), both are within
+ * (B + 16) * (2^-23 * M + 2^-149) of the exact value (the last term covers
+ * results in the float subnormal range); we require
+ *   |fast - ref| <= (B + 16) * (2^-23 * M + 2^-149)
+ * and the same between the reference and the double dot of the dequantized
+ * rows. Dequantization and activation quantization must match bit for bit. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/quant.h"
+#include "test_util.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static float frand(void) { return (float)((rnd() >> 11) * 0x1p-53) * 2.0f - 1.0f; } /* [-1, 1) */
+static float gauss(void) {
+    float s = 0;
+    for (int i = 0; i < 4; i++) s += frand();
+    return s * 0.8660254f;
+}
+
+static int same_float(float a, float b) {
+    if (isnan(a) && isnan(b)) return 1;
+    uint32_t ua, ub;
+    memcpy(&ua, &a, 4);
+    memcpy(&ub, &b, 4);
+    return ua == ub;
+}
+
+static const uint32_t all_types[] = {TS_TYPE_F32,  TS_TYPE_F16,  TS_TYPE_BF16, TS_TYPE_Q4_0,   TS_TYPE_Q4_1,
+                                     TS_TYPE_Q5_0, TS_TYPE_Q5_1, TS_TYPE_Q8_0, TS_TYPE_Q2_K,   TS_TYPE_Q3_K,
+                                     TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K, TS_TYPE_IQ4_NL, TS_TYPE_MXFP4};
+#define NTYPES (int)(sizeof all_types / sizeof all_types[0])
+
+/* ------------------------------------------------------------------ */
+/* fixtures from gguf-py                                               */
+
+static void *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc((size_t)n);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+static void test_fixture(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/quant/%s", TS_FIXTURES, name);
+    size_t len;
+    uint8_t *buf = read_file(path, &len);
+    CHECKF(buf != NULL && len >= 24, "%s: cannot read", path);
+    if (!buf || len < 24) { free(buf); return; }
+    uint32_t hdr[6];
+    memcpy(hdr, buf, 24);
+    uint32_t type = hdr[2], n = hdr[3], nbytes = hdr[4], kind = hdr[5];
+    CHECKF(!memcmp(buf, "TSQF", 4) && hdr[1] == 1 && len == 24 + (size_t)nbytes + 4 * (size_t)n, "%s: bad header", name);
+    if (len != 24 + (size_t)nbytes + 4 * (size_t)n) { free(buf); return; }
+    CHECKF(ts_type_row_bytes(type, n) == nbytes, "%s: size %u for %u elems", name, nbytes, n);
+    float *got = malloc(4 * (size_t)n), *want = malloc(4 * (size_t)n);
+    uint8_t *q = malloc(nbytes);
+    int max_isa = ts_kernels_isa_max();
+    if (kind == 0) {
+        memcpy(want, buf + 24 + nbytes, 4 * (size_t)n);
+        for (int isa = -1; isa <= max_isa; isa++) {
+            if (isa < 0) ts_dequant_row_ref(type, buf + 24, got, n);
+            else {
+                ts_kernels_set_isa(isa);
+                ts_dequant_row(type, buf + 24, got, n);
+            }
+            int bad = 0, first = -1;
+            for (uint32_t i = 0; i < n; i++)
+                if (!same_float(got[i], want[i])) { bad++; if (first < 0) first = (int)i; }
+            CHECKF(bad == 0, "%s (%s): %d of %u differ from gguf-py, first [%d] %.9g vs %.9g", name,
+                   isa < 0 ? "ref" : ts_isa_name(isa), bad, n, first, first >= 0 ? got[first] : 0, first >= 0 ? want[first] : 0);
+        }
+    } else {
+        memcpy(want, buf + 24, 4 * (size_t)n); /* source floats */
+        for (int isa = -1; isa <= max_isa; isa++) {
+            if (isa < 0) ts_quantize_row_ref(type, want, q, n);
+            else {
+                ts_kernels_set_isa(isa);
+                ts_quantize_row(type, want, q, n);
+            }
+            int bad = 0, first = -1;
+            for (uint32_t i = 0; i < nbytes; i += 2)
+                if (memcmp(q + i, buf + 24 + 4 * (size_t)n + i, 2)) { bad++; if (first < 0) first = (int)i / 2; }
+            CHECKF(bad == 0, "%s (%s): %d of %u roundings differ, first src %.9g", name, isa < 0 ? "ref" : ts_isa_name(isa),
+                   bad, n, first >= 0 ? want[first] : 0);
+        }
+    }
+    ts_kernels_set_isa(max_isa);
+    free(buf);
+    free(got);
+    free(want);
+    free(q);
+}
+
+/* ------------------------------------------------------------------ */
+/* fp16 / bf16 conversions                                             */
+
+#if defined(__x86_64__)
+__attribute__((target("f16c"))) static float hw_h2f(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) static uint16_t hw_f2h(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+#endif
+
+static void test_conversions(void) {
+    int bad = 0, bad_hw = 0;
+    int hw = 0;
+#if defined(__x86_64__)
+    hw = __builtin_cpu_supports("f16c");
+#endif
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = ts_f16_to_f32((uint16_t)h);
+        uint16_t back = ts_f32_to_f16(f);
+        int nan = ((h >> 10) & 0x1f) == 0x1f && (h & 0x3ff);
+        if (nan ? !(isnan(f) && (back & 0x7e00) == 0x7e00 && (back & 0x8000) == (h & 0x8000)) : back != h) bad++;
+#if defined(__x86_64__)
+        if (hw && !nan && !same_float(f, hw_h2f((uint16_t)h))) bad_hw++;
+#endif
+        float b = ts_bf16_to_f32((uint16_t)h);
+        uint16_t bb = ts_f32_to_bf16(b);
+        int bnan = ((h >> 7) & 0xff) == 0xff && (h & 0x7f);
+        if (bnan ? !isnan(b) || !isnan(ts_bf16_to_f32(bb)) : bb != h) bad++;
+    }
+    CHECKF(bad == 0, "%d f16/bf16 round trips differ", bad);
+    CHECKF(bad_hw == 0, "%d f16->f32 differ from F16C", bad_hw);
+#if defined(__x86_64__)
+    if (hw) {
+        /* f32 -> f16 rounding against the F16C instruction on random bit patterns */
+        int badr = 0;
+        for (int i = 0; i < 2000000; i++) {
+            uint32_t u = (uint32_t)rnd();
+            if (i & 1) u = (u & 0x8fffffffu) | 0x30000000u; /* exponents near the f16 range */
+            float f;
+            memcpy(&f, &u, 4);
+            if (isnan(f)) continue;
+            if (ts_f32_to_f16(f) != hw_f2h(f)) badr++;
+        }
+        CHECKF(badr == 0, "%d f32->f16 roundings differ from F16C", badr);
+    }
+#endif
+    CHECK(ts_e8m0_half_to_f32(128) == 1.0f && ts_e8m0_half_to_f32(0) == 0x1p-128f && ts_e8m0_half_to_f32(255) == 0x1p127f);
+}
+
+/* ------------------------------------------------------------------ */
+/* fast paths vs references                                            */
+
+enum { SC_RANDOM, SC_SANE, SC_TINY, SC_HUGE, SC_ZERO, SC_NEG, SC_MAXQ, SC_COUNT };
+static const char *sc_name[SC_COUNT] = {"random", "sane", "tiny", "huge", "zero", "negative", "max-quants"};
+
+static uint16_t f16_for(int sc) {
+    switch (sc) {
+    case SC_TINY: return (uint16_t)(1 + rnd() % 0x3ff);         /* subnormal */
+    case SC_HUGE: return (uint16_t)(0x7800 + rnd() % 0x3ff);    /* 32768..65504 */
+    case SC_ZERO: return 0;
+    case SC_NEG: return ts_f32_to_f16(-(0.001f + 0.1f * (frand() + 1)));
+    case SC_RANDOM: {
+        uint16_t h = (uint16_t)rnd();
+        if (((h >> 10) & 0x1f) >= 0x1e) h &= (uint16_t)~0x4000; /* finite, at most ~2 */
+        return h;
+    }
+    default: return ts_f32_to_f16((rnd() & 1 ? -1 : 1) * (0.001f + 0.05f * (frand() + 1)));
+    }
+}
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+
+/* f16 scale offsets in a block (ggml layouts), -1 terminated */
+static const int *scale_offsets(uint32_t t) {
+    static const int o0[] = {0, -1}, o02[] = {0, 2, -1}, q2k[] = {80, 82, -1}, q3k[] = {108, -1}, q6k[] = {208, -1},
+                     none[] = {-1};
+    switch (t) {
+    case TS_TYPE_Q4_0: case TS_TYPE_Q5_0: case TS_TYPE_Q8_0: case TS_TYPE_IQ4_NL: return o0;
+    case TS_TYPE_Q4_1: case TS_TYPE_Q5_1: case TS_TYPE_Q4_K: case TS_TYPE_Q5_K: return o02;
+    case TS_TYPE_Q2_K: return q2k;
+    case TS_TYPE_Q3_K: return q3k;
+    case TS_TYPE_Q6_K: return q6k;
+    default: return none;
+    }
+}
+
+/* A weight row of type t with n elements for scenario sc. */
+static void make_weights(uint32_t t, int sc, uint8_t *w, int64_t n) {
+    const ts_type_traits *tr = ts_type_get(t);
+    uint64_t bytes = ts_type_row_bytes(t, (uint64_t)n);
+    if (t == TS_TYPE_F32 || t == TS_TYPE_F16 || t == TS_TYPE_BF16) {
+        for (int64_t i = 0; i < n; i++) {
+            float v = gauss();
+            if (sc == SC_TINY) v *= 1e-38f;
+            if (sc == SC_HUGE) v = t == TS_TYPE_F16 ? frand() * 65504.0f : v * 1e30f;
+            if (sc == SC_ZERO) v = 0;
+            if (sc == SC_NEG) v = -fabsf(v);
+            if (sc == SC_MAXQ) v = t == TS_TYPE_F16 ? (rnd() & 1 ? 65504.0f : -65504.0f) : (rnd() & 1 ? 1e30f : -1e30f);
+            if (sc == SC_RANDOM && t != TS_TYPE_F32) {
+                uint16_t h = (uint16_t)rnd();
+                if (t == TS_TYPE_F16 && ((h >> 10) & 0x1f) == 0x1f) h &= (uint16_t)~0x4000;
+                if (t == TS_TYPE_BF16) h = (uint16_t)((h & 0x80ff) | (0x3000 + (rnd() % 0x1000)) ); /* |v| ~ 1e-10..1e10 */
+                memcpy(w + 2 * i, &h, 2);
+                continue;
+            }
+            if (t == TS_TYPE_F32) memcpy(w + 4 * i, &v, 4);
+            else {
+                uint16_t h = t == TS_TYPE_F16 ? ts_f32_to_f16(v) : ts_f32_to_bf16(v);
+                memcpy(w + 2 * i, &h, 2);
+            }
+        }
+        if (t == TS_TYPE_F16 && sc == SC_TINY) /* f16 subnormals */
+            for (int64_t i = 0; i < n; i++) put16(w + 2 * i, (uint16_t)((rnd() & 0x83ff)));
+        return;
+    }
+    if (sc == SC_SANE) {
+        /* realistic rows from the reference quantizer */
+        float *f = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) f[i] = gauss() * 0.05f;
+        ts_quantize_row_ref(t, f, w, n);
+        free(f);
+        return;
+    }
+    for (uint64_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
+    uint64_t nb = bytes / tr->block_bytes;
+    for (uint64_t b = 0; b < nb; b++) {
+        uint8_t *p = w + b * tr->block_bytes;
+        if (sc == SC_MAXQ) {
+            /* extreme quants: all bits set, or the most negative pattern */
+            int pat = (int)(rnd() % 3);
+            uint8_t v = pat == 0 ? 0xff : pat == 1 ? 0x00 : 0x88;
+            if (t == TS_TYPE_Q8_0) v = pat == 0 ? 0x7f : 0x80;
+            memset(p, v, tr->block_bytes);
+        }
+        for (const int *o = scale_offsets(t); *o >= 0; o++) put16(p + *o, f16_for(sc == SC_MAXQ ? SC_SANE : sc));
+        if (t == TS_TYPE_MXFP4) {
+            int e = sc == SC_TINY ? (int)(rnd() % 3) : sc == SC_HUGE ? 180 + (int)(rnd() % 20) : sc == SC_ZERO ? 0 : 110 + (int)(rnd() % 20);
+            p[0] = (uint8_t)e;
+            if (sc == SC_ZERO) memset(p + 1, 0, 16);
+        }
+        if (sc == SC_ZERO && (t == TS_TYPE_Q4_1 || t == TS_TYPE_Q5_1)) put16(p + 2, 0);
+    }
+}
+
+/* Activation row in the partner format of wtype. */
+static void make_acts(uint32_t wtype, int sc, uint8_t *x, int64_t n, float *tmp) {
+    uint32_t p = ts_type_dot_partner(wtype);
+    for (int64_t i = 0; i < n; i++) {
+        tmp[i] = gauss();
+        if (sc == SC_MAXQ) tmp[i] = rnd() & 1 ? 3.0f : -3.0f; /* all quants at +-127 */
+        if (sc == SC_TINY && p == TS_TYPE_F32) tmp[i] *= 1e-3f;
+    }
+    ts_quantize_row_ref(p, tmp, x, n);
+}
+
+static double dot_tol(uint32_t t, int64_t n, double mag) {
+    const ts_type_traits *tr = ts_type_get(t);
+    double terms = tr->block_elems == 1 ? (double)n / 8 : (double)(n / tr->block_elems);
+    /* plus the float subnormal spacing per term, for results near underflow */
+    return (terms + 16) * (0x1p-23 * mag + 0x1p-149);
+}
+
+/* The comparison every dot check goes through (and the self-test exercises). */
+static int dot_close(double got, double want, double tol) { return isfinite(got) && fabs(got - want) <= tol; }
+
+typedef struct {
+    uint8_t *w, *x;
+    float *wf, *xf, *tmp;
+} bufs;
+
+static void test_dot_case(uint32_t t, int64_t n, int sc, int isa, bufs *b) {
+    uint32_t p = ts_type_dot_partner(t);
+    make_weights(t, sc, b->w, n);
+    make_acts(t, sc, b->x, n, b->tmp);
+    ts_dequant_row_ref(t, b->w, b->wf, n);
+    ts_dequant_row_ref(p, b->x, b->xf, n);
+    double exact = 0, mag = 0;
+    for (int64_t i = 0; i < n; i++) {
+        exact += (double)b->wf[i] * b->xf[i];
+        mag += fabs((double)b->wf[i] * b->xf[i]);
+    }
+    if (!isfinite(mag)) {
+        CHECKF(0, "%s %s n=%lld: test data not finite", ts_type_name(t), sc_name[sc], (long long)n);
+        return;
+    }
+    double tol = dot_tol(t, n, mag);
+    float ref = ts_vec_dot_ref(t, n, b->w, b->x);
+    float fast = ts_vec_dot(t, n, b->w, b->x);
+    if (isa == 0)
+        CHECKF(dot_close(ref, exact, tol), "%s %s n=%lld: ref %.9g vs dequantized dot %.9g (tol %.3g)", ts_type_name(t),
+               sc_name[sc], (long long)n, ref, exact, tol);
+    CHECKF(dot_close(fast, ref, tol), "%s %s n=%lld isa=%s: fast %.9g vs ref %.9g (tol %.3g)", ts_type_name(t), sc_name[sc],
+           (long long)n, ts_isa_name(isa), fast, ref, tol);
+    if (sc == SC_ZERO && t != TS_TYPE_MXFP4) CHECKF(fast == 0 && ref == 0, "%s zero scales: %g %g", ts_type_name(t), fast, ref);
+
+    /* fast dequant must equal the reference bit for bit */
+    float *fd = b->tmp;
+    ts_dequant_row(t, b->w, fd, n);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !same_float(fd[i], b->wf[i]);
+    CHECKF(bad == 0, "%s %s isa=%s: fast dequant differs in %d", ts_type_name(t), sc_name[sc], ts_isa_name(isa), bad);
+}
+
+/* Multi-row and tile entry points against per-pair reference dots. */
+static void test_rows_tile(uint32_t t, int64_t n, int isa, bufs *b) {
+    enum { R = 5, C = 7 };
+    uint32_t p = ts_type_dot_partner(t);
+    uint64_t ws = ts_type_row_bytes(t, (uint64_t)n), xs = ts_type_row_bytes(p, (uint64_t)n);
+    uint8_t *W = malloc(ws * R + 1), *X = malloc(xs * C + 1);
+    /* odd base addresses: the kernels must not assume alignment */
+    uint8_t *w = W + 1, *x = X + 1;
+    for (int r = 0; r < R; r++) make_weights(t, r % 2 ? SC_SANE : SC_RANDOM, w + r * ws, n);
+    for (int c = 0; c < C; c++) make_acts(t, SC_RANDOM, x + c * xs, n, b->tmp);
+    float rows[R], out[C * (R + 2)];
+    double ref[C][R], tol[C][R];
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) {
+            ref[c][r] = ts_vec_dot_ref(t, n, w + r * ws, x + c * xs);
+            ts_dequant_row_ref(t, w + r * ws, b->wf, n);
+            ts_dequant_row_ref(p, x + c * xs, b->xf, n);
+            double mag = 0;
+            for (int64_t i = 0; i < n; i++) mag += fabs((double)b->wf[i] * b->xf[i]);
+            tol[c][r] = dot_tol(t, n, mag);
+        }
+    ts_vec_dot_rows(t, n, w, ws, R, x + 2 * xs, rows);
+    int bad = 0;
+    for (int r = 0; r < R; r++) bad += !dot_close(rows[r], ref[2][r], tol[2][r]);
+    CHECKF(bad == 0, "%s n=%lld isa=%s: vec_dot_rows %d bad", ts_type_name(t), (long long)n, ts_isa_name(isa), bad);
+    for (int nc = 1; nc <= C; nc++) {
+        for (int i = 0; i < C * (R + 2); i++) out[i] = -12345.0f;
+        ts_gemm_tile(t, n, w, ws, R, x, xs, nc, out, R + 2);
+        bad = 0;
+        int clobber = 0;
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < R + 2; r++) {
+                float v = out[c * (R + 2) + r];
+                if (c < nc && r < R) bad += !dot_close(v, ref[c][r], tol[c][r]);
+                else clobber += v != -12345.0f;
+            }
+        CHECKF(bad == 0 && clobber == 0, "%s n=%lld isa=%s ncols=%d: gemm_tile %d bad, %d written outside", ts_type_name(t),
+               (long long)n, ts_isa_name(isa), nc, bad, clobber);
+    }
+    free(W);
+    free(X);
+}
+
+static void test_quantize_acts(int isa, bufs *b) {
+    static const uint32_t acts[] = {TS_TYPE_Q8_0, TS_TYPE_Q8_K, TS_TYPE_F16, TS_TYPE_BF16};
+    int64_t n = 33 * 256;
+    uint64_t cap = ts_type_row_bytes(TS_TYPE_F32, (uint64_t)n);
+    uint8_t *q1 = malloc(cap), *q2 = malloc(cap);
+    for (int k = 0; k < 4; k++)
+        for (int sc = 0; sc < 4; sc++) {
+            for (int64_t i = 0; i < n; i++) {
+                b->tmp[i] = gauss() * (sc == 1 ? 1e-30f : sc == 2 ? 1e20f : 1.0f);
+                if (sc == 3 && (i / 256) % 2) b->tmp[i] = 0; /* all-zero blocks */
+                if (sc == 3 && i % 97 == 0) b->tmp[i] = (i & 1 ? 0.5f : -0.5f) * 127.0f / 127.0f; /* ties */
+            }
+            uint64_t bytes = ts_type_row_bytes(acts[k], (uint64_t)n);
+            ts_quantize_row_ref(acts[k], b->tmp, q1, n);
+            ts_quantize_row(acts[k], b->tmp, q2, n);
+            CHECKF(!memcmp(q1, q2, bytes), "quantize %s case %d isa=%s differs from ref", ts_type_name(acts[k]), sc,
+                   ts_isa_name(isa));
+            if (acts[k] == TS_TYPE_Q8_0 || acts[k] == TS_TYPE_Q8_K) {
+                /* partner contract: quants in [-127, 127], bsums exact */
+                int bad = 0;
+                if (acts[k] == TS_TYPE_Q8_0) {
+                    const ts_block_q8_0 *y = (const ts_block_q8_0 *)q1;
+                    for (int64_t i = 0; i < n / 32; i++)
+                        for (int j = 0; j < 32; j++) bad += y[i].qs[j] == -128;
+                } else {
+                    const ts_block_q8_K *y = (const ts_block_q8_K *)q1;
+                    for (int64_t i = 0; i < n / 256; i++)
+                        for (int j = 0; j < 16; j++) {
+                            int s = 0;
+                            for (int l = 0; l < 16; l++) s += y[i].qs[16 * j + l], bad += y[i].qs[16 * j + l] == -128;
+                            bad += s != y[i].bsums[j];
+                        }
+                }
+                CHECKF(bad == 0, "quantize %s violates the partner contract (%d)", ts_type_name(acts[k]), bad);
+            }
+        }
+    free(q1);
+    free(q2);
+}
+
+/* A test that cannot fail is a defect: the comparator must reject a result
+ * off by a flipped quant or by more than the tolerance. */
+static void test_self_check(bufs *b) {
+    int64_t n = 256;
+    make_weights(TS_TYPE_Q4_K, SC_SANE, b->w, n);
+    make_acts(TS_TYPE_Q4_K, SC_SANE, b->x, n, b->tmp);
+    ts_dequant_row_ref(TS_TYPE_Q4_K, b->w, b->wf, n);
+    ts_dequant_row_ref(TS_TYPE_Q8_K, b->x, b->xf, n);
+    double mag = 0;
+    for (int64_t i = 0; i < n; i++) mag += fabs((double)b->wf[i] * b->xf[i]);
+    double tol = dot_tol(TS_TYPE_Q4_K, n, mag);
+    float good = ts_vec_dot(TS_TYPE_Q4_K, n, b->w, b->x);
+    CHECK(dot_close(good, ts_vec_dot_ref(TS_TYPE_Q4_K, n, b->w, b->x), tol));
+    CHECK(!dot_close(good + 2 * tol, ts_vec_dot_ref(TS_TYPE_Q4_K, n, b->w, b->x), tol));
+    /* flip one quant nibble where the activation is largest */
+    ts_block_q4_K *blk = (ts_block_q4_K *)b->w;
+    int at = 0;
+    for (int i = 0; i < 32; i++)
+        if (fabsf(b->xf[i]) > fabsf(b->xf[at])) at = i;
+    blk->qs[at] ^= 0x08;
+    float bad = ts_vec_dot(TS_TYPE_Q4_K, n, b->w, b->x);
+    CHECKF(!dot_close(bad, good, tol), "a flipped quant went unnoticed (%g vs %g, tol %g)", bad, good, tol);
+    /* and a fixture with one corrupted float must be rejected */
+    float a = 1.0f, c = nextafterf(1.0f, 2.0f);
+    CHECK(!same_float(a, c));
+}
+
+int main(void) {
+    static const char *fixtures[] = {"F16.bin",  "BF16.bin", "F16_round.bin", "F16_round2.bin", "BF16_round.bin",
+                                     "Q4_0.bin", "Q4_1.bin", "Q5_0.bin",      "Q5_1.bin",       "Q8_0.bin",
+                                     "Q2_K.bin", "Q3_K.bin", "Q4_K.bin",      "Q5_K.bin",       "Q6_K.bin",
+                                     "IQ4_NL.bin", "MXFP4.bin"};
+    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) test_fixture(fixtures[i]);
+    test_conversions();
+
+    int64_t nmax = 33 * 256;
+    bufs b;
+    b.w = malloc(ts_type_row_bytes(TS_TYPE_F32, (uint64_t)nmax));
+    b.x = malloc(ts_type_row_bytes(TS_TYPE_Q8_K, (uint64_t)nmax) + ts_type_row_bytes(TS_TYPE_F32, (uint64_t)nmax));
+    b.wf = malloc(sizeof(float) * (size_t)nmax);
+    b.xf = malloc(sizeof(float) * (size_t)nmax);
+    b.tmp = malloc(sizeof(float) * (size_t)nmax);
+
+    int max_isa = ts_kernels_isa_max();
+    printf("kernels: %s (max %s)\n", ts_kernels_isa(), ts_isa_name(max_isa));
+    static const int nblocks[] = {1, 3, 7, 33};
+    for (int isa = 0; isa <= max_isa; isa++) {
+        CHECK(ts_kernels_set_isa(isa) == 0);
+        for (int ti = 0; ti < NTYPES; ti++) {
+            uint32_t t = all_types[ti];
+            CHECK(ts_type_supported(t));
+            int be = (int)ts_type_get(t)->block_elems;
+            for (int k = 0; k < 4; k++) {
+                /* float rows: odd lengths, not multiples of the SIMD width */
+                int64_t n = be == 1 ? (int64_t)nblocks[k] * 37 : (int64_t)nblocks[k] * be;
+                for (int sc = 0; sc < SC_COUNT; sc++)
+                    for (int rep = 0; rep < 3; rep++) test_dot_case(t, n, sc, isa, &b);
+            }
+            test_rows_tile(t, be == 1 ? 75 : 3 * be, isa, &b);
+            test_rows_tile(t, be == 1 ? 8 : be, isa, &b);
+        }
+        test_quantize_acts(isa, &b);
+        test_self_check(&b);
+    }
+    CHECK(ts_kernels_set_isa(max_isa + 1) == -1);
+    ts_kernels_set_isa(max_isa);
+    CHECK(!ts_type_supported(TS_TYPE_IQ2_XXS) && ts_type_dot_partner(TS_TYPE_IQ2_XXS) == TS_TYPE_COUNT);
+    free(b.w);
+    free(b.x);
+    free(b.wf);
+    free(b.xf);
+    free(b.tmp);
+    return tu_finish();
+}
