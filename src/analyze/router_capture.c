@@ -1,0 +1,354 @@
+#include "analyze/router_capture.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ts_status bad(const char *path, const char *what) {
+    return ts_fail(TS_ERR_FORMAT, "%s: inconsistent router capture: %s", path, what);
+}
+
+static bool get_int(const cJSON *o, const char *key, int32_t lo, int32_t hi, int32_t *out) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble) || j->valuedouble < lo || j->valuedouble > hi) return false;
+    *out = (int32_t)j->valuedouble;
+    return true;
+}
+
+/* Reads an array of ids in [0, n_experts) into a new buffer. */
+static ts_status read_ids(const char *path, const cJSON *arr, int32_t n_experts, int32_t **ids, uint64_t *len, const char *what) {
+    *ids = NULL;
+    *len = 0;
+    if (!cJSON_IsArray(arr)) return bad(path, what);
+    int n = cJSON_GetArraySize(arr);
+    *ids = ts_malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (!*ids) return TS_ERR_NOMEM;
+    const cJSON *e;
+    uint64_t i = 0;
+    cJSON_ArrayForEach(e, arr) {
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 || e->valuedouble >= n_experts) {
+            char m[128];
+            snprintf(m, sizeof m, "%s holds a value that is not an expert id in [0, %d)", what, n_experts);
+            return bad(path, m);
+        }
+        (*ids)[i++] = (int32_t)e->valuedouble;
+    }
+    *len = i;
+    return TS_OK;
+}
+
+void router_capture_free(router_capture *c) {
+    for (int32_t l = 0; l < c->num_layers; l++) {
+        if (c->trace) free(c->trace[l]);
+        if (c->pred) free(c->pred[l]);
+    }
+    free(c->trace);
+    free(c->pred);
+    free(c->trace_len);
+    free(c->pred_len);
+    free(c->counts);
+    free(c->path);
+    memset(c, 0, sizeof *c);
+}
+
+uint64_t router_capture_passes(const router_capture *c, int32_t l) {
+    uint64_t s = 0;
+    for (int32_t e = 0; e < c->num_experts; e++) s += c->counts[(size_t)l * c->num_experts + e];
+    return s / (uint64_t)c->top_k;
+}
+
+bool router_capture_layer_routes(const router_capture *c, int32_t l) { return router_capture_passes(c, l) > 0; }
+
+ts_status router_capture_load(const char *path, router_capture *out) {
+    memset(out, 0, sizeof *out);
+    char *text;
+    size_t len;
+    ts_status st = ts_read_all(path, &text, &len);
+    if (st) return st;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!root) return ts_fail(TS_ERR_FORMAT, "%s: not valid JSON", path);
+    out->path = strdup(path);
+    char msg[256];
+    if (!get_int(root, "num_layers", 1, 100000, &out->num_layers) || !get_int(root, "num_experts", 1, 1000000, &out->num_experts) ||
+        !get_int(root, "top_k", 1, CACHE_MAX_K, &out->top_k)) {
+        st = bad(path, "num_layers, num_experts and top_k must be positive integers");
+        goto done;
+    }
+    if (out->top_k > out->num_experts) { st = bad(path, "top_k exceeds num_experts"); goto done; }
+    const cJSON *counts = cJSON_GetObjectItemCaseSensitive(root, "counts");
+    if (!cJSON_IsArray(counts) || cJSON_GetArraySize(counts) != out->num_layers) { st = bad(path, "counts must have num_layers rows"); goto done; }
+    out->counts = ts_calloc((size_t)out->num_layers * (size_t)out->num_experts, sizeof(uint64_t));
+    if (!out->counts) { st = TS_ERR_NOMEM; goto done; }
+    int32_t l = 0;
+    const cJSON *row;
+    uint64_t total = 0;
+    cJSON_ArrayForEach(row, counts) {
+        if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != out->num_experts) {
+            snprintf(msg, sizeof msg, "counts row %d does not have num_experts entries", l);
+            st = bad(path, msg);
+            goto done;
+        }
+        int32_t e = 0;
+        const cJSON *v;
+        uint64_t sum = 0;
+        cJSON_ArrayForEach(v, row) {
+            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble) || v->valuedouble > 1e15) {
+                snprintf(msg, sizeof msg, "counts[%d][%d] is not a non-negative integer", l, e);
+                st = bad(path, msg);
+                goto done;
+            }
+            out->counts[(size_t)l * out->num_experts + e++] = (uint64_t)v->valuedouble;
+            sum += (uint64_t)v->valuedouble;
+        }
+        if (sum % (uint64_t)out->top_k) {
+            snprintf(msg, sizeof msg, "layer %d counts sum to %llu, not a multiple of top_k=%d", l, (unsigned long long)sum, out->top_k);
+            st = bad(path, msg);
+            goto done;
+        }
+        total += sum;
+        l++;
+    }
+    if (total == 0) { st = bad(path, "no layer routed a single pass (all counts are zero): nothing to analyse"); goto done; }
+
+    const cJSON *trace = cJSON_GetObjectItemCaseSensitive(root, "trace");
+    if (trace && !cJSON_IsNull(trace)) {
+        if (!cJSON_IsArray(trace) || cJSON_GetArraySize(trace) != out->num_layers) { st = bad(path, "trace must have num_layers rows"); goto done; }
+        out->has_trace = true;
+        out->trace = ts_calloc((size_t)out->num_layers, sizeof *out->trace);
+        out->trace_len = ts_calloc((size_t)out->num_layers, sizeof *out->trace_len);
+        uint64_t *hist = ts_calloc((size_t)out->num_experts, sizeof *hist);
+        if (!out->trace || !out->trace_len || !hist) { free(hist); st = TS_ERR_NOMEM; goto done; }
+        l = 0;
+        cJSON_ArrayForEach(row, trace) {
+            snprintf(msg, sizeof msg, "trace row %d", l);
+            if ((st = read_ids(path, row, out->num_experts, &out->trace[l], &out->trace_len[l], msg))) { free(hist); goto done; }
+            memset(hist, 0, sizeof(uint64_t) * (size_t)out->num_experts);
+            for (uint64_t i = 0; i < out->trace_len[l]; i++) hist[out->trace[l][i]]++;
+            if (memcmp(hist, out->counts + (size_t)l * out->num_experts, sizeof(uint64_t) * (size_t)out->num_experts) != 0) {
+                snprintf(msg, sizeof msg, "layer %d counts do not equal the histogram of its trace", l);
+                free(hist);
+                st = bad(path, msg);
+                goto done;
+            }
+            /* within a pass the top-k ids are distinct */
+            for (uint64_t p = 0; p + (uint64_t)out->top_k <= out->trace_len[l]; p += (uint64_t)out->top_k)
+                for (int32_t i = 0; i < out->top_k; i++)
+                    for (int32_t j = 0; j < i; j++)
+                        if (out->trace[l][p + i] == out->trace[l][p + j]) {
+                            snprintf(msg, sizeof msg, "layer %d pass %llu names expert %d twice", l, (unsigned long long)(p / out->top_k),
+                                     out->trace[l][p + i]);
+                            free(hist);
+                            st = bad(path, msg);
+                            goto done;
+                        }
+            l++;
+        }
+        free(hist);
+    }
+    const cJSON *pred = cJSON_GetObjectItemCaseSensitive(root, "pred");
+    if (pred && !cJSON_IsNull(pred)) {
+        if (!out->has_trace) { st = bad(path, "pred without trace cannot be lined up"); goto done; }
+        if (!cJSON_IsArray(pred) || cJSON_GetArraySize(pred) != out->num_layers) { st = bad(path, "pred must have num_layers rows"); goto done; }
+        out->has_pred = true;
+        out->pred_k = out->top_k;
+        out->pred = ts_calloc((size_t)out->num_layers, sizeof *out->pred);
+        out->pred_len = ts_calloc((size_t)out->num_layers, sizeof *out->pred_len);
+        if (!out->pred || !out->pred_len) { st = TS_ERR_NOMEM; goto done; }
+        l = 0;
+        cJSON_ArrayForEach(row, pred) {
+            snprintf(msg, sizeof msg, "pred row %d", l);
+            if ((st = read_ids(path, row, out->num_experts, &out->pred[l], &out->pred_len[l], msg))) goto done;
+            if (l == 0 && out->pred_len[0]) { st = bad(path, "pred row 0 must be empty (no layer before it to probe from)"); goto done; }
+            if (l > 0 && out->pred_len[l] && out->pred_len[l] != out->trace_len[l]) {
+                snprintf(msg, sizeof msg, "pred row %d has %llu ids but trace row has %llu: they must line up pass by pass", l,
+                         (unsigned long long)out->pred_len[l], (unsigned long long)out->trace_len[l]);
+                st = bad(path, msg);
+                goto done;
+            }
+            l++;
+        }
+    }
+done:
+    cJSON_Delete(root);
+    if (st) router_capture_free(out);
+    return st;
+}
+
+typedef struct idx_count {
+    int32_t id;
+    uint64_t n;
+} idx_count;
+
+static int cmp_desc(const void *a, const void *b) {
+    const idx_count *x = a, *y = b;
+    if (x->n != y->n) return x->n > y->n ? -1 : 1;
+    return x->id - y->id;
+}
+
+static int32_t cover(const uint64_t *counts, int32_t n, double share, bool *set) {
+    if (n < 1) return 0;
+    idx_count *v = malloc(sizeof *v * (size_t)n);
+    if (!v) return -1;
+    uint64_t total = 0;
+    for (int32_t i = 0; i < n; i++) v[i] = (idx_count){i, counts[i]}, total += counts[i];
+    qsort(v, (size_t)n, sizeof *v, cmp_desc);
+    if (set)
+        for (int32_t i = 0; i < n; i++) set[i] = false;
+    int32_t k = 0;
+    uint64_t acc = 0;
+    while (k < n && (double)acc < share * (double)total - 1e-9) {
+        acc += v[k].n;
+        if (set) set[v[k].id] = true;
+        k++;
+    }
+    free(v);
+    return k;
+}
+
+void router_layer_concentration(const uint64_t *counts, int32_t n_experts, router_layer_stats *out) {
+    out->n95 = cover(counts, n_experts, 0.95, NULL);
+    out->n99 = cover(counts, n_experts, 0.99, NULL);
+    out->never = 0;
+    for (int32_t e = 0; e < n_experts; e++) out->never += counts[e] == 0;
+}
+
+void router_layer_top_set(const uint64_t *counts, int32_t n_experts, double share, bool *set) { cover(counts, n_experts, share, set); }
+
+ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slots, replay_policy pol, uint64_t skip, int32_t pilot_k,
+                              replay_result *out) {
+    memset(out, 0, sizeof *out);
+    if (!c->has_trace) return ts_fail(TS_ERR_ARG, "%s: capture has no trace (set TURBOSPARK_ROUTER_TRACE when capturing)", c->path);
+    if (n_slots < c->top_k) return ts_fail(TS_ERR_ARG, "%d slots cannot hold top_k=%d experts", n_slots, c->top_k);
+    if (pilot_k > 0 && !c->has_pred) return ts_fail(TS_ERR_ARG, "%s: capture has no pred (set TURBOSPARK_PILOT_PROBE)", c->path);
+    const int32_t k = c->top_k, E = c->num_experts;
+    const uint64_t passes = c->trace_len[l] / (uint64_t)k;
+    const int32_t *tr = c->trace[l];
+    cache_layer cl;
+    ts_status st = cache_layer_init(&cl, n_slots, E, pol == REPLAY_LRU ? CACHE_POLICY_LRU : CACHE_POLICY_LFU);
+    if (st) return st;
+    /* Belady: next pass at which each trace entry's expert is used again. */
+    uint64_t *next_occ = NULL, *nxt = NULL;
+    if (pol == REPLAY_BELADY) {
+        next_occ = ts_malloc(sizeof(uint64_t) * (size_t)(c->trace_len[l] ? c->trace_len[l] : 1));
+        nxt = ts_malloc(sizeof(uint64_t) * (size_t)E);
+        uint64_t *last = ts_malloc(sizeof(uint64_t) * (size_t)E);
+        if (!next_occ || !nxt || !last) { free(next_occ); free(nxt); free(last); cache_layer_free(&cl); return TS_ERR_NOMEM; }
+        for (int32_t e = 0; e < E; e++) last[e] = UINT64_MAX, nxt[e] = UINT64_MAX;
+        for (uint64_t p = passes; p-- > 0;)
+            for (int32_t i = 0; i < k; i++) {
+                int32_t e = tr[p * k + i];
+                next_occ[p * k + i] = last[e];
+                last[e] = p;
+            }
+        free(last);
+    }
+    bool *prev = ts_calloc((size_t)E, 1), *cur = ts_calloc((size_t)E, 1);
+    if (!prev || !cur) { free(prev); free(cur); free(next_occ); free(nxt); cache_layer_free(&cl); return TS_ERR_NOMEM; }
+    for (uint64_t p = 0; p < passes; p++) {
+        const int32_t *req = tr + p * k;
+        bool count = p >= skip;
+        memset(cur, 0, (size_t)E);
+        for (int32_t i = 0; i < k; i++) cur[req[i]] = true;
+        /* pilot: snapshot residency before the plan */
+        if (count && pilot_k > 0 && c->pred_len[l]) {
+            const int32_t *pr = c->pred[l] + p * (uint64_t)c->pred_k;
+            int32_t pk = pilot_k < c->pred_k ? pilot_k : c->pred_k;
+            for (int32_t i = 0; i < k; i++) {
+                bool named = false;
+                for (int32_t j = 0; j < c->pred_k; j++) named |= pr[j] == req[i];
+                out->pred_total++;
+                out->pred_hits += named;
+            }
+            for (int32_t j = 0; j < pk; j++) {
+                if (cl.expert_slot[pr[j]] >= 0) continue;
+                out->prefetch_reads++;
+                out->prefetch_useful += cur[pr[j]];
+            }
+        }
+        cache_plan plan;
+        if (pol == REPLAY_BELADY) {
+            /* Same plan shape, victims by farthest next use (never-again first). */
+            plan.k = k;
+            plan.n_miss = 0;
+            bool pin[4096] = {0};
+            bool *pinp = n_slots <= 4096 ? pin : ts_calloc((size_t)n_slots, 1);
+            if (!pinp) { st = TS_ERR_NOMEM; break; }
+            for (int32_t i = 0; i < k; i++) {
+                int32_t s = cl.expert_slot[req[i]];
+                plan.hit[i] = s >= 0;
+                plan.slot[i] = s;
+                plan.evicted[i] = -1;
+                if (s >= 0) pinp[s] = true;
+                else plan.n_miss++;
+            }
+            for (int32_t i = 0; i < k; i++) {
+                if (plan.hit[i]) continue;
+                int32_t best = -1;
+                for (int32_t s = 0; s < n_slots && best < 0; s++)
+                    if (!pinp[s] && cl.slot_expert[s] < 0) best = s;
+                if (best < 0)
+                    for (int32_t s = 0; s < n_slots; s++) {
+                        if (pinp[s]) continue;
+                        if (best < 0 || nxt[cl.slot_expert[s]] > nxt[cl.slot_expert[best]]) best = s;
+                    }
+                pinp[best] = true;
+                plan.slot[i] = best;
+                plan.evicted[i] = cl.slot_expert[best];
+            }
+            if (pinp != pin) free(pinp);
+            for (int32_t i = 0; i < k; i++) nxt[req[i]] = next_occ[p * k + i];
+        } else if ((st = cache_plan_make(&cl, req, k, &plan))) {
+            break;
+        }
+        if (count) {
+            out->passes++;
+            out->requests += (uint64_t)k;
+            for (int32_t i = 0; i < k; i++) {
+                if (plan.hit[i]) { out->hits++; continue; }
+                out->misses++;
+                if (plan.evicted[i] < 0) out->cold_misses++;
+                else out->evict_misses++;
+                if (p > 0 && prev[req[i]]) out->prev_named++;
+            }
+        }
+        cache_commit(&cl, req, &plan);
+        bool *t = prev;
+        prev = cur;
+        cur = t;
+    }
+    if (pilot_k > 0) out->residual_misses = out->misses - (out->prefetch_useful < out->misses ? out->prefetch_useful : out->misses);
+    free(prev);
+    free(cur);
+    free(next_occ);
+    free(nxt);
+    cache_layer_free(&cl);
+    return st;
+}
+
+ts_status router_window_layer(const router_capture *c, int32_t l, int32_t m, uint64_t skip, double *mean_distinct) {
+    *mean_distinct = NAN;
+    if (!c->has_trace) return ts_fail(TS_ERR_ARG, "%s: capture has no trace (set TURBOSPARK_ROUTER_TRACE when capturing)", c->path);
+    const int32_t k = c->top_k, E = c->num_experts;
+    const uint64_t passes = c->trace_len[l] / (uint64_t)k;
+    if (m < 1) return ts_fail(TS_ERR_ARG, "window size %d must be at least 1", m);
+    if (passes < skip + (uint64_t)m) return TS_OK; /* too short: NaN, reported as n/a */
+    uint32_t *in = ts_calloc((size_t)E, sizeof *in);
+    if (!in) return TS_ERR_NOMEM;
+    uint64_t distinct = 0, windows = 0;
+    double sum = 0;
+    for (uint64_t p = skip; p < passes; p++) {
+        for (int32_t i = 0; i < k; i++) distinct += in[c->trace[l][p * k + i]]++ == 0;
+        if (p >= skip + (uint64_t)m) /* drop pass p - m */
+            for (int32_t i = 0; i < k; i++) distinct -= --in[c->trace[l][(p - m) * k + i]] == 0;
+        if (p + 1 >= skip + (uint64_t)m) {
+            sum += (double)distinct;
+            windows++;
+        }
+    }
+    free(in);
+    *mean_distinct = sum / (double)windows;
+    return TS_OK;
+}
