@@ -1,9 +1,503 @@
-/* avx2 kernels: entered only after runtime detection (see quant.c). */
+/* AVX2 (+FMA, F16C) kernels: entered only after runtime detection (quant.c).
+ *
+ * Shape of every quantized dot: the weight block is decoded to int8 lanes
+ * once, multiplied against the activation's int8 quants with
+ * maddubs (u8 x s8 -> pairs of i16) and madd (-> i32), so each block's sum
+ * is exact; only the per-block scale products are float. Each kernel takes
+ * up to TS_Q_MAXCOLS activation columns so the tile entry point decodes a
+ * weight block once for several tokens; the single dot is the same code with
+ * one column (inlined with a constant, so the column loop disappears).
+ *
+ * int16 saturation: maddubs adds two u8*s8 products. Unsigned operands here
+ * are at most 63 (Q6_K) or |w| <= 128 via the sign trick, and activations are
+ * in [-127, 127] (partner contract), so |pair| <= 2*128*127 < 32767. */
 #define TS_QUANT_INTERNAL
 #include "tensor/quant.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <string.h>
 
-void ts_q_fill_avx2(ts_q_kernels *k) { (void)k; }
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+INLINE int hsum_i32_8(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+INLINE float h2f(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 32 signed w x 32 signed x -> 8 x i32, via |w| (u8) * sign(x, w). */
+INLINE __m256i dot_ss(__m256i w, __m256i x) {
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+/* 32 unsigned w (<= 127) x 32 signed x -> 8 x i32 */
+INLINE __m256i dot_us(__m256i w, __m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+}
+
+/* 16 packed nibbles -> 32 bytes: low nibbles in bytes 0..15, high in 16..31 */
+INLINE __m256i nibbles32(const uint8_t *p) {
+    __m128i t = _mm_loadu_si128((const __m128i *)p);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+/* 32 bits -> 32 bytes, 0xff where the bit is set (bit i -> byte i) */
+INLINE __m256i bits32(const uint8_t *p) {
+    uint32_t u;
+    memcpy(&u, p, 4);
+    __m256i v = _mm256_set1_epi32((int)u);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
+    v = _mm256_shuffle_epi8(v, shuf);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* ------------------------------------------------------------------ */
+/* 32-element quants against Q8_0                                      */
+
+/* Decoded block: w int8 (signed unless has_min), d, m. */
+typedef struct {
+    __m256i q;
+    float d, m;
+} sdec;
+
+INLINE sdec dec_q4_0(const uint8_t *p) {
+    sdec r = {_mm256_sub_epi8(nibbles32(p + 2), _mm256_set1_epi8(8)), h2f(p), 0};
+    return r;
+}
+INLINE sdec dec_q4_1(const uint8_t *p) {
+    sdec r = {nibbles32(p + 4), h2f(p), h2f(p + 2)};
+    return r;
+}
+INLINE sdec dec_q5_0(const uint8_t *p) {
+    /* nibble | 0xf0 where the high bit is clear == nibble + 16*h - 16 as int8 */
+    __m256i hi = _mm256_andnot_si256(bits32(p + 2), _mm256_set1_epi8((char)0xf0));
+    sdec r = {_mm256_or_si256(nibbles32(p + 6), hi), h2f(p), 0};
+    return r;
+}
+INLINE sdec dec_q5_1(const uint8_t *p) {
+    __m256i hi = _mm256_and_si256(bits32(p + 4), _mm256_set1_epi8(0x10));
+    sdec r = {_mm256_or_si256(nibbles32(p + 8), hi), h2f(p), h2f(p + 2)};
+    return r;
+}
+INLINE sdec dec_q8_0(const uint8_t *p) {
+    sdec r = {loadu(p + 2), h2f(p), 0};
+    return r;
+}
+INLINE sdec dec_iq4_nl(const uint8_t *p) {
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ts_kvalues_iq4nl));
+    sdec r = {_mm256_shuffle_epi8(tab, nibbles32(p + 2)), h2f(p), 0};
+    return r;
+}
+INLINE sdec dec_mxfp4(const uint8_t *p) {
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ts_kvalues_mxfp4));
+    sdec r = {_mm256_shuffle_epi8(tab, nibbles32(p + 1)), ts_e8m0_half_to_f32(p[0]), 0};
+    return r;
+}
+
+/* One weight row against nc Q8_0 rows. Two blocks per step for ILP. */
+#define SMALL_KERNEL(NAME, DEC, BYTES, HAS_MIN)                                                                  \
+    INLINE void NAME##_k(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        const uint8_t *pw = w, *px = x;                                                                       \
+        __m256 acc[TS_Q_MAXCOLS], acc2[TS_Q_MAXCOLS];                                                         \
+        for (int c = 0; c < nc; c++) acc[c] = acc2[c] = _mm256_setzero_ps();                                   \
+        int64_t nb = n / 32, i = 0;                                                                           \
+        for (; i + 1 < nb; i += 2) {                                                                          \
+            sdec a = DEC(pw + i * BYTES), b = DEC(pw + (i + 1) * BYTES);                                      \
+            for (int c = 0; c < nc; c++) {                                                                    \
+                const uint8_t *xa = px + c * xs + i * 34, *xb = xa + 34;                                      \
+                __m256i qa = loadu(xa + 2), qb = loadu(xb + 2);                                               \
+                float da = h2f(xa), db = h2f(xb);                                                             \
+                if (HAS_MIN) {                                                                                \
+                    __m256i sa = dot_us(a.q, qa), sb = dot_us(b.q, qb);                                       \
+                    __m256i ma = dot_ss(_mm256_set1_epi8(1), qa), mb = dot_ss(_mm256_set1_epi8(1), qb);      \
+                    acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(a.d * da), _mm256_cvtepi32_ps(sa), acc[c]);       \
+                    acc2[c] = _mm256_fmadd_ps(_mm256_set1_ps(b.d * db), _mm256_cvtepi32_ps(sb), acc2[c]);     \
+                    acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(a.m * da), _mm256_cvtepi32_ps(ma), acc[c]);       \
+                    acc2[c] = _mm256_fmadd_ps(_mm256_set1_ps(b.m * db), _mm256_cvtepi32_ps(mb), acc2[c]);     \
+                } else {                                                                                      \
+                    acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(a.d * da), _mm256_cvtepi32_ps(dot_ss(a.q, qa)), acc[c]); \
+                    acc2[c] = _mm256_fmadd_ps(_mm256_set1_ps(b.d * db), _mm256_cvtepi32_ps(dot_ss(b.q, qb)), acc2[c]); \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+        for (; i < nb; i++) {                                                                                 \
+            sdec a = DEC(pw + i * BYTES);                                                                     \
+            for (int c = 0; c < nc; c++) {                                                                    \
+                const uint8_t *xa = px + c * xs + i * 34;                                                     \
+                __m256i qa = loadu(xa + 2);                                                                   \
+                float da = h2f(xa);                                                                           \
+                if (HAS_MIN) {                                                                                \
+                    acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(a.d * da), _mm256_cvtepi32_ps(dot_us(a.q, qa)), acc[c]); \
+                    acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(a.m * da),                                        \
+                                             _mm256_cvtepi32_ps(dot_ss(_mm256_set1_epi8(1), qa)), acc[c]);    \
+                } else {                                                                                      \
+                    acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(a.d * da), _mm256_cvtepi32_ps(dot_ss(a.q, qa)), acc[c]); \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+        for (int c = 0; c < nc; c++) out[c * os] = hsum8(_mm256_add_ps(acc[c], acc2[c]));                      \
+    }                                                                                                         \
+    static float NAME##_dot(int64_t n, const void *w, const void *x) {                                        \
+        float r;                                                                                              \
+        NAME##_k(n, w, x, 0, 1, &r, 0);                                                                       \
+        return r;                                                                                             \
+    }                                                                                                         \
+    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        NAME##_k(n, w, x, xs, nc, out, os);                                                                   \
+    }
+
+SMALL_KERNEL(q4_0, dec_q4_0, 18, 0)
+SMALL_KERNEL(q4_1, dec_q4_1, 20, 1)
+SMALL_KERNEL(q5_0, dec_q5_0, 22, 0)
+SMALL_KERNEL(q5_1, dec_q5_1, 24, 1)
+SMALL_KERNEL(q8_0, dec_q8_0, 34, 0)
+SMALL_KERNEL(iq4_nl, dec_iq4_nl, 18, 0)
+SMALL_KERNEL(mxfp4, dec_mxfp4, 17, 0)
+
+/* ------------------------------------------------------------------ */
+/* K-quants against Q8_K                                               */
+
+/* K-quant super-blocks go through the int8 core as 8 chunks of 32 unsigned
+ * quants (chunk j covers elements 32j..32j+31, i.e. 16-groups 2j and 2j+1)
+ * with an i16 scale vector per chunk (low lane: group 2j, high lane: 2j+1),
+ * plus a correction sum_g corr_g * bsum_g with its own factor:
+ *   block = d*dx * sum_j madd(maddubs(q_j, x_j), sc_j) - dcorr*dx * sum_g corr_g*bsum_g
+ * Each type provides HEAD (scales, corr, d, dcorr, shared loads) and
+ * CHUNK(j) (the quants of chunk j); chunks are decoded on the fly so that
+ * nothing spills, and each is used for every column before the next. */
+
+/* scale vector for chunk j from 16 i16 scales (one per 16-group) */
+INLINE __m256i chunk_scales16(__m256i s16, int j) {
+    __m256i src = j < 4 ? _mm256_permute2x128_si256(s16, s16, 0x00) : _mm256_permute2x128_si256(s16, s16, 0x11);
+    int g0 = (2 * j) & 7, g1 = (2 * j + 1) & 7;
+    const __m256i ctl = _mm256_setr_epi8(2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1,
+                                         2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1,
+                                         2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1,
+                                         2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1);
+    return _mm256_shuffle_epi8(src, ctl);
+}
+/* scale vector for chunk j from 8 i16 scales (one per 32-group, both lanes) */
+INLINE __m256i chunk_scales8(__m256i s8x2, int j) {
+    return _mm256_shuffle_epi8(s8x2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
+}
+
+/* Q4_K / Q5_K: 8 scales and 8 mins (6 bits) -> i16 vectors */
+INLINE void k4_scales_vec(const uint8_t *q, __m256i *sc8x2, __m256i *corr16) {
+    uint32_t u[3], sc[2], mn[2];
+    memcpy(u, q, 12);
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    sc[0] = u[0] & k1;
+    sc[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    mn[0] = u[1] & k1;
+    mn[1] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    __m128i s = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0]));
+    __m128i m = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mn[1], (int)mn[0]));
+    *sc8x2 = _mm256_set_m128i(s, s);
+    /* min of 32-group j applies to 16-groups 2j and 2j+1 */
+    *corr16 = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
+}
+
+/* Q3_K: 16 six-bit scales (stored +32) -> i8 */
+INLINE __m128i q3k_scales(const uint8_t *p) {
+    uint32_t a[3], s[4];
+    memcpy(a, p, 12);
+    const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f;
+    s[0] = (a[0] & k2) | (((a[2] >> 0) & k1) << 4);
+    s[1] = (a[1] & k2) | (((a[2] >> 2) & k1) << 4);
+    s[2] = ((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4);
+    s[3] = ((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4);
+    return _mm_sub_epi8(_mm_loadu_si128((const __m128i *)s), _mm_set1_epi8(32));
+}
+
+#define Q2K_HEAD                                                                                      \
+    const ts_block_q2_K *b = (const ts_block_q2_K *)blk;                                             \
+    __m128i s_ = _mm_loadu_si128((const __m128i *)b->scales);                                         \
+    __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s_, _mm_set1_epi8(0x0f)));                      \
+    __m256i corr = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s_, 4), _mm_set1_epi8(0x0f)));   \
+    float d = h2f(&b->d), dcorr = h2f(&b->dmin);                                                      \
+    __m256i qa = loadu(b->qs), qb = loadu(b->qs + 32);
+#define Q2K_CHUNK(j) _mm256_and_si256(_mm256_srli_epi16((j) < 4 ? qa : qb, 2 * ((j) & 3)), _mm256_set1_epi8(3))
+#define Q2K_SCALE(j) chunk_scales16(sc16, j)
+
+#define Q3K_HEAD                                                                                      \
+    const ts_block_q3_K *b = (const ts_block_q3_K *)blk;                                             \
+    __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(b->scales));                                       \
+    __m256i corr = _mm256_slli_epi16(sc16, 2); /* q = q_u - 4 */                                      \
+    float d = h2f(&b->d), dcorr = d;                                                                  \
+    __m256i qa = loadu(b->qs), qb = loadu(b->qs + 32), hm = loadu(b->hmask);
+#define Q3K_CHUNK(j)                                                                                  \
+    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16((j) < 4 ? qa : qb, 2 * ((j) & 3)), _mm256_set1_epi8(3)), \
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, (j)), _mm256_set1_epi8(1)), 2))
+#define Q3K_SCALE(j) chunk_scales16(sc16, j)
+
+#define Q4K_HEAD                                                                                      \
+    const ts_block_q4_K *b = (const ts_block_q4_K *)blk;                                             \
+    __m256i sc8, corr;                                                                                \
+    k4_scales_vec(b->scales, &sc8, &corr);                                                            \
+    float d = h2f(&b->d), dcorr = h2f(&b->dmin);                                                      \
+    __m256i qv = _mm256_setzero_si256();
+#define Q4K_CHUNK(j)                                                                                  \
+    ((j) % 2 == 0 ? (qv = loadu(b->qs + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))      \
+                  : _mm256_and_si256(_mm256_srli_epi16(qv, 4), _mm256_set1_epi8(0x0f)))
+#define Q4K_SCALE(j) chunk_scales8(sc8, j)
+
+#define Q5K_HEAD                                                                                      \
+    Q4K_HEAD                                                                                          \
+    const ts_block_q5_K *b5 = (const ts_block_q5_K *)blk;                                            \
+    __m256i qh = loadu(b5->qh);
+#define Q5K_CHUNK(j) _mm256_or_si256(                                                                 \
+    ((j) % 2 == 0 ? (qv = loadu(b5->qs + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))     \
+                  : _mm256_and_si256(_mm256_srli_epi16(qv, 4), _mm256_set1_epi8(0x0f))),              \
+        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, (j)), _mm256_set1_epi8(1)), 4))
+#define Q5K_SCALE(j) chunk_scales8(sc8, j)
+
+#define Q6K_HEAD                                                                                      \
+    const ts_block_q6_K *b = (const ts_block_q6_K *)blk;                                             \
+    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));                 \
+    __m256i corr = _mm256_slli_epi16(sc16, 5); /* q = q_u - 32 */                                     \
+    float d = h2f(&b->d), dcorr = d;                                                                  \
+    __m256i l0 = _mm256_setzero_si256(), l1 = l0, hv = l0;
+#define Q6K_CHUNK(j)                                                                                  \
+    ((j) % 4 == 0 ? (l0 = loadu(b->ql + 16 * (j)), l1 = loadu(b->ql + 16 * (j) + 32), hv = loadu(b->qh + 8 * (j))) : hv, \
+     _mm256_or_si256(_mm256_and_si256((j) % 4 < 2 ? ((j) % 2 ? l1 : l0)                               \
+                                                  : _mm256_srli_epi16((j) % 2 ? l1 : l0, 4),          \
+                                      _mm256_set1_epi8(0x0f)),                                        \
+                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * ((j) % 4)), _mm256_set1_epi8(3)), 4)))
+#define Q6K_SCALE(j) chunk_scales16(sc16, j)
+
+#define K_STEP(j, CHUNK, SCALE)                                                                       \
+    do {                                                                                              \
+        __m256i q_ = CHUNK(j), s_j = SCALE(j);                                                        \
+        for (int c = 0; c < nc; c++)                                                                  \
+            si[c] = _mm256_add_epi32(                                                                 \
+                si[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q_, loadu(xb[c]->qs + 32 * (j))), s_j)); \
+    } while (0)
+
+#define K_KERNEL(NAME, HEAD, CHUNK, SCALE, BYTES)                                                      \
+    INLINE void NAME##_k(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        const uint8_t *pw = w, *px = x;                                                               \
+        __m256 acc[TS_Q_MAXCOLS], accc[TS_Q_MAXCOLS];                                                 \
+        for (int c = 0; c < nc; c++) acc[c] = accc[c] = _mm256_setzero_ps();                         \
+        for (int64_t i = 0; i < n / 256; i++) {                                                       \
+            const uint8_t *blk = pw + i * BYTES;                                                      \
+            HEAD                                                                                      \
+            const ts_block_q8_K *xb[TS_Q_MAXCOLS];                                                    \
+            __m256i si[TS_Q_MAXCOLS];                                                                 \
+            for (int c = 0; c < nc; c++) xb[c] = (const ts_block_q8_K *)(px + c * xs) + i, si[c] = _mm256_setzero_si256(); \
+            K_STEP(0, CHUNK, SCALE); K_STEP(1, CHUNK, SCALE); K_STEP(2, CHUNK, SCALE); K_STEP(3, CHUNK, SCALE); \
+            K_STEP(4, CHUNK, SCALE); K_STEP(5, CHUNK, SCALE); K_STEP(6, CHUNK, SCALE); K_STEP(7, CHUNK, SCALE); \
+            for (int c = 0; c < nc; c++) {                                                            \
+                float dx;                                                                             \
+                memcpy(&dx, &xb[c]->d, 4);                                                            \
+                __m256i cv = _mm256_madd_epi16(corr, loadu(xb[c]->bsums));                            \
+                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(si[c]), acc[c]);  \
+                accc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dcorr * dx), _mm256_cvtepi32_ps(cv), accc[c]); \
+            }                                                                                         \
+        }                                                                                             \
+        for (int c = 0; c < nc; c++) out[c * os] = hsum8(_mm256_sub_ps(acc[c], accc[c]));              \
+    }                                                                                                 \
+    static float NAME##_dot(int64_t n, const void *w, const void *x) {                                \
+        float r;                                                                                      \
+        NAME##_k(n, w, x, 0, 1, &r, 0);                                                               \
+        return r;                                                                                     \
+    }                                                                                                 \
+    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        NAME##_k(n, w, x, xs, nc, out, os);                                                           \
+    }
+
+K_KERNEL(q2_K, Q2K_HEAD, Q2K_CHUNK, Q2K_SCALE, 84)
+K_KERNEL(q3_K, Q3K_HEAD, Q3K_CHUNK, Q3K_SCALE, 110)
+K_KERNEL(q4_K, Q4K_HEAD, Q4K_CHUNK, Q4K_SCALE, 144)
+K_KERNEL(q5_K, Q5K_HEAD, Q5K_CHUNK, Q5K_SCALE, 176)
+K_KERNEL(q6_K, Q6K_HEAD, Q6K_CHUNK, Q6K_SCALE, 210)
+
+/* ------------------------------------------------------------------ */
+/* float rows against F32                                              */
+
+INLINE __m256 ld_f32(const uint8_t *p) { return _mm256_loadu_ps((const float *)p); }
+INLINE __m256 ld_f16(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+INLINE __m256 ld_bf16(const uint8_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+#define FLOAT_KERNEL(NAME, LD, ESZ, CONV)                                                                      \
+    INLINE void NAME##_k(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        const uint8_t *pw = w, *px = x;                                                                       \
+        __m256 a0[TS_Q_MAXCOLS], a1[TS_Q_MAXCOLS];                                                            \
+        for (int c = 0; c < nc; c++) a0[c] = a1[c] = _mm256_setzero_ps();                                    \
+        int64_t i = 0;                                                                                        \
+        for (; i + 16 <= n; i += 16) {                                                                        \
+            __m256 w0 = LD(pw + i * ESZ), w1 = LD(pw + (i + 8) * ESZ);                                        \
+            for (int c = 0; c < nc; c++) {                                                                    \
+                const uint8_t *xc = px + c * xs + i * 4;                                                      \
+                a0[c] = _mm256_fmadd_ps(w0, ld_f32(xc), a0[c]);                                               \
+                a1[c] = _mm256_fmadd_ps(w1, ld_f32(xc + 32), a1[c]);                                          \
+            }                                                                                                 \
+        }                                                                                                     \
+        for (; i + 8 <= n; i += 8) {                                                                          \
+            __m256 w0 = LD(pw + i * ESZ);                                                                     \
+            for (int c = 0; c < nc; c++) a0[c] = _mm256_fmadd_ps(w0, ld_f32(px + c * xs + i * 4), a0[c]);     \
+        }                                                                                                     \
+        for (int c = 0; c < nc; c++) {                                                                        \
+            float s = hsum8(_mm256_add_ps(a0[c], a1[c]));                                                     \
+            for (int64_t j = i; j < n; j++) {                                                                 \
+                float xv;                                                                                     \
+                memcpy(&xv, px + c * xs + j * 4, 4);                                                          \
+                s += CONV(pw + j * ESZ) * xv;                                                                 \
+            }                                                                                                 \
+            out[c * os] = s;                                                                                  \
+        }                                                                                                     \
+    }                                                                                                         \
+    static float NAME##_dot(int64_t n, const void *w, const void *x) {                                        \
+        float r;                                                                                              \
+        NAME##_k(n, w, x, 0, 1, &r, 0);                                                                       \
+        return r;                                                                                             \
+    }                                                                                                         \
+    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        NAME##_k(n, w, x, xs, nc, out, os);                                                                   \
+    }
+
+INLINE float c_f32(const uint8_t *p) { float f; memcpy(&f, p, 4); return f; }
+INLINE float c_f16(const uint8_t *p) { return h2f(p); }
+INLINE float c_bf16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return ts_bf16_to_f32(h); }
+
+FLOAT_KERNEL(f32, ld_f32, 4, c_f32)
+FLOAT_KERNEL(f16, ld_f16, 2, c_f16)
+FLOAT_KERNEL(bf16, ld_bf16, 2, c_bf16)
+
+/* ------------------------------------------------------------------ */
+/* conversions and activation quantization                             */
+
+static void dq_f16(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, ld_f16(p + 2 * i));
+    for (; i < n; i++) dst[i] = h2f(p + 2 * i);
+}
+static void dq_bf16(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, ld_bf16(p + 2 * i));
+    for (; i < n; i++) dst[i] = c_bf16(p + 2 * i);
+}
+static void qz_f16(const float *src, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(p + 2 * i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) {
+        uint16_t h = (uint16_t)_cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+INLINE float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* round(v * s) to nearest even, clamped to [-127, 127], 32 floats -> 32 int8 */
+INLINE __m256i quant32(const float *x, __m256 s) {
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), s));
+    __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), s));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), s));
+    __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), s));
+    __m256i a = _mm256_packs_epi32(i0, i1), b = _mm256_packs_epi32(i2, i3);
+    __m256i r = _mm256_packs_epi16(a, b);
+    /* packs interleave lanes: restore element order */
+    r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return _mm256_max_epi8(r, _mm256_set1_epi8(-127));
+}
+
+INLINE __m256 absmax32(const float *x, __m256 m) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int j = 0; j < 32; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    return m;
+}
+
+static void qz_q8_0(const float *x, void *dst, int64_t n) {
+    uint8_t *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32, y += 34) {
+        float amax = hmax8(absmax32(x, _mm256_setzero_ps()));
+        float d = amax / 127.0f;
+        float id = d != 0 ? 1.0f / d : 0.0f;
+        uint16_t dh = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        memcpy(y, &dh, 2);
+        _mm256_storeu_si256((__m256i *)(y + 2), quant32(x, _mm256_set1_ps(id)));
+    }
+}
+
+static void qz_q8_K(const float *x, void *dst, int64_t n) {
+    ts_block_q8_K *y = dst;
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < 256; j += 32) m = absmax32(x + j, m);
+        float amax = hmax8(m);
+        ts_block_q8_K blk;
+        if (amax == 0) {
+            memset(&blk, 0, sizeof blk);
+        } else {
+            float iscale = 127.0f / amax;
+            for (int j = 0; j < 256; j += 32) _mm256_storeu_si256((__m256i *)(blk.qs + j), quant32(x + j, _mm256_set1_ps(iscale)));
+            for (int j = 0; j < 256; j += 32) {
+                /* sums of 16: maddubs with ones gives pairs, madd gives quads, then pack */
+                __m256i q = loadu(blk.qs + j);
+                __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+                /* s: 8 x i32 sums of 4; add adjacent quads -> 16-sums at lanes 0,1 (low) and 4,5 (high) */
+                __m256i t = _mm256_hadd_epi32(s, s);
+                t = _mm256_hadd_epi32(t, t);
+                blk.bsums[j / 16] = (int16_t)_mm256_extract_epi32(t, 0);
+                blk.bsums[j / 16 + 1] = (int16_t)_mm256_extract_epi32(t, 4);
+            }
+            blk.d = 1.0f / iscale;
+        }
+        memcpy(&y[i], &blk, sizeof blk);
+    }
+}
+
+void ts_q_fill_avx2(ts_q_kernels *k) {
+#define SET(T, name) k->dot[TS_TYPE_##T] = name##_dot, k->dotc[TS_TYPE_##T] = name##_dotc
+    SET(Q4_0, q4_0);
+    SET(Q4_1, q4_1);
+    SET(Q5_0, q5_0);
+    SET(Q5_1, q5_1);
+    SET(Q8_0, q8_0);
+    SET(IQ4_NL, iq4_nl);
+    SET(MXFP4, mxfp4);
+    SET(Q2_K, q2_K);
+    SET(Q3_K, q3_K);
+    SET(Q4_K, q4_K);
+    SET(Q5_K, q5_K);
+    SET(Q6_K, q6_K);
+    SET(F32, f32);
+    SET(F16, f16);
+    SET(BF16, bf16);
+#undef SET
+    k->dequant[TS_TYPE_F16] = dq_f16;
+    k->dequant[TS_TYPE_BF16] = dq_bf16;
+    k->quantize[TS_TYPE_F16] = qz_f16;
+    k->quantize[TS_TYPE_Q8_0] = qz_q8_0;
+    k->quantize[TS_TYPE_Q8_K] = qz_q8_K;
+}
 #endif
