@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/ffn_capture.h"
 #include "analyze/router_capture.h"
 #include "cli.h"
 
@@ -13,7 +14,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: turbospark analyze router A.json[,A2.json...] [B.json[,...]]\n"
             "       turbospark analyze cache TRACE.json [--slots 8,16,32] [--skip N] [--policy lfu,lru,belady]\n"
-            "       turbospark analyze window TRACE.json [--skip N] [--m 2,4,8,16]\n");
+            "       turbospark analyze window TRACE.json [--skip N] [--m 2,4,8,16]\n"
+            "       turbospark analyze ffn CAP.json[,CAP2.json...]\n");
 }
 
 /* Splits "a,b,c" into at most max integers in [lo, hi]. */
@@ -253,13 +255,76 @@ static int analyze_window(int argc, char **argv) {
     return 0;
 }
 
+static int analyze_ffn(int argc, char **argv) {
+    if (argc != 2) { usage(stderr); return cli_error("analyze", "ffn takes one comma-separated list of captures"); }
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", argv[1]);
+    ffn_capture c;
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        ffn_capture x;
+        if (ffn_capture_load(t, n ? &x : &c) != TS_OK) {
+            if (n) ffn_capture_free(&c);
+            return cli_error("analyze", "%s", ts_last_error());
+        }
+        if (n) {
+            ts_status st = ffn_capture_merge(&c, &x, t);
+            ffn_capture_free(&x);
+            if (st) { ffn_capture_free(&c); return cli_error("analyze", "%s", ts_last_error()); }
+        }
+        n++;
+    }
+    if (!n) return cli_error("analyze", "empty capture list");
+    printf("FFN activation census: %d layers, inter %d, %llu decode passes (%llu prefill passes not censused)\n", c.num_layers, c.inter,
+           (unsigned long long)c.decode_passes, (unsigned long long)c.prefill_passes);
+    printf("%-6s %6s %6s %6s %6s | %8s %8s %8s |", "layer", "n50", "n90", "n95", "n99", "<2^-10", "<2^-7", "<2^-4");
+    for (int k = 0; k < FFN_N_OVERLAP_K; k++) printf(" ovl@%-5d", c.overlap_k[k]);
+    printf("\n");
+    ffn_layer_stats mean = {0};
+    int nl = 0;
+    for (int32_t l = 0; l < c.num_layers; l++) {
+        if (!c.tapped[l]) continue;
+        ffn_layer_stats s;
+        ffn_layer_analyze(&c, l, &s);
+        printf("%-6d %6d %6d %6d %6d | %7.2f%% %7.2f%% %7.2f%% |", l, s.n50, s.n90, s.n95, s.n99, 100 * s.below[0], 100 * s.below[1],
+               100 * s.below[2]);
+        for (int k = 0; k < FFN_N_OVERLAP_K; k++) printf(" %8.3f", s.overlap[k]);
+        printf("\n");
+        mean.n50 += s.n50, mean.n90 += s.n90, mean.n95 += s.n95, mean.n99 += s.n99;
+        for (int i = 0; i < 3; i++) mean.below[i] += s.below[i];
+        for (int k = 0; k < FFN_N_OVERLAP_K; k++) mean.overlap[k] += s.overlap[k], mean.chance[k] = s.chance[k];
+        nl++;
+    }
+    printf("%-6s %6.0f %6.0f %6.0f %6.0f | %7.2f%% %7.2f%% %7.2f%% |", "mean", (double)mean.n50 / nl, (double)mean.n90 / nl,
+           (double)mean.n95 / nl, (double)mean.n99 / nl, 100 * mean.below[0] / nl, 100 * mean.below[1] / nl, 100 * mean.below[2] / nl);
+    for (int k = 0; k < FFN_N_OVERLAP_K; k++) printf(" %8.3f", mean.overlap[k] / nl);
+    printf("\n%-6s %6s %6s %6s %6s | %8s %8s %8s |", "chance", "", "", "", "", "", "", "");
+    for (int k = 0; k < FFN_N_OVERLAP_K; k++) printf(" %8.3f", mean.chance[k]);
+    printf("\n");
+    /* Verdict: a neuron cache keeps a hot set resident and streams the rest.
+     * It pays when (a) a small set carries most of the mass and (b) the hot
+     * set persists from token to token (overlap well above chance). */
+    double hot = (double)mean.n90 / nl / c.inter;
+    int kq = 0; /* the K nearest a quarter of the width */
+    for (int k = 1; k < FFN_N_OVERLAP_K; k++)
+        if (fabs(c.overlap_k[k] - c.inter / 4.0) < fabs(c.overlap_k[kq] - c.inter / 4.0)) kq = k;
+    double lift = (mean.overlap[kq] / nl) / mean.chance[kq];
+    bool pays = hot <= 0.5 && lift >= 2.0;
+    printf("verdict: %s a neuron cache: 90%% of |a| mass sits in %.1f%% of neurons; consecutive-token top-%d overlap is %.2fx chance "
+           "(pays when <= 50%% and >= 2x).\n",
+           pays ? "sparse enough for" : "not sparse enough for", 100 * hot, c.overlap_k[kq], lift);
+    ffn_capture_free(&c);
+    return 0;
+}
+
 int cmd_analyze(int argc, char **argv) {
-    if (argc < 2) { usage(stderr); return cli_error("analyze", "which analysis? (router, cache, window)"); }
+    if (argc < 2) { usage(stderr); return cli_error("analyze", "which analysis? (router, cache, window, ffn)"); }
     const char *what = argv[1];
     int rc;
     if (!strcmp(what, "router")) rc = analyze_router(argc - 1, argv + 1);
     else if (!strcmp(what, "cache")) rc = analyze_cache(argc - 1, argv + 1);
     else if (!strcmp(what, "window")) rc = analyze_window(argc - 1, argv + 1);
+    else if (!strcmp(what, "ffn")) rc = analyze_ffn(argc - 1, argv + 1);
     else if (!strcmp(what, "-h") || !strcmp(what, "--help")) { usage(stdout); return 0; }
     else { usage(stderr); return cli_error("analyze", "unknown analysis '%s'", what); }
     if (!rc && (fflush(stdout) != 0 || ferror(stdout))) return cli_error("analyze", "writing output failed");
