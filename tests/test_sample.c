@@ -184,6 +184,40 @@ static void test_golden(void) {
     sampler_free(s);
 }
 
+/* Top-p without top-k over a 4096 vocab: the sampler sorts only the prefix
+ * with p >= 1e-4 p_max when the top-p walk ends inside it ("peaked"), and
+ * everything when it does not ("tail": one token at +10 and 4095 tokens whose
+ * mass, 15% of the total, lies below the cut). Both must equal the plain
+ * algorithm: the ids were produced by the Python reference of docs/SAMPLING.md. */
+static void test_large_vocab_top_p(void) {
+    enum { NV = 4096, STEPS = 16 };
+    static const int32_t want_peaked[STEPS] = {3042, 1136, 3883, 3634, 3745, 3680, 2360, 1588,
+                                               2586, 19,   565,  3312, 2201, 496,  3586, 2814};
+    static const int32_t want_tail[STEPS] = {927, 1, 2, 3, 1109, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    static float lg[NV];
+    for (int kind = 0; kind < 2; kind++) {
+        sampler *s = mk(1.0f, 0, 0.9f, 0.0f, 1.0f, 64, 777, NV);
+        int same = 1;
+        for (int step = 0; step < STEPS; step++) {
+            for (uint64_t i = 0; i < NV; i++) {
+                if (kind == 0)
+                    lg[i] = (float)((double)((i * 2654435761ULL + (uint64_t)step * 40503ULL) % 1000) * 0.05 - 25.0);
+                else
+                    lg[i] = i == (uint64_t)step ? 10.0f : (float)((double)((i * 7) % 5) * 0.01);
+            }
+            int32_t id = sampler_sample(s, lg);
+            const int32_t want = kind == 0 ? want_peaked[step] : want_tail[step];
+            if (id != want) {
+                CHECKF(0, "%s step %d: got %d want %d", kind == 0 ? "peaked" : "tail", step, (int)id, (int)want);
+                same = 0;
+                break;
+            }
+        }
+        CHECK(same);
+        sampler_free(s);
+    }
+}
+
 static void test_greedy_and_penalty(void) {
     /* Greedy: ties go to the lowest id. */
     sampler *s = mk(0.0f, 0, 1.0f, 0.0f, 1.0f, 64, 1, 6);
@@ -310,6 +344,7 @@ int main(void) {
     test_rng_reference();
     test_statistics();
     test_golden();
+    test_large_vocab_top_p();
     test_greedy_and_penalty();
     test_edges();
     return tu_finish();

@@ -54,6 +54,7 @@ struct sampler {
     int32_t n_vocab;
     sample_rng rng;
     cand *cands;     /* (n_vocab) candidate scratch */
+    cand *cands2;    /* (n_vocab) the top-k survivors in id order */
     double *w;       /* (n_vocab) exp weights of the sorted candidates */
     uint32_t *mark;  /* (n_vocab) stamp: token already penalised this call */
     uint32_t stamp;
@@ -89,10 +90,11 @@ ts_status sampler_new(const sampler_params *p, int32_t n_vocab, sampler **out) {
     s->p = *p;
     s->n_vocab = n_vocab;
     s->cands = ts_malloc((size_t)n_vocab * sizeof *s->cands);
+    s->cands2 = ts_malloc((size_t)n_vocab * sizeof *s->cands2);
     s->w = ts_malloc((size_t)n_vocab * sizeof *s->w);
     s->mark = ts_calloc((size_t)n_vocab, sizeof *s->mark);
     if (p->repeat_last_n > 0) s->recent = ts_malloc((size_t)p->repeat_last_n * sizeof *s->recent);
-    if (!s->cands || !s->w || !s->mark || (p->repeat_last_n > 0 && !s->recent)) {
+    if (!s->cands || !s->cands2 || !s->w || !s->mark || (p->repeat_last_n > 0 && !s->recent)) {
         sampler_free(s);
         return TS_ERR_NOMEM;
     }
@@ -104,6 +106,7 @@ ts_status sampler_new(const sampler_params *p, int32_t n_vocab, sampler **out) {
 void sampler_free(sampler *s) {
     if (!s) return;
     free(s->cands);
+    free(s->cands2);
     free(s->w);
     free(s->mark);
     free(s->recent);
@@ -149,6 +152,11 @@ static inline bool cand_before(const cand *a, const cand *b) {
 static int cand_cmp(const void *pa, const void *pb) {
     const cand *a = pa, *b = pb;
     return cand_before(a, b) ? -1 : cand_before(b, a) ? 1 : 0;
+}
+
+static int cand_cmp_id(const void *pa, const void *pb) {
+    const cand *a = pa, *b = pb;
+    return (a->id > b->id) - (a->id < b->id);
 }
 
 /* Min-heap by the order (the worst kept candidate at the root). */
@@ -212,23 +220,74 @@ int32_t sampler_sample(sampler *s, float *logits) {
         }
     }
 
+    /* m: the largest candidate logit; e_j = exp(l_j - m) is p_j / p_max. */
+    const double m = maxv == INFINITY ? 0.0 : (double)maxv;
+    bool sorted = false;
     if (s->p.top_k > 0 && s->p.top_k < nc) {
         select_top_k(c, nc, s->p.top_k);
         nc = s->p.top_k;
-    } else {
-        qsort(c, (size_t)nc, sizeof *c, cand_cmp);
+        sorted = true;
     }
 
-    const double m = (double)c[0].logit;
+    /* Z for top-p, summed in ascending id order (an order that needs no sort
+     * of the whole vocab). Unsorted candidates are in id order already. */
+    double z = 0.0;
+    const bool top_p_on = s->p.top_p < 1.0f;
+    if (top_p_on) {
+        if (sorted) {
+            cand *byid = s->cands2;
+            memcpy(byid, c, (size_t)nc * sizeof *c);
+            qsort(byid, (size_t)nc, sizeof *byid, cand_cmp_id);
+            for (int32_t j = 0; j < nc; j++) z += exp((double)byid[j].logit - m);
+        } else {
+            for (int32_t j = 0; j < nc; j++) z += exp((double)c[j].logit - m);
+        }
+    }
+
+    /* The walks below need only a sorted prefix. The candidates with
+     * e_j >= cut are exactly a prefix of the sorted order, so sorting just
+     * them gives the same result as sorting everything whenever the top-p walk
+     * ends inside them, or when cut is min-p itself (nothing past them survives
+     * min-p). Otherwise sort everything. */
+    int32_t nsorted = nc;
+    if (!sorted) {
+        const double minp = (double)s->p.min_p;
+        const double cut = top_p_on ? (minp > 1e-4 ? minp : 1e-4) : minp;
+        nsorted = nc;
+        if (cut > 0.0) {
+            int32_t np = 0;
+            for (int32_t j = 0; j < nc; j++) {
+                if (exp((double)c[j].logit - m) >= cut) {
+                    cand tmp = c[np];
+                    c[np++] = c[j];
+                    c[j] = tmp;
+                }
+            }
+            qsort(c, (size_t)np, sizeof *c, cand_cmp);
+            nsorted = np;
+            if (top_p_on && cut != minp) {
+                /* Does the top-p walk end inside the prefix? */
+                const double target = (double)s->p.top_p * z;
+                double cum = 0.0;
+                bool inside = false;
+                for (int32_t j = 0; j < np && !inside; j++) inside = (cum += exp((double)c[j].logit - m)) >= target;
+                if (!inside) {
+                    qsort(c, (size_t)nc, sizeof *c, cand_cmp);
+                    nsorted = nc;
+                }
+            }
+        } else {
+            qsort(c, (size_t)nc, sizeof *c, cand_cmp);
+        }
+    }
+
     double *w = s->w;
-    int32_t keep = nc;
-    if (s->p.top_p < 1.0f) {
-        double z = 0.0;
-        for (int32_t j = 0; j < nc; j++) z += w[j] = exp((double)c[j].logit - m);
+    int32_t keep = nsorted;
+    if (top_p_on) {
         const double target = (double)s->p.top_p * z;
         double cum = 0.0;
-        for (int32_t j = 0; j < nc; j++) {
-            cum += w[j];
+        for (int32_t j = 0; j < nsorted; j++) {
+            cum += exp((double)c[j].logit - m);
             if (cum >= target) {
                 keep = j + 1;
                 break;
@@ -236,7 +295,7 @@ int32_t sampler_sample(sampler *s, float *logits) {
         }
     }
     if (s->p.min_p > 0.0f) {
-        /* p_j / p_0 = exp(l_j - l_0); the first candidate always stays. */
+        /* p_j / p_max = e_j; the first candidate always stays. */
         int32_t j = 1;
         while (j < keep && exp((double)c[j].logit - m) >= (double)s->p.min_p) j++;
         keep = j;
