@@ -1,0 +1,514 @@
+/* Text -> token ids.
+ *
+ * 1. Special tokens are cut out of the text first (llama.cpp's
+ *    tokenizer_st_partition): longest special token first, each taking its
+ *    leftmost non-overlapping occurrences in the text that is still raw.
+ *    Control/unknown tokens only when parse_special; user-defined always.
+ *    A one-pass trie scan finds which special tokens occur at all, so the
+ *    per-token passes run only for those.
+ * 2. Each raw fragment is tokenized on its own: SPM (spaces -> U+2581, a
+ *    space in front after the start or a special token, best-score bigram
+ *    merging, <0xNN> byte fallback) or byte-level BPE (pre-tokenizer regex
+ *    passes, then rank-ordered merges per piece).
+ *
+ * Both merge loops keep the symbols in a linked list and the candidate pairs
+ * in a binary heap, so a word of n characters costs O(n log n). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tok_internal.h"
+
+ts_status tok_split_cb(pcre2_code *const *re, int n_re, const char *text, size_t len,
+                       ts_status (*emit)(void *ud, size_t s, size_t e), void *ud);
+
+#define TOK_MAX_TEXT ((size_t)512 << 20) /* symbol indices and offsets are 32-bit */
+
+typedef struct frag {
+    int32_t token; /* >= 0: a special token; -1: raw text */
+    size_t off, len;
+} frag;
+
+typedef struct sym {
+    int32_t prev, next;
+    uint32_t start; /* byte offset of the symbol's text */
+    uint32_t n;     /* bytes; 0 = merged away */
+    uint32_t id;    /* BPE: string index (UINT32_MAX: a byte the table lacks) */
+} sym;
+
+typedef struct bpe_pair {
+    uint32_t rank;
+    int32_t left, right;
+    uint32_t lid, rid;
+} bpe_pair;
+
+typedef struct spm_pair {
+    float score;
+    int32_t left, right;
+    uint32_t size;
+} spm_pair;
+
+typedef struct enc {
+    const tok_vocab *v;
+    int32_t *out;
+    size_t n, cap;
+    sym *syms;
+    size_t syms_cap;
+    void *heap; /* bpe_pair or spm_pair */
+    size_t heap_n, heap_cap, heap_elt;
+    char *buf; /* SPM: escaped fragment; BPE: clean (valid UTF-8) fragment */
+    size_t buf_cap;
+    char *wbuf; /* BPE: byte-level text of one word */
+    size_t wbuf_cap;
+    size_t *subst; /* BPE: clean offsets of U+FFFD stand-ins for invalid bytes */
+    size_t n_subst, subst_cap;
+    const char *orig; /* BPE: the fragment's original bytes */
+} enc;
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elt) {
+    if (need <= *cap) return true;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    void *np = ts_realloc(*p, nc * elt);
+    if (!np) return false;
+    *p = np;
+    *cap = nc;
+    return true;
+}
+
+static ts_status push_id(enc *e, int32_t id) {
+    if (e->n == e->cap && !grow((void **)&e->out, &e->cap, e->n + 1, sizeof *e->out)) return TS_ERR_NOMEM;
+    e->out[e->n++] = id;
+    return TS_OK;
+}
+
+/* ---- binary heaps ---- */
+
+static bool bpe_before(const bpe_pair *a, const bpe_pair *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+static bool spm_before(const spm_pair *a, const spm_pair *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static bool heap_push_bpe(enc *e, bpe_pair p) {
+    if (!grow(&e->heap, &e->heap_cap, e->heap_n + 1, sizeof(bpe_pair))) return false;
+    bpe_pair *h = e->heap;
+    size_t i = e->heap_n++;
+    while (i > 0) {
+        size_t par = (i - 1) / 2;
+        if (!bpe_before(&p, &h[par])) break;
+        h[i] = h[par];
+        i = par;
+    }
+    h[i] = p;
+    return true;
+}
+
+static bpe_pair heap_pop_bpe(enc *e) {
+    bpe_pair *h = e->heap;
+    bpe_pair top = h[0], last = h[--e->heap_n];
+    size_t i = 0, n = e->heap_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && bpe_before(&h[c + 1], &h[c])) c++;
+        if (!bpe_before(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (n) h[i] = last;
+    return top;
+}
+
+static bool heap_push_spm(enc *e, spm_pair p) {
+    if (!grow(&e->heap, &e->heap_cap, e->heap_n + 1, sizeof(spm_pair))) return false;
+    spm_pair *h = e->heap;
+    size_t i = e->heap_n++;
+    while (i > 0) {
+        size_t par = (i - 1) / 2;
+        if (!spm_before(&p, &h[par])) break;
+        h[i] = h[par];
+        i = par;
+    }
+    h[i] = p;
+    return true;
+}
+
+static spm_pair heap_pop_spm(enc *e) {
+    spm_pair *h = e->heap;
+    spm_pair top = h[0], last = h[--e->heap_n];
+    size_t i = 0, n = e->heap_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && spm_before(&h[c + 1], &h[c])) c++;
+        if (!spm_before(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (n) h[i] = last;
+    return top;
+}
+
+/* The heap storage is shared by both kinds: only one runs per vocabulary. */
+static void heap_reset(enc *e, size_t elt) {
+    if (e->heap_elt != elt) {
+        /* capacity was counted in the other element size */
+        e->heap_cap = e->heap_cap * e->heap_elt / elt;
+        e->heap_elt = elt;
+    }
+    e->heap_n = 0;
+}
+
+static int32_t lookup_token(const tok_vocab *v, const char *s, size_t n) {
+    int64_t k = tok_st_find(&v->st, s, n);
+    return (k >= 0 && k < v->n_vocab) ? (int32_t)k : TOK_NULL;
+}
+
+/* ---- SPM ---- */
+
+static ts_status spm_try_pair(enc *e, const char *t, int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return TS_OK;
+    const sym *s = e->syms;
+    uint32_t size = s[l].n + s[r].n;
+    int32_t id = lookup_token(e->v, t + s[l].start, size);
+    if (id < 0) return TS_OK;
+    if (!heap_push_spm(e, (spm_pair){e->v->score[id], l, r, size})) return TS_ERR_NOMEM;
+    return TS_OK;
+}
+
+/* Merges the characters of t[0..len) and emits the pieces. */
+static ts_status spm_segment(enc *e, const char *t, size_t len) {
+    if (!len) return TS_OK;
+    if (!grow((void **)&e->syms, &e->syms_cap, len, sizeof(sym))) return TS_ERR_NOMEM;
+    sym *s = e->syms;
+    int32_t ns = 0;
+    for (size_t i = 0; i < len;) {
+        size_t l = tok_utf8_valid_len((const unsigned char *)t + i, len - i);
+        if (!l) l = 1; /* an invalid byte is a symbol of its own: it falls back to <0xNN> */
+        s[ns] = (sym){.prev = ns - 1, .next = i + l == len ? -1 : ns + 1, .start = (uint32_t)i, .n = (uint32_t)l};
+        ns++;
+        i += l;
+    }
+    ts_status st;
+    heap_reset(e, sizeof(spm_pair));
+    for (int32_t i = 1; i < ns; i++)
+        if ((st = spm_try_pair(e, t, i - 1, i))) return st;
+    while (e->heap_n) {
+        spm_pair p = heap_pop_spm(e);
+        sym *L = &s[p.left], *R = &s[p.right];
+        if (L->n == 0 || R->n == 0 || L->n + R->n != p.size) continue; /* stale */
+        L->n += R->n;
+        R->n = 0;
+        L->next = R->next;
+        if (R->next >= 0) s[R->next].prev = p.left;
+        if ((st = spm_try_pair(e, t, L->prev, p.left)) || (st = spm_try_pair(e, t, p.left, L->next))) return st;
+    }
+    const tok_vocab *v = e->v;
+    for (int32_t i = 0; i != -1; i = s[i].next) {
+        int32_t id = lookup_token(v, t + s[i].start, s[i].n);
+        if (id >= 0) {
+            if ((st = push_id(e, id))) return st;
+            continue;
+        }
+        /* no piece: one token per byte (<0xNN>), else <unk>, else nothing */
+        for (uint32_t j = 0; j < s[i].n; j++) {
+            int32_t b = v->byte_tok[(unsigned char)t[s[i].start + j]];
+            if (b < 0) b = v->unk;
+            if (b >= 0 && (st = push_id(e, b))) return st;
+        }
+    }
+    return TS_OK;
+}
+
+static ts_status spm_fragment(enc *e, const char *text, size_t len, bool prefix_space) {
+    size_t need = (len + 1) * 3;
+    if (!grow((void **)&e->buf, &e->buf_cap, need, 1)) return TS_ERR_NOMEM;
+    char *t = e->buf;
+    size_t o = 0;
+    if (prefix_space) { memcpy(t, "\xE2\x96\x81", 3); o = 3; }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') { memcpy(t + o, "\xE2\x96\x81", 3); o += 3; }
+        else t[o++] = text[i];
+    }
+    if (!e->v->spm_split) return spm_segment(e, t, o);
+    /* Split before each U+2581 that follows another character: no piece
+     * spans such a point (checked at load), so the result is the same. */
+    size_t seg = 0;
+    ts_status st;
+    for (size_t i = 3; i + 3 <= o; i++) {
+        if (!memcmp(t + i, "\xE2\x96\x81", 3) && memcmp(t + i - 3, "\xE2\x96\x81", 3)) {
+            if ((st = spm_segment(e, t + seg, i - seg))) return st;
+            seg = i;
+            i += 2;
+        }
+    }
+    return spm_segment(e, t + seg, o - seg);
+}
+
+/* ---- BPE ---- */
+
+static ts_status bpe_try_pair(enc *e, int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return TS_OK;
+    const sym *s = e->syms;
+    if (s[l].id == UINT32_MAX || s[r].id == UINT32_MAX) return TS_OK;
+    uint32_t rank, res;
+    if (!tok_merge_find(e->v, s[l].id, s[r].id, &rank, &res)) return TS_OK;
+    if (!heap_push_bpe(e, (bpe_pair){rank, l, r, s[l].id, s[r].id})) return TS_ERR_NOMEM;
+    return TS_OK;
+}
+
+/* Byte-level text (GPT-2 byte -> character map) of original bytes into wbuf. */
+static size_t byte_level(enc *e, const char *p, size_t n) {
+    size_t o = 0;
+    const tok_vocab *v = e->v;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = v->byte_sym[(unsigned char)p[i]];
+        if (k == UINT32_MAX) continue; /* the table lacks it: no token can match anyway */
+        size_t l;
+        const char *c = tok_st_str(&v->st, k, &l);
+        memcpy(e->wbuf + o, c, l);
+        o += l;
+    }
+    return o;
+}
+
+static ts_status bpe_word(enc *e, const char *p, size_t n) {
+    const tok_vocab *v = e->v;
+    ts_status st;
+    if (!n) return TS_OK;
+    if (v->ignore_merges) {
+        if (!grow((void **)&e->wbuf, &e->wbuf_cap, n * 4, 1)) return TS_ERR_NOMEM;
+        size_t l = byte_level(e, p, n);
+        int32_t id = lookup_token(v, e->wbuf, l);
+        if (id >= 0) return push_id(e, id);
+    }
+    if (!grow((void **)&e->syms, &e->syms_cap, n, sizeof(sym))) return TS_ERR_NOMEM;
+    sym *s = e->syms;
+    for (size_t i = 0; i < n; i++)
+        s[i] = (sym){.prev = (int32_t)i - 1, .next = i + 1 == n ? -1 : (int32_t)i + 1, .start = (uint32_t)i, .n = 1,
+                     .id = v->byte_sym[(unsigned char)p[i]]};
+    heap_reset(e, sizeof(bpe_pair));
+    for (size_t i = 1; i < n; i++)
+        if ((st = bpe_try_pair(e, (int32_t)i - 1, (int32_t)i))) return st;
+    while (e->heap_n) {
+        bpe_pair q = heap_pop_bpe(e);
+        sym *L = &s[q.left], *R = &s[q.right];
+        if (L->n == 0 || R->n == 0 || L->id != q.lid || R->id != q.rid) continue; /* stale */
+        uint32_t rank, res;
+        tok_merge_find(v, L->id, R->id, &rank, &res);
+        L->id = res;
+        L->n += R->n;
+        R->n = 0;
+        L->next = R->next;
+        if (R->next >= 0) s[R->next].prev = q.left;
+        if ((st = bpe_try_pair(e, L->prev, q.left)) || (st = bpe_try_pair(e, q.left, L->next))) return st;
+    }
+    for (int32_t i = 0; i != -1; i = s[i].next) {
+        if (s[i].id != UINT32_MAX && s[i].id < v->n_vocab) {
+            if ((st = push_id(e, (int32_t)s[i].id))) return st;
+            continue;
+        }
+        /* Not a token (a merge result missing from the vocabulary, or a byte
+         * the table lacks): llama.cpp looks up each byte of the byte-level
+         * text on its own and drops what it cannot find. */
+        if (!grow((void **)&e->wbuf, &e->wbuf_cap, (size_t)s[i].n * 4, 1)) return TS_ERR_NOMEM;
+        size_t l = byte_level(e, p + s[i].start, s[i].n);
+        for (size_t j = 0; j < l; j++) {
+            int32_t id = lookup_token(v, e->wbuf + j, 1);
+            if (id >= 0 && (st = push_id(e, id))) return st;
+        }
+    }
+    return TS_OK;
+}
+
+/* clean offset -> original offset: each U+FFFD stand-in (3 bytes) was 1 byte */
+static size_t orig_off(const enc *e, size_t c) {
+    size_t lo = 0, hi = e->n_subst;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (e->subst[mid] < c) lo = mid + 1;
+        else hi = mid;
+    }
+    return c - 2 * lo;
+}
+
+static ts_status bpe_piece(void *ud, size_t s, size_t end) {
+    enc *e = ud;
+    size_t os = e->n_subst ? orig_off(e, s) : s, oe = e->n_subst ? orig_off(e, end) : end;
+    return bpe_word(e, e->orig + os, oe - os);
+}
+
+static ts_status bpe_fragment(enc *e, const char *text, size_t len) {
+    /* PCRE2 runs with PCRE2_NO_UTF_CHECK, so it only ever sees valid UTF-8:
+     * each invalid byte stands in as U+FFFD for splitting and is encoded as
+     * its own byte afterwards (nothing is lost). */
+    e->n_subst = 0;
+    size_t clean_len = 0;
+    for (size_t i = 0; i < len;) {
+        size_t l = tok_utf8_valid_len((const unsigned char *)text + i, len - i);
+        if (!l) {
+            if (!grow((void **)&e->subst, &e->subst_cap, e->n_subst + 1, sizeof(size_t))) return TS_ERR_NOMEM;
+            e->subst[e->n_subst++] = clean_len;
+            clean_len += 3;
+            i++;
+        } else {
+            clean_len += l;
+            i += l;
+        }
+    }
+    const char *clean = text;
+    if (e->n_subst) {
+        if (!grow((void **)&e->buf, &e->buf_cap, clean_len, 1)) return TS_ERR_NOMEM;
+        size_t o = 0;
+        for (size_t i = 0; i < len;) {
+            size_t l = tok_utf8_valid_len((const unsigned char *)text + i, len - i);
+            if (!l) { memcpy(e->buf + o, "\xEF\xBF\xBD", 3); o += 3; i++; }
+            else { memcpy(e->buf + o, text + i, l); o += l; i += l; }
+        }
+        clean = e->buf;
+    }
+    e->orig = text;
+    return tok_split_cb(e->v->re, e->v->n_re, clean, clean_len, bpe_piece, e);
+}
+
+/* ---- special-token partition ---- */
+
+typedef struct frags {
+    frag *v;
+    size_t n, cap;
+} frags;
+
+static bool frags_push(frags *f, frag x) {
+    if (!grow((void **)&f->v, &f->cap, f->n + 1, sizeof *f->v)) return false;
+    f->v[f->n++] = x;
+    return true;
+}
+
+static bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+static ts_status partition(const tok_vocab *v, const char *text, size_t len, bool parse_special, frags *out) {
+    out->n = 0;
+    if (!len) return TS_OK;
+    if (!frags_push(out, (frag){-1, 0, len})) return TS_ERR_NOMEM;
+    if (!v->n_special) return TS_OK;
+    /* which special tokens occur anywhere in the text */
+    uint8_t *present = ts_calloc(v->n_special, 1);
+    if (!present) return TS_ERR_NOMEM;
+    size_t n_present = 0;
+    for (size_t i = 0; i < len; i++) {
+        int32_t node = v->trie_root[(unsigned char)text[i]];
+        size_t j = i;
+        while (node >= 0) {
+            const tok_trie_node *nd = &v->trie[node];
+            if (nd->token >= 0 && !present[nd->token]) {
+                present[nd->token] = 1;
+                n_present++;
+            }
+            if (++j >= len) break;
+            int32_t c = nd->child;
+            while (c >= 0 && v->trie[c].byte != (uint8_t)text[j]) c = v->trie[c].sibling;
+            node = c;
+        }
+    }
+    ts_status st = TS_OK;
+    frags next = {0};
+    for (uint32_t k = 0; k < v->n_special && n_present; k++) {
+        if (!present[k]) continue;
+        n_present--;
+        int32_t id = v->special[k];
+        uint32_t a = v->attr[id];
+        if (!parse_special && (a & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) continue;
+        size_t tl;
+        const char *tt = tok_st_str(&v->st, (uint32_t)id, &tl);
+        next.n = 0;
+        for (size_t f = 0; f < out->n; f++) {
+            frag fr = out->v[f];
+            if (fr.token >= 0) {
+                if (!frags_push(&next, fr)) { st = TS_ERR_NOMEM; goto done; }
+                continue;
+            }
+            size_t off = fr.off, l = fr.len;
+            for (;;) {
+                const char *m = l >= tl ? memmem(text + off, l, tt, tl) : NULL;
+                if (!m) {
+                    if (l > 0 && !frags_push(&next, (frag){-1, off, l})) { st = TS_ERR_NOMEM; goto done; }
+                    break;
+                }
+                size_t mo = (size_t)(m - text);
+                size_t left = mo - off;
+                if (a & TOK_ATTR_LSTRIP)
+                    while (left > 0 && is_space(text[off + left - 1])) left--;
+                if (left > 0 && !frags_push(&next, (frag){-1, off, left})) { st = TS_ERR_NOMEM; goto done; }
+                if (!frags_push(&next, (frag){id, 0, 0})) { st = TS_ERR_NOMEM; goto done; }
+                size_t r_off = mo + tl, r_len = off + l - r_off;
+                if (a & TOK_ATTR_RSTRIP)
+                    while (r_len > 0 && is_space(text[r_off])) { r_off++; r_len--; }
+                off = r_off;
+                l = r_len;
+                if (!l) break;
+            }
+        }
+        frags tmp = *out;
+        *out = next;
+        next = tmp;
+    }
+done:
+    free(next.v);
+    free(present);
+    return st;
+}
+
+/* ---- entry ---- */
+
+ts_status tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
+                     int32_t **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (!v) return ts_fail(TS_ERR_ARG, "tok_encode: no vocabulary");
+    if (len && !text) return ts_fail(TS_ERR_ARG, "tok_encode: NULL text");
+    if (len > TOK_MAX_TEXT) return ts_fail(TS_ERR_LIMIT, "tok_encode: text of %zu bytes is over the %zu-byte limit", len, TOK_MAX_TEXT);
+    enc e = {.v = v, .heap_elt = v->kind == TOK_KIND_SPM ? sizeof(spm_pair) : sizeof(bpe_pair)};
+    frags fr = {0};
+    ts_status st = partition(v, text, len, parse_special, &fr);
+    if (st) goto fail;
+    if (add_special && v->add_bos && v->bos >= 0 && (st = push_id(&e, v->bos))) goto fail;
+    bool prev_special = true; /* SPM: a space goes in front of the first text, and after each special token */
+    for (size_t i = 0; i < fr.n; i++) {
+        if (fr.v[i].token >= 0) {
+            if ((st = push_id(&e, fr.v[i].token))) goto fail;
+            prev_special = true;
+            continue;
+        }
+        if (v->kind == TOK_KIND_SPM)
+            st = spm_fragment(&e, text + fr.v[i].off, fr.v[i].len, v->add_space_prefix && prev_special);
+        else
+            st = bpe_fragment(&e, text + fr.v[i].off, fr.v[i].len);
+        if (st) goto fail;
+        prev_special = false;
+    }
+    if (add_special && v->add_eos && v->eos >= 0 && (st = push_id(&e, v->eos))) goto fail;
+    free(fr.v);
+    free(e.syms);
+    free(e.heap);
+    free(e.buf);
+    free(e.wbuf);
+    free(e.subst);
+    if (e.n == 0) {
+        free(e.out);
+        return TS_OK;
+    }
+    *ids = e.out;
+    *n = e.n;
+    return TS_OK;
+fail:
+    if (st == TS_ERR_NOMEM) ts_fail(TS_ERR_NOMEM, "tok_encode: out of memory");
+    free(fr.v);
+    free(e.syms);
+    free(e.heap);
+    free(e.buf);
+    free(e.wbuf);
+    free(e.subst);
+    free(e.out);
+    return st;
+}
