@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Command-line checks of `turbospark tokenize`.
+# usage: cli_tokenize.sh CLI FIXTURES SRCDIR
+set -u
+CLI=$1
+FIX=$2
+VOC=$FIX/vocab
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# expect_out NAME WANT CMD...: stdout of CMD (stdin from $tmp/in) equals WANT, exit 0
+expect_out() {
+    local name=$1 want=$2
+    shift 2
+    local got rc
+    got=$("$@" <"$tmp/in" 2>"$tmp/err")
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ ! -s "$tmp/err" ]; then ok; else bad "$name: rc=$rc got '$got' want '$want' err '$(cat "$tmp/err")'"; fi
+}
+
+# expect_err NAME CMD...: exit 1, exactly one stderr line "turbospark tokenize: ...", no stdout
+expect_err() {
+    local name=$1
+    shift
+    "$@" <"$tmp/in" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$tmp/err")
+    if [ $rc -eq 1 ] && [ "$lines" -eq 1 ] && grep -q '^turbospark tokenize: ' "$tmp/err" && [ ! -s "$tmp/out" ]; then
+        ok
+    else
+        bad "$name: rc=$rc stderr lines=$lines '$(head -c 300 "$tmp/err")' stdout '$(head -c 100 "$tmp/out")'"
+    fi
+}
+
+# every vocabulary fixture tokenizes, with and without BOS, specials, pieces
+printf 'Hello world! <|endoftext|> 123\n' >"$tmp/in"
+n=0
+for g in "$VOC"/*.gguf; do
+    n=$((n + 1))
+    for flags in "" "--no-bos" "--special" "--pieces"; do
+        # shellcheck disable=SC2086
+        out=$("$CLI" tokenize -m "$g" $flags <"$tmp/in" 2>"$tmp/err")
+        rc=$?
+        lines=$(printf '%s\n' "$out" | wc -l)
+        if [ $rc -ne 0 ] || [ "$lines" -ne 1 ] || [ -s "$tmp/err" ]; then
+            bad "tokenize $(basename "$g") $flags: rc=$rc lines=$lines err '$(cat "$tmp/err")'"
+        elif [ "$flags" != "--pieces" ] && ! printf '%s\n' "$out" | grep -Eq '^[0-9]+( [0-9]+)*$'; then
+            bad "tokenize $(basename "$g") $flags: not a line of ids: '$out'"
+        else
+            ok
+        fi
+    done
+done
+[ $n -ge 9 ] && ok || bad "expected >= 9 vocab fixtures, found $n"
+
+# known ids (Hugging Face reference values)
+printf 'Hello world' >"$tmp/in"
+expect_out "gpt-2 ids" "15496 995" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf"
+expect_out "spm ids + BOS" "1 15043 3186" "$CLI" tokenize -m "$VOC/ggml-vocab-llama-spm.gguf"
+expect_out "spm --no-bos" "15043 3186" "$CLI" tokenize -m "$VOC/ggml-vocab-llama-spm.gguf" --no-bos
+expect_out "gpt-2 pieces" '"Hello" "Ġworld"' "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --pieces
+expect_out "spm pieces" '"<s>" "▁Hello" "▁world"' "$CLI" tokenize -m "$VOC/ggml-vocab-llama-spm.gguf" --pieces
+# the text is exactly stdin: a trailing newline is a token
+printf 'Hello world\n' >"$tmp/in"
+expect_out "trailing newline kept" "15496 995 198" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf"
+# pieces are JSON strings
+printf 'a"b\\c\td' >"$tmp/in"
+expect_out "json escapes" '"a" "\"" "b" "\\" "c" "ĉ" "d"' "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --pieces
+# special tokens only with --special
+printf 'a<|endoftext|>b' >"$tmp/in"
+expect_out "special parsed" "64 50256 65" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --special
+got=$("$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" <"$tmp/in")
+case " $got " in *" 50256 "*) bad "special parsed without --special: $got" ;; *) ok ;; esac
+# empty input: an empty line (plus BOS where the vocabulary adds one)
+: >"$tmp/in"
+expect_out "empty gpt-2" "" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf"
+expect_out "empty spm" "1" "$CLI" tokenize -m "$VOC/ggml-vocab-llama-spm.gguf"
+# NULs and invalid UTF-8 are text like any other
+printf 'a\000b\377\300c' >"$tmp/in"
+got=$("$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" <"$tmp/in")
+[ $? -eq 0 ] && [ -n "$got" ] && ok || bad "NUL/invalid UTF-8 input"
+# a large input
+for i in $(seq 1 300); do cat "$VOC/ggml-vocab-gpt-2.gguf.inp"; done >"$tmp/in"
+got=$("$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" <"$tmp/in" | wc -w)
+[ "$got" -gt 100000 ] && ok || bad "large input gave $got ids"
+
+# errors: one line, exit 1
+printf 'x' >"$tmp/in"
+expect_err "no -m" "$CLI" tokenize
+expect_err "-m without value" "$CLI" tokenize -m
+expect_err "unknown option" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --frobnicate
+expect_err "stray argument" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" hello
+expect_err "missing file" "$CLI" tokenize -m "$tmp/does-not-exist.gguf"
+expect_err "directory" "$CLI" tokenize -m "$tmp"
+printf 'this is not a gguf file at all' >"$tmp/bad.gguf"
+expect_err "not gguf" "$CLI" tokenize -m "$tmp/bad.gguf"
+head -c 5000 "$VOC/ggml-vocab-gpt-2.gguf" >"$tmp/trunc.gguf"
+expect_err "truncated gguf" "$CLI" tokenize -m "$tmp/trunc.gguf"
+: >"$tmp/empty.gguf"
+expect_err "empty file" "$CLI" tokenize -m "$tmp/empty.gguf"
+
+# a closed pipe is an error, reported once
+for i in $(seq 1 60000); do echo "line $i of some text"; done >"$tmp/in"
+"$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" <"$tmp/in" 2>"$tmp/err" | head -c 1 >/dev/null
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^turbospark tokenize: ' "$tmp/err"; then ok; else bad "closed pipe: rc=$rc err '$(cat "$tmp/err")'"; fi
+if [ -w /dev/full ]; then
+    "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" <"$tmp/in" >/dev/full 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ]; then ok; else bad "/dev/full: rc=$rc"; fi
+fi
+
+# --help
+"$CLI" tokenize --help >"$tmp/out" 2>&1 && grep -q 'usage: turbospark tokenize' "$tmp/out" && ok || bad "--help"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
