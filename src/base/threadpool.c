@@ -53,6 +53,9 @@ static void wait_change(atomic_uint *addr, unsigned val, atomic_uint *sleepers) 
     for (int i = 0; i < TS_POOL_SPIN; i++) {
         if (atomic_load_explicit(addr, memory_order_acquire) != val) return;
         TS_CPU_RELAX();
+        /* on an oversubscribed machine the thread we wait for may need our
+         * core: yield now and then instead of burning the slice */
+        if ((i & 1023) == 1023) sched_yield();
     }
     while (atomic_load_explicit(addr, memory_order_acquire) == val) {
         atomic_fetch_add(sleepers, 1);
@@ -103,10 +106,10 @@ static void *worker_main(void *varg) {
     struct worker_arg *wa = varg;
     ts_pool *p = wa->p;
     int ith = wa->ith;
-    unsigned seen = atomic_load(&p->gen.v);
+    unsigned seen = 0; /* gen at creation: a run may start before this thread does */
     for (;;) {
         wait_change(&p->gen.v, seen, &p->gen_sleepers.v);
-        seen = atomic_load_explicit(&p->gen.v, memory_order_acquire);
+        seen++; /* the caller waits for every worker, so runs never skip one */
         if (p->stop) break;
         if (ith < p->nth) p->fn(p->arg, ith, p->nth);
         if (atomic_fetch_add(&p->done.v, 1) + 1 == (unsigned)(p->n - 1)) bump_and_wake(&p->done_gen.v, &p->done_sleepers.v);
