@@ -16,6 +16,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
@@ -229,55 +230,55 @@ INLINE __m128i q3k_scales(const uint8_t *p) {
 }
 
 #define Q2K_HEAD                                                                                      \
-    const ts_block_q2_K *b = (const ts_block_q2_K *)blk;                                             \
-    __m128i s_ = _mm_loadu_si128((const __m128i *)b->scales);                                         \
+    const uint8_t *b = blk; /* ts_block_q2_K */                                             \
+    __m128i s_ = _mm_loadu_si128((const __m128i *)(b + offsetof(ts_block_q2_K, scales)));                                         \
     __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s_, _mm_set1_epi8(0x0f)));                      \
     __m256i corr = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s_, 4), _mm_set1_epi8(0x0f)));   \
-    float d = h2f(&b->d), dcorr = h2f(&b->dmin);                                                      \
-    __m256i qa = loadu(b->qs), qb = loadu(b->qs + 32);
+    float d = h2f((b + offsetof(ts_block_q2_K, d))), dcorr = h2f((b + offsetof(ts_block_q2_K, dmin)));                                                      \
+    __m256i qa = loadu((b + offsetof(ts_block_q2_K, qs))), qb = loadu((b + offsetof(ts_block_q2_K, qs)) + 32);
 #define Q2K_CHUNK(j) _mm256_and_si256(_mm256_srli_epi16((j) < 4 ? qa : qb, 2 * ((j) & 3)), _mm256_set1_epi8(3))
 #define Q2K_SCALE(j) chunk_scales16(sc16, j)
 
 #define Q3K_HEAD                                                                                      \
-    const ts_block_q3_K *b = (const ts_block_q3_K *)blk;                                             \
-    __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(b->scales));                                       \
+    const uint8_t *b = blk; /* ts_block_q3_K */                                             \
+    __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales((b + offsetof(ts_block_q3_K, scales))));                                       \
     __m256i corr = _mm256_slli_epi16(sc16, 2); /* q = q_u - 4 */                                      \
-    float d = h2f(&b->d), dcorr = d;                                                                  \
-    __m256i qa = loadu(b->qs), qb = loadu(b->qs + 32), hm = loadu(b->hmask);
+    float d = h2f((b + offsetof(ts_block_q3_K, d))), dcorr = d;                                                                  \
+    __m256i qa = loadu((b + offsetof(ts_block_q3_K, qs))), qb = loadu((b + offsetof(ts_block_q3_K, qs)) + 32), hm = loadu((b + offsetof(ts_block_q3_K, hmask)));
 #define Q3K_CHUNK(j)                                                                                  \
     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16((j) < 4 ? qa : qb, 2 * ((j) & 3)), _mm256_set1_epi8(3)), \
                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, (j)), _mm256_set1_epi8(1)), 2))
 #define Q3K_SCALE(j) chunk_scales16(sc16, j)
 
 #define Q4K_HEAD                                                                                      \
-    const ts_block_q4_K *b = (const ts_block_q4_K *)blk;                                             \
+    const uint8_t *b = blk; /* ts_block_q4_K */                                             \
     __m256i sc8, corr;                                                                                \
-    k4_scales_vec(b->scales, &sc8, &corr);                                                            \
-    float d = h2f(&b->d), dcorr = h2f(&b->dmin);                                                      \
+    k4_scales_vec((b + offsetof(ts_block_q4_K, scales)), &sc8, &corr);                                                            \
+    float d = h2f((b + offsetof(ts_block_q4_K, d))), dcorr = h2f((b + offsetof(ts_block_q4_K, dmin)));                                                      \
     __m256i qv = _mm256_setzero_si256();
 #define Q4K_CHUNK(j)                                                                                  \
-    ((j) % 2 == 0 ? (qv = loadu(b->qs + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))      \
+    ((j) % 2 == 0 ? (qv = loadu((b + offsetof(ts_block_q4_K, qs)) + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))      \
                   : _mm256_and_si256(_mm256_srli_epi16(qv, 4), _mm256_set1_epi8(0x0f)))
 #define Q4K_SCALE(j) chunk_scales8(sc8, j)
 
 #define Q5K_HEAD                                                                                      \
     Q4K_HEAD                                                                                          \
-    const ts_block_q5_K *b5 = (const ts_block_q5_K *)blk;                                            \
-    __m256i qh = loadu(b5->qh);
+    const uint8_t *b5 = blk; /* ts_block_q5_K */                                            \
+    __m256i qh = loadu((b5 + offsetof(ts_block_q5_K, qh)));
 #define Q5K_CHUNK(j) _mm256_or_si256(                                                                 \
-    ((j) % 2 == 0 ? (qv = loadu(b5->qs + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))     \
+    ((j) % 2 == 0 ? (qv = loadu((b5 + offsetof(ts_block_q5_K, qs)) + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))     \
                   : _mm256_and_si256(_mm256_srli_epi16(qv, 4), _mm256_set1_epi8(0x0f))),              \
         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, (j)), _mm256_set1_epi8(1)), 4))
 #define Q5K_SCALE(j) chunk_scales8(sc8, j)
 
 #define Q6K_HEAD                                                                                      \
-    const ts_block_q6_K *b = (const ts_block_q6_K *)blk;                                             \
-    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));                 \
+    const uint8_t *b = blk; /* ts_block_q6_K */                                             \
+    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + offsetof(ts_block_q6_K, scales))));                 \
     __m256i corr = _mm256_slli_epi16(sc16, 5); /* q = q_u - 32 */                                     \
-    float d = h2f(&b->d), dcorr = d;                                                                  \
+    float d = h2f((b + offsetof(ts_block_q6_K, d))), dcorr = d;                                                                  \
     __m256i l0 = _mm256_setzero_si256(), l1 = l0, hv = l0;
 #define Q6K_CHUNK(j)                                                                                  \
-    ((j) % 4 == 0 ? (l0 = loadu(b->ql + 16 * (j)), l1 = loadu(b->ql + 16 * (j) + 32), hv = loadu(b->qh + 8 * (j))) : hv, \
+    ((j) % 4 == 0 ? (l0 = loadu((b + offsetof(ts_block_q6_K, ql)) + 16 * (j)), l1 = loadu((b + offsetof(ts_block_q6_K, ql)) + 16 * (j) + 32), hv = loadu((b + offsetof(ts_block_q6_K, qh)) + 8 * (j))) : hv, \
      _mm256_or_si256(_mm256_and_si256((j) % 4 < 2 ? ((j) % 2 ? l1 : l0)                               \
                                                   : _mm256_srli_epi16((j) % 2 ? l1 : l0, 4),          \
                                       _mm256_set1_epi8(0x0f)),                                        \
@@ -289,7 +290,7 @@ INLINE __m128i q3k_scales(const uint8_t *p) {
         __m256i q_ = CHUNK(j), s_j = SCALE(j);                                                        \
         for (int c = 0; c < nc; c++)                                                                  \
             si[c] = _mm256_add_epi32(                                                                 \
-                si[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q_, loadu(xb[c]->qs + 32 * (j))), s_j)); \
+                si[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q_, loadu((xb[c] + offsetof(ts_block_q8_K, qs)) + 32 * (j))), s_j)); \
     } while (0)
 
 #define K_KERNEL(NAME, HEAD, CHUNK, SCALE, BYTES)                                                      \
@@ -300,15 +301,15 @@ INLINE __m128i q3k_scales(const uint8_t *p) {
         for (int64_t i = 0; i < n / 256; i++) {                                                       \
             const uint8_t *blk = pw + i * BYTES;                                                      \
             HEAD                                                                                      \
-            const ts_block_q8_K *xb[TS_Q_MAXCOLS];                                                    \
+            const uint8_t *xb[TS_Q_MAXCOLS]; /* ts_block_q8_K */                                                    \
             __m256i si[TS_Q_MAXCOLS];                                                                 \
-            for (int c = 0; c < nc; c++) xb[c] = (const ts_block_q8_K *)(px + c * xs) + i, si[c] = _mm256_setzero_si256(); \
+            for (int c = 0; c < nc; c++) xb[c] = px + c * xs + i * sizeof(ts_block_q8_K), si[c] = _mm256_setzero_si256(); \
             K_STEP(0, CHUNK, SCALE); K_STEP(1, CHUNK, SCALE); K_STEP(2, CHUNK, SCALE); K_STEP(3, CHUNK, SCALE); \
             K_STEP(4, CHUNK, SCALE); K_STEP(5, CHUNK, SCALE); K_STEP(6, CHUNK, SCALE); K_STEP(7, CHUNK, SCALE); \
             for (int c = 0; c < nc; c++) {                                                            \
                 float dx;                                                                             \
-                memcpy(&dx, &xb[c]->d, 4);                                                            \
-                __m256i cv = _mm256_madd_epi16(corr, loadu(xb[c]->bsums));                            \
+                memcpy(&dx, xb[c] + offsetof(ts_block_q8_K, d), 4);                                                            \
+                __m256i cv = _mm256_madd_epi16(corr, loadu((xb[c] + offsetof(ts_block_q8_K, bsums))));                            \
                 acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(si[c]), acc[c]);  \
                 accc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dcorr * dx), _mm256_cvtepi32_ps(cv), accc[c]); \
             }                                                                                         \
@@ -449,7 +450,7 @@ static void qz_q8_0(const float *x, void *dst, int64_t n) {
 }
 
 static void qz_q8_K(const float *x, void *dst, int64_t n) {
-    ts_block_q8_K *y = dst;
+    uint8_t *y = dst;
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         __m256 m = _mm256_setzero_ps();
         for (int j = 0; j < 256; j += 32) m = absmax32(x + j, m);
@@ -472,7 +473,7 @@ static void qz_q8_K(const float *x, void *dst, int64_t n) {
             }
             blk.d = 1.0f / iscale;
         }
-        memcpy(&y[i], &blk, sizeof blk);
+        memcpy(y + i * sizeof blk, &blk, sizeof blk);
     }
 }
 

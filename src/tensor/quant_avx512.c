@@ -1,9 +1,250 @@
-/* avx512 kernels: entered only after runtime detection (see quant.c). */
+/* AVX-512 (F/BW/VL/DQ) kernels: entered only after runtime detection
+ * (quant.c). Only the types where 512-bit lanes pay are here; the others
+ * keep their AVX2 kernels (quant.c overlays this table on the AVX2 one).
+ * Same arithmetic as quant_avx2.c (see its header for the int16 argument),
+ * two 32-quant chunks or two blocks per instruction. */
 #define TS_QUANT_INTERNAL
 #include "tensor/quant.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
 
-void ts_q_fill_avx512(ts_q_kernels *k) { (void)k; }
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float h2f(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+INLINE __m256i loadu256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+INLINE __m512i loadu512(const void *p) { return _mm512_loadu_si512(p); }
+INLINE __m512i cat256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+INLINE __m512 two_scales(float a, float b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
+}
+
+/* 64 signed w x 64 signed x -> 16 x i32 (|w| * (x negated where w < 0)) */
+INLINE __m512i dot_ss(__m512i w, __m512i x) {
+    __mmask64 neg = _mm512_movepi8_mask(w);
+    __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), xs), _mm512_set1_epi16(1));
+}
+
+/* ---- Q8_0 / Q4_0: two blocks per step ---- */
+INLINE __m256i nib32(const uint8_t *p) {
+    __m128i t = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+INLINE __m256i q4_0_q(const uint8_t *p) { return _mm256_sub_epi8(nib32(p + 2), _mm256_set1_epi8(8)); }
+INLINE __m256i q8_0_q(const uint8_t *p) { return loadu256(p + 2); }
+
+#define SMALL512(NAME, QF, BYTES)                                                                      \
+    INLINE void NAME##_k(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        const uint8_t *pw = w, *px = x;                                                               \
+        __m512 acc[TS_Q_MAXCOLS];                                                                     \
+        for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();                                   \
+        int64_t nb = n / 32, i = 0;                                                                   \
+        for (; i + 1 < nb; i += 2) {                                                                  \
+            const uint8_t *wa = pw + i * BYTES, *wb = wa + BYTES;                                     \
+            __m512i q = cat256(QF(wa), QF(wb));                                                       \
+            float da = h2f(wa), db = h2f(wb);                                                         \
+            for (int c = 0; c < nc; c++) {                                                            \
+                const uint8_t *xa = px + c * xs + i * 34, *xb = xa + 34;                              \
+                __m512i xq = cat256(loadu256(xa + 2), loadu256(xb + 2));                              \
+                acc[c] = _mm512_fmadd_ps(two_scales(da * h2f(xa), db * h2f(xb)), _mm512_cvtepi32_ps(dot_ss(q, xq)), acc[c]); \
+            }                                                                                         \
+        }                                                                                             \
+        for (int c = 0; c < nc; c++) {                                                                \
+            float r = _mm512_reduce_add_ps(acc[c]);                                                   \
+            if (i < nb) {                                                                             \
+                const uint8_t *wa = pw + i * BYTES, *xa = px + c * xs + i * 34;                      \
+                __m512i q = cat256(QF(wa), _mm256_setzero_si256());                                   \
+                __m512i xq = cat256(loadu256(xa + 2), _mm256_setzero_si256());                        \
+                r += h2f(wa) * h2f(xa) * (float)_mm512_reduce_add_epi32(dot_ss(q, xq));               \
+            }                                                                                         \
+            out[c * os] = r;                                                                          \
+        }                                                                                             \
+    }                                                                                                 \
+    __attribute__((unused)) static float NAME##_dot(int64_t n, const void *w, const void *x) {         \
+        float r;                                                                                      \
+        NAME##_k(n, w, x, 0, 1, &r, 0);                                                               \
+        return r;                                                                                     \
+    }                                                                                                 \
+    __attribute__((unused)) static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        NAME##_k(n, w, x, xs, nc, out, os);                                                           \
+    }
+
+SMALL512(q4_0, q4_0_q, 18)
+SMALL512(q8_0, q8_0_q, 34)
+
+/* ---- Q4_K / Q6_K: two chunks (64 quants) per step ---- */
+
+/* i16 index vector: 16 (Q4_K) or 8 (Q6_K) consecutive lanes per scale */
+INLINE __m512i idx_rep(int a, int b, int c, int d, int per) {
+    if (per == 16)
+        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
+    __m256i lo = _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
+    __m256i hi = _mm256_set_m128i(_mm_set1_epi16((short)d), _mm_set1_epi16((short)c));
+    return cat256(lo, hi);
+}
+
+#define K512_KERNEL(NAME, BYTES, ...)                                                                  \
+    INLINE void NAME##_k(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        const uint8_t *pw = w, *px = x;                                                               \
+        __m512 acc[TS_Q_MAXCOLS];                                                                     \
+        __m256 accc[TS_Q_MAXCOLS];                                                                    \
+        for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps(), accc[c] = _mm256_setzero_ps();   \
+        for (int64_t i = 0; i < n / 256; i++) {                                                       \
+            const uint8_t *blk = pw + i * BYTES;                                                      \
+            const uint8_t *xb[TS_Q_MAXCOLS]; /* ts_block_q8_K */                                                    \
+            __m512i si[TS_Q_MAXCOLS];                                                                 \
+            for (int c = 0; c < nc; c++) xb[c] = px + c * xs + i * sizeof(ts_block_q8_K), si[c] = _mm512_setzero_si512(); \
+            float d, dcorr;                                                                           \
+            __m256i corr;                                                                             \
+            __VA_ARGS__                                                                               \
+            for (int c = 0; c < nc; c++) {                                                            \
+                float dx;                                                                             \
+                memcpy(&dx, xb[c] + offsetof(ts_block_q8_K, d), 4);                                                            \
+                __m256i cv = _mm256_madd_epi16(corr, loadu256((xb[c] + offsetof(ts_block_q8_K, bsums))));                         \
+                acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d * dx), _mm512_cvtepi32_ps(si[c]), acc[c]);  \
+                accc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dcorr * dx), _mm256_cvtepi32_ps(cv), accc[c]); \
+            }                                                                                         \
+        }                                                                                             \
+        for (int c = 0; c < nc; c++) out[c * os] = _mm512_reduce_add_ps(acc[c]) - hsum8(accc[c]);    \
+    }                                                                                                 \
+    static float NAME##_dot(int64_t n, const void *w, const void *x) {                                \
+        float r;                                                                                      \
+        NAME##_k(n, w, x, 0, 1, &r, 0);                                                               \
+        return r;                                                                                     \
+    }                                                                                                 \
+    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        NAME##_k(n, w, x, xs, nc, out, os);                                                           \
+    }
+
+#define K512_STEP(Q, SC, OFF)                                                                          \
+    for (int c = 0; c < nc; c++)                                                                      \
+        si[c] = _mm512_add_epi32(si[c], _mm512_madd_epi16(_mm512_maddubs_epi16(Q, loadu512((xb[c] + offsetof(ts_block_q8_K, qs)) + (OFF))), SC));
+
+INLINE void k4_scales(const uint8_t *q, __m512i *sc, __m256i *corr) {
+    uint32_t u[3], s[2], m[2];
+    memcpy(u, q, 12);
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    s[0] = u[0] & k1;
+    s[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    m[0] = u[1] & k1;
+    m[1] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    __m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)s[1], (int)s[0]));
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m[1], (int)m[0]));
+    *sc = _mm512_castsi128_si512(s16);
+    *corr = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+}
+
+K512_KERNEL(q4_K, 144, {
+    const uint8_t *b = blk; /* ts_block_q4_K */
+    __m512i sc;
+    k4_scales((b + offsetof(ts_block_q4_K, scales)), &sc, &corr);
+    d = h2f((b + offsetof(ts_block_q4_K, d)));
+    dcorr = h2f((b + offsetof(ts_block_q4_K, dmin)));
+    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    for (int g = 0; g < 4; g++) {
+        __m512i q = _mm512_broadcast_i64x4(loadu256((b + offsetof(ts_block_q4_K, qs)) + 32 * g));
+        q = _mm512_and_si512(_mm512_srlv_epi16(q, shift), _mm512_set1_epi8(0x0f));
+        __m512i s = _mm512_permutexvar_epi16(idx_rep(2 * g, 2 * g + 1, 0, 0, 16), sc);
+        K512_STEP(q, s, 64 * g)
+    }
+})
+
+K512_KERNEL(q6_K, 210, {
+    const uint8_t *b = blk; /* ts_block_q6_K */
+    __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + offsetof(ts_block_q6_K, scales))));
+    __m512i sc = _mm512_castsi256_si512(s16);
+    corr = _mm256_slli_epi16(s16, 5); /* q = q_u - 32 */
+    d = h2f((b + offsetof(ts_block_q6_K, d)));
+    dcorr = d;
+    const __m512i sh01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        __m512i ql = loadu512((b + offsetof(ts_block_q6_K, ql)) + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(loadu256((b + offsetof(ts_block_q6_K, qh)) + 32 * h));
+        /* chunks 4h, 4h+1: low nibbles of ql[0..63]; qh bits 0-1 / 2-3 */
+        __m512i h01 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), m3), 4);
+        __m512i q01 = _mm512_or_si512(_mm512_and_si512(ql, m4), h01);
+        __m512i s01 = _mm512_permutexvar_epi16(idx_rep(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8), sc);
+        K512_STEP(q01, s01, 128 * h)
+        __m512i h23 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m3), 4);
+        __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23);
+        __m512i s23 = _mm512_permutexvar_epi16(idx_rep(8 * h + 4, 8 * h + 5, 8 * h + 6, 8 * h + 7, 8), sc);
+        K512_STEP(q23, s23, 128 * h + 64)
+    }
+})
+
+/* ---- float rows ---- */
+INLINE __m512 ld_f32(const uint8_t *p) { return _mm512_loadu_ps(p); }
+INLINE __m512 ld_f16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+INLINE __m512 ld_bf16(const uint8_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+INLINE float c_f32(const uint8_t *p) { float f; memcpy(&f, p, 4); return f; }
+INLINE float c_f16(const uint8_t *p) { return h2f(p); }
+INLINE float c_bf16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return ts_bf16_to_f32(h); }
+
+#define FLOAT512(NAME, LD, ESZ, CONV)                                                                  \
+    INLINE void NAME##_k(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        const uint8_t *pw = w, *px = x;                                                               \
+        __m512 a0[TS_Q_MAXCOLS], a1[TS_Q_MAXCOLS];                                                    \
+        for (int c = 0; c < nc; c++) a0[c] = a1[c] = _mm512_setzero_ps();                            \
+        int64_t i = 0;                                                                                \
+        for (; i + 32 <= n; i += 32) {                                                                \
+            __m512 w0 = LD(pw + i * ESZ), w1 = LD(pw + (i + 16) * ESZ);                               \
+            for (int c = 0; c < nc; c++) {                                                            \
+                const uint8_t *xc = px + c * xs + i * 4;                                              \
+                a0[c] = _mm512_fmadd_ps(w0, ld_f32(xc), a0[c]);                                       \
+                a1[c] = _mm512_fmadd_ps(w1, ld_f32(xc + 64), a1[c]);                                  \
+            }                                                                                         \
+        }                                                                                             \
+        for (; i + 16 <= n; i += 16) {                                                                \
+            __m512 w0 = LD(pw + i * ESZ);                                                             \
+            for (int c = 0; c < nc; c++) a0[c] = _mm512_fmadd_ps(w0, ld_f32(px + c * xs + i * 4), a0[c]); \
+        }                                                                                             \
+        for (int c = 0; c < nc; c++) {                                                                \
+            float s = _mm512_reduce_add_ps(_mm512_add_ps(a0[c], a1[c]));                              \
+            for (int64_t j = i; j < n; j++) s += CONV(pw + j * ESZ) * c_f32(px + c * xs + j * 4);     \
+            out[c * os] = s;                                                                          \
+        }                                                                                             \
+    }                                                                                                 \
+    static float NAME##_dot(int64_t n, const void *w, const void *x) {                                \
+        float r;                                                                                      \
+        NAME##_k(n, w, x, 0, 1, &r, 0);                                                               \
+        return r;                                                                                     \
+    }                                                                                                 \
+    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        NAME##_k(n, w, x, xs, nc, out, os);                                                           \
+    }
+
+FLOAT512(f32, ld_f32, 4, c_f32)
+FLOAT512(f16, ld_f16, 2, c_f16)
+FLOAT512(bf16, ld_bf16, 2, c_bf16)
+
+void ts_q_fill_avx512(ts_q_kernels *k) {
+#define SET(T, name) k->dot[TS_TYPE_##T] = name##_dot, k->dotc[TS_TYPE_##T] = name##_dotc
+    /* Registered only where they beat AVX2 on the measuring machine (docs/KERNELS.md):
+     * Q4_0/Q8_0 at 512 bits were slower (mask/abs/insert overhead), and the
+     * Q4_K single-row dot lost to AVX2 while its 4-column tile won. */
+    SET(Q6_K, q6_K);
+    k->dotc[TS_TYPE_Q4_K] = q4_K_dotc;
+    (void)q4_K_dot;
+    SET(F32, f32);
+    SET(F16, f16);
+    SET(BF16, bf16);
+#undef SET
+}
 #endif

@@ -108,7 +108,10 @@ typedef struct {
     float d, dmin;
 } kblock;
 
-static void unpack_q2_K(const ts_block_q2_K *b, kblock *k) {
+static void unpack_q2_K(const void *p_, kblock *k) {
+    ts_block_q2_K b_;
+    memcpy(&b_, p_, sizeof b_);
+    const ts_block_q2_K *b = &b_;
     k->d = F16(b->d);
     k->dmin = F16(b->dmin);
     for (int j = 0; j < 16; j++) {
@@ -120,7 +123,10 @@ static void unpack_q2_K(const ts_block_q2_K *b, kblock *k) {
             for (int l = 0; l < 32; l++) k->q[h * 128 + s * 32 + l] = (int8_t)((b->qs[h * 32 + l] >> (2 * s)) & 3);
 }
 
-static void unpack_q3_K(const ts_block_q3_K *b, kblock *k) {
+static void unpack_q3_K(const void *p_, kblock *k) {
+    ts_block_q3_K b_;
+    memcpy(&b_, p_, sizeof b_);
+    const ts_block_q3_K *b = &b_;
     k->d = F16(b->d);
     k->dmin = 0;
     q3k_scales(b->scales, k->scale);
@@ -134,7 +140,10 @@ static void unpack_q3_K(const ts_block_q3_K *b, kblock *k) {
             }
 }
 
-static void unpack_q4_K(const ts_block_q4_K *b, kblock *k) {
+static void unpack_q4_K(const void *p_, kblock *k) {
+    ts_block_q4_K b_;
+    memcpy(&b_, p_, sizeof b_);
+    const ts_block_q4_K *b = &b_;
     uint8_t sc[8], mn[8];
     k->d = F16(b->d);
     k->dmin = F16(b->dmin);
@@ -150,7 +159,10 @@ static void unpack_q4_K(const ts_block_q4_K *b, kblock *k) {
         }
 }
 
-static void unpack_q5_K(const ts_block_q5_K *b, kblock *k) {
+static void unpack_q5_K(const void *p_, kblock *k) {
+    ts_block_q5_K b_;
+    memcpy(&b_, p_, sizeof b_);
+    const ts_block_q5_K *b = &b_;
     uint8_t sc[8], mn[8];
     k->d = F16(b->d);
     k->dmin = F16(b->dmin);
@@ -167,7 +179,10 @@ static void unpack_q5_K(const ts_block_q5_K *b, kblock *k) {
         }
 }
 
-static void unpack_q6_K(const ts_block_q6_K *b, kblock *k) {
+static void unpack_q6_K(const void *p_, kblock *k) {
+    ts_block_q6_K b_;
+    memcpy(&b_, p_, sizeof b_);
+    const ts_block_q6_K *b = &b_;
     k->d = F16(b->d);
     k->dmin = 0;
     for (int j = 0; j < 16; j++) {
@@ -207,7 +222,9 @@ static void unpack_small(uint32_t t, const uint8_t *p, sblock *s) {
     s->m = 0;
     switch (t) {
     case TS_TYPE_Q4_0: {
-        const ts_block_q4_0 *b = (const ts_block_q4_0 *)p;
+        ts_block_q4_0 b_;
+        memcpy(&b_, p, sizeof b_);
+        const ts_block_q4_0 *b = &b_;
         s->d = F16(b->d);
         for (int j = 0; j < 16; j++) {
             s->q[j] = (b->qs[j] & 0xf) - 8;
@@ -216,7 +233,9 @@ static void unpack_small(uint32_t t, const uint8_t *p, sblock *s) {
         break;
     }
     case TS_TYPE_Q4_1: {
-        const ts_block_q4_1 *b = (const ts_block_q4_1 *)p;
+        ts_block_q4_1 b_;
+        memcpy(&b_, p, sizeof b_);
+        const ts_block_q4_1 *b = &b_;
         s->d = F16(b->d);
         s->m = F16(b->m);
         for (int j = 0; j < 16; j++) {
@@ -227,19 +246,16 @@ static void unpack_small(uint32_t t, const uint8_t *p, sblock *s) {
     }
     case TS_TYPE_Q5_0:
     case TS_TYPE_Q5_1: {
-        const uint8_t *qh8, *qs;
-        if (t == TS_TYPE_Q5_0) {
-            const ts_block_q5_0 *b = (const ts_block_q5_0 *)p;
-            s->d = F16(b->d);
-            qh8 = b->qh;
-            qs = b->qs;
-        } else {
-            const ts_block_q5_1 *b = (const ts_block_q5_1 *)p;
-            s->d = F16(b->d);
-            s->m = F16(b->m);
-            qh8 = b->qh;
-            qs = b->qs;
+        /* byte layout: [d][m if Q5_1][qh 4][qs 16]; all fields byte-addressed */
+        int hdr = t == TS_TYPE_Q5_0 ? 2 : 4;
+        uint16_t d16, m16;
+        memcpy(&d16, p, 2);
+        s->d = F16(d16);
+        if (t == TS_TYPE_Q5_1) {
+            memcpy(&m16, p + 2, 2);
+            s->m = F16(m16);
         }
+        const uint8_t *qh8 = p + hdr, *qs = p + hdr + 4;
         uint32_t qh = (uint32_t)qh8[0] | (uint32_t)qh8[1] << 8 | (uint32_t)qh8[2] << 16 | (uint32_t)qh8[3] << 24;
         int off = t == TS_TYPE_Q5_0 ? 16 : 0;
         for (int j = 0; j < 16; j++) {
@@ -249,13 +265,17 @@ static void unpack_small(uint32_t t, const uint8_t *p, sblock *s) {
         break;
     }
     case TS_TYPE_Q8_0: {
-        const ts_block_q8_0 *b = (const ts_block_q8_0 *)p;
+        ts_block_q8_0 b_;
+        memcpy(&b_, p, sizeof b_);
+        const ts_block_q8_0 *b = &b_;
         s->d = F16(b->d);
         for (int j = 0; j < 32; j++) s->q[j] = b->qs[j];
         break;
     }
     case TS_TYPE_IQ4_NL: {
-        const ts_block_iq4_nl *b = (const ts_block_iq4_nl *)p;
+        ts_block_iq4_nl b_;
+        memcpy(&b_, p, sizeof b_);
+        const ts_block_iq4_nl *b = &b_;
         s->d = F16(b->d);
         for (int j = 0; j < 16; j++) {
             s->q[j] = ts_kvalues_iq4nl[b->qs[j] & 0xf];
@@ -264,7 +284,9 @@ static void unpack_small(uint32_t t, const uint8_t *p, sblock *s) {
         break;
     }
     case TS_TYPE_MXFP4: {
-        const ts_block_mxfp4 *b = (const ts_block_mxfp4 *)p;
+        ts_block_mxfp4 b_;
+        memcpy(&b_, p, sizeof b_);
+        const ts_block_mxfp4 *b = &b_;
         s->d = ts_e8m0_half_to_f32(b->e);
         for (int j = 0; j < 16; j++) {
             s->q[j] = ts_kvalues_mxfp4[b->qs[j] & 0xf];
@@ -343,11 +365,11 @@ static void dequant_bf16(const void *src, float *dst, int64_t n) {
     }
 }
 static void dequant_q8_K(const void *src, float *y, int64_t n) {
-    const ts_block_q8_K *b = src;
+    const uint8_t *p = src;
     for (int64_t i = 0; i < n / TS_QK_K; i++) {
-        float d;
-        memcpy(&d, &b[i].d, 4);
-        for (int j = 0; j < 256; j++) *y++ = d * (float)b[i].qs[j];
+        ts_block_q8_K b;
+        memcpy(&b, p + i * sizeof b, sizeof b);
+        for (int j = 0; j < 256; j++) *y++ = b.d * (float)b.qs[j];
     }
 }
 
@@ -371,34 +393,39 @@ static inline int rne(float v) { return (int)lrintf(v); }
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 static void quant_q8_0(const float *x, void *dst, int64_t n) {
-    ts_block_q8_0 *y = dst;
+    uint8_t *out = dst;
     for (int64_t i = 0; i < n / TS_QK; i++, x += TS_QK) {
+        ts_block_q8_0 y[1];
         float amax = 0;
         for (int j = 0; j < TS_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127.0f;
         float id = d != 0 ? 1.0f / d : 0.0f;
-        y[i].d = ts_f32_to_f16(d);
-        for (int j = 0; j < TS_QK; j++) y[i].qs[j] = (int8_t)clampi(rne(x[j] * id), -127, 127);
+        y[0].d = ts_f32_to_f16(d);
+        for (int j = 0; j < TS_QK; j++) y[0].qs[j] = (int8_t)clampi(rne(x[j] * id), -127, 127);
+        memcpy(out + i * sizeof y[0], y, sizeof y[0]);
     }
 }
 
 static void quant_q8_K(const float *x, void *dst, int64_t n) {
-    ts_block_q8_K *y = dst;
+    uint8_t *out = dst;
     for (int64_t i = 0; i < n / TS_QK_K; i++, x += TS_QK_K) {
+        ts_block_q8_K y[1];
         float amax = 0;
         for (int j = 0; j < TS_QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
         if (amax == 0) {
-            memset(&y[i], 0, sizeof y[i]);
+            memset(&y[0], 0, sizeof y[0]);
+            memcpy(out + i * sizeof y[0], y, sizeof y[0]);
             continue;
         }
         float iscale = 127.0f / amax;
-        for (int j = 0; j < TS_QK_K; j++) y[i].qs[j] = (int8_t)clampi(rne(iscale * x[j]), -127, 127);
+        for (int j = 0; j < TS_QK_K; j++) y[0].qs[j] = (int8_t)clampi(rne(iscale * x[j]), -127, 127);
         for (int j = 0; j < 16; j++) {
             int s = 0;
-            for (int l = 0; l < 16; l++) s += y[i].qs[j * 16 + l];
-            y[i].bsums[j] = (int16_t)s;
+            for (int l = 0; l < 16; l++) s += y[0].qs[j * 16 + l];
+            y[0].bsums[j] = (int16_t)s;
         }
-        y[i].d = 1.0f / iscale;
+        y[0].d = 1.0f / iscale;
+        memcpy(out + i * sizeof y[0], y, sizeof y[0]);
     }
 }
 
@@ -419,9 +446,10 @@ static void quant_bf16(const float *x, void *dst, int64_t n) {
 }
 
 /* Weight quantizers: plain min/max round-to-nearest, for fixtures and tools. */
-static void quant_small(uint32_t t, const float *x, uint8_t *dst, int64_t n) {
+static void quant_small(uint32_t t, const float *x, uint8_t *out, int64_t n) {
     uint32_t bytes = ts_type_get(t)->block_bytes;
-    for (int64_t i = 0; i < n / TS_QK; i++, x += TS_QK, dst += bytes) {
+    _Alignas(8) uint8_t dst[64];
+    for (int64_t i = 0; i < n / TS_QK; i++, x += TS_QK, out += bytes, memcpy(out - bytes, dst, bytes)) {
         float amax = 0, vmax = 0, mn = x[0], mx = x[0];
         for (int j = 0; j < TS_QK; j++) {
             if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); vmax = x[j]; }
@@ -516,9 +544,10 @@ static void quant_small(uint32_t t, const float *x, uint8_t *dst, int64_t n) {
 
 /* K-quants: per 16 (or 32) elements a scale (and min) chosen from min/max, the
  * sub-block scales quantized against the super-block maximum. */
-static void quant_k(uint32_t t, const float *x, uint8_t *dst, int64_t n) {
+static void quant_k(uint32_t t, const float *x, uint8_t *out, int64_t n) {
     uint32_t bytes = ts_type_get(t)->block_bytes;
-    for (int64_t i = 0; i < n / TS_QK_K; i++, x += TS_QK_K, dst += bytes) {
+    _Alignas(8) uint8_t dst[256];
+    for (int64_t i = 0; i < n / TS_QK_K; i++, x += TS_QK_K, out += bytes, memcpy(out - bytes, dst, bytes)) {
         if (t == TS_TYPE_Q6_K || t == TS_TYPE_Q3_K) {
             int lv = t == TS_TYPE_Q6_K ? 32 : 4; /* q in [-lv, lv-1] */
             float sc[16], maxsc = 0, maxabs = 0;
