@@ -39,7 +39,7 @@ SEED = 20240601
 
 # ---------------------------------------------------------------- model specs
 def specs():
-    """name -> (family, hf class name, config kwargs, weight-scale overrides)."""
+    """name -> (GGUF arch, HF class name, HF config kwargs[, variants]); variants default ("f32", "f16")."""
     rp = lambda theta, **kw: dict(rope_type=kw.pop("rope_type", "default"), rope_theta=theta, **kw)  # noqa: E731
     common = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
@@ -69,6 +69,26 @@ def specs():
              hidden_activation="gelu_pytorch_tanh",
              rope_parameters={"full_attention": rp(1000000.0), "sliding_attention": rp(10000.0)})
     s["gemma3"] = ("gemma3", "Gemma3ForCausalLM", g)
+
+    # MoE (F32 only). Router semantics follow llama.cpp's graphs: qwen3moe and
+    # mixtral renormalize the top-k softmax weights, qwen2moe and olmoe do not.
+    moe = dict(common, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+    s["qwen3moe"] = ("qwen3moe", "Qwen3MoeForCausalLM",
+                     dict(moe, rms_norm_eps=1e-6, rope_parameters=rp(1000000.0), norm_topk_prob=True,
+                          decoder_sparse_step=1, mlp_only_layers=[], tie_word_embeddings=False,
+                          use_sliding_window=False), ("f32",))
+    s["qwen2moe"] = ("qwen2moe", "Qwen2MoeForCausalLM",
+                     dict(moe, rms_norm_eps=1e-6, rope_parameters=rp(1000000.0), norm_topk_prob=False,
+                          shared_expert_intermediate_size=64, decoder_sparse_step=1, mlp_only_layers=[],
+                          tie_word_embeddings=False, use_sliding_window=False), ("f32",))
+    s["mixtral"] = ("llama", "MixtralForCausalLM",
+                    dict(common, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+                         rms_norm_eps=1e-5, rope_parameters=rp(1000000.0), tie_word_embeddings=False),
+                    ("f32",))
+    s["olmoe"] = ("olmoe", "OlmoeForCausalLM",
+                  dict(common, intermediate_size=32, num_experts=4, num_experts_per_tok=2, norm_topk_prob=False,
+                       rms_norm_eps=1e-5, rope_parameters=rp(10000.0), tie_word_embeddings=False,
+                       clip_qkv=None), ("f32",))
     return s
 
 
@@ -119,7 +139,7 @@ def round_model_to_f16(model):
     import torch
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.ndim >= 2 and not name.endswith("mlp.gate.weight"):
+            if p.ndim >= 2 and not name.endswith(("mlp.gate.weight", "shared_expert_gate.weight")):
                 p.copy_(p.to(torch.float16).to(p.dtype))
 
 
@@ -147,6 +167,14 @@ LAYER_MAP = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    # MoE: router, stacked experts (n_expert, rows, cols), shared expert
+    "mlp.gate.weight": "ffn_gate_inp.weight",
+    "mlp.experts.down_proj": "ffn_down_exps.weight",
+    "mlp.experts.gate_up_proj": None,  # split below into ffn_gate_exps / ffn_up_exps
+    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+    "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
 }
 GEMMA3_LAYER_MAP = dict(LAYER_MAP, **{
     "post_attention_layernorm.weight": "post_attention_norm.weight",
@@ -198,6 +226,14 @@ def gguf_tensors(model, family: str):
             if hf not in lmap:
                 raise ValueError(f"exporter has no GGUF name for {pre + hf}")
             a = sd[pre + hf]
+            if hf == "mlp.experts.gate_up_proj":
+                # HF fuses (gate; up) along dim 1, gate first
+                n = a.shape[1] // 2
+                out.append((f"blk.{i}.ffn_gate_exps.weight", a[:, :n, :]))
+                out.append((f"blk.{i}.ffn_up_exps.weight", a[:, n:, :]))
+                continue
+            if hf == "mlp.shared_expert_gate.weight":
+                a = a.reshape(-1)  # llama.cpp reads it as a vector {n_embd}
             if family == "llama" and hf == "self_attn.q_proj.weight":
                 a = llama_permute(a, cfg.num_attention_heads)
             if family == "llama" and hf == "self_attn.k_proj.weight":
@@ -241,6 +277,14 @@ def write_gguf(path: str, model, family: str, name: str, f16: bool):
     if family == "llama":
         w.add_vocab_size(cfg.vocab_size)
         w.add_rope_dimension_count(head_dim)
+    n_exp = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+    if n_exp:
+        w.add_expert_count(n_exp)
+        w.add_expert_used_count(cfg.num_experts_per_tok)
+        if getattr(cfg, "moe_intermediate_size", None):
+            w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+        if getattr(cfg, "shared_expert_intermediate_size", None):
+            w.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
     rc.add_spm_tokenizer(w, cfg.vocab_size, add_space_prefix=False if family == "gemma3" else None)
     for tname, a in gguf_tensors(model, family):
         a = np.ascontiguousarray(a, dtype=np.float32)
@@ -262,6 +306,20 @@ def prompts(vocab: int):
             [1] + rng.integers(3, vocab, 39).tolist()]
 
 
+def router_gaps(model):
+    """Forward hooks on MoE routers recording the top-k / next gap."""
+    st = {"hooks": [], "min": []}
+    k = getattr(model.config, "num_experts_per_tok", None)
+    for n, mod in model.named_modules():
+        if k and n.endswith("mlp.gate") and hasattr(mod, "weight"):
+            def hook(_m, _inp, out):
+                lg = out[0] if isinstance(out, tuple) else out
+                srt = lg.double().sort(dim=-1, descending=True).values
+                st["min"].append(float((srt[:, k - 1] - srt[:, k]).min()))
+            st["hooks"].append(mod.register_forward_hook(hook))
+    return st
+
+
 def run_logits(model, ids, device="cpu"):
     import torch
     with torch.no_grad():
@@ -272,11 +330,12 @@ def run_logits(model, ids, device="cpu"):
 def build(name: str, spec, dtype_name="float64", device="cpu"):
     import torch
     import transformers
-    family, cls_name, kw = spec
+    family, cls_name, kw = spec[:3]
     cls = getattr(transformers, cls_name)
     cfg_cls = cls.config_class
     cfg = cfg_cls(**kw)
     cfg._attn_implementation = "eager"
+    cfg._experts_implementation = "eager"  # the grouped-mm path has no float64
     torch.manual_seed(0)
     model = cls(cfg).to(torch.float32).eval()
     init_weights(model, family)
@@ -287,7 +346,7 @@ def make_one(name: str, spec, outdir: str, verify: bool, device: str):
     import torch
     family = spec[0]
     results = {}
-    for variant in ("f32", "f16"):
+    for variant in (spec[3] if len(spec) > 3 else ("f32", "f16")):
         model = build(name, spec)
         if variant == "f16":
             round_model_to_f16(model)
@@ -297,6 +356,7 @@ def make_one(name: str, spec, outdir: str, verify: bool, device: str):
         ref = model.to(torch.float64).to(device)
         ps = prompts(model.config.vocab_size)
         out_prompts = []
+        gaps = router_gaps(ref)
         for ids in ps:
             lg = run_logits(ref, ids, device)
             top, lse = rc.topk_and_lse(lg)
@@ -315,11 +375,23 @@ def make_one(name: str, spec, outdir: str, verify: bool, device: str):
             "produced_by": "scripts/ref/make_tiny.py",
             "prompts": out_prompts,
         }
+        if gaps["hooks"]:
+            # smallest gap between the k-th and (k+1)-th router logit over all
+            # tokens and layers: an engine's rounding can only flip an expert
+            # choice where this is tiny
+            fx["router_min_gap"] = round(min(gaps["min"]), 6)
+        for h in gaps["hooks"]:
+            h.remove()
         rc.write_json(os.path.join(outdir, fname + ".json"), fx)
         results[variant] = (gpath, ps, model)
         msg = f"{fname}: {os.path.getsize(gpath)} bytes"
         if verify:
-            msg += " | " + verify_roundtrip(gpath, model, ps, family)
+            msg += " | " + check_names(gpath, model, family)
+            v = verify_roundtrip(gpath, model, ps, family)
+            if v.startswith("VERIFY FAILED TO LOAD"):
+                v = v.split(":")[0] + " (transformers has no GGUF loader for this arch) | " + \
+                    roundtrip(gpath, model, family, ps)
+            msg += " | " + v
         print(msg, flush=True)
 
 
@@ -340,6 +412,7 @@ def verify_roundtrip(gpath: str, model, ps, family: str) -> str:
         return f"VERIFY FAILED TO LOAD: {type(e).__name__}: {e}"
     loaded = loaded.to(torch.float64).eval()
     loaded.config._attn_implementation = "eager"
+    loaded.config._experts_implementation = "eager"
     ref = model.to(torch.float64).eval()
     worst = 0.0
     for ids in ps:
@@ -384,6 +457,78 @@ def verify_roundtrip(gpath: str, model, ps, family: str) -> str:
         rel = float(np.abs(inv_default / stored / inv_hf - 1.0).max())
         status += f", rope_freqs vs HF inv_freq rel err {rel:.2g} ({'OK' if rel < 1e-5 else 'MISMATCH'})"
     return f"verify via transformers GGUF loader: {status} max|dlogit|={worst:.3g} params differing={bad[:4]}"
+
+
+def gguf_py_name(family: str, n_blocks: int, hf_name: str):
+    """The GGUF name llama.cpp's own gguf-py table gives an HF tensor name."""
+    import gguf
+    arch = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}[family]
+    n = gguf.get_tensor_name_map(arch, n_blocks).get_name(hf_name, try_suffixes=(".weight", ".bias"))
+    if n is not None and not n.endswith((".weight", ".bias")):
+        n += ".weight"
+    return n
+
+
+def check_names(gpath: str, model, family: str) -> str:
+    """Every tensor name in our GGUF must be what gguf-py's TensorNameMap (the
+    table llama.cpp's converter uses) gives for the HF tensor it came from."""
+    import gguf
+    cfg = model.config
+    names = {t.name for t in gguf.GGUFReader(gpath).tensors}
+    want = set()
+    for k in model.state_dict():
+        if k == "lm_head.weight" and cfg.tie_word_embeddings:
+            continue
+        if k.endswith("mlp.experts.gate_up_proj"):
+            for part in ("gate_proj", "up_proj"):
+                want.add(gguf_py_name(family, cfg.num_hidden_layers, k.replace("gate_up_proj", part)))
+            continue
+        want.add(gguf_py_name(family, cfg.num_hidden_layers, k))
+    if family == "llama" and cfg.rope_parameters.get("rope_type") == "llama3":
+        want.add("rope_freqs.weight")
+    if None in want:
+        return "names: gguf-py has no name for some HF tensor"
+    return "names OK" if want == names else f"names MISMATCH ours-only={sorted(names - want)[:4]} " \
+                                             f"gguf-py-only={sorted(want - names)[:4]}"
+
+
+def roundtrip(gpath: str, model, family: str, ps) -> str:
+    """Fallback where transformers' GGUF loader lacks the arch: rebuild the HF
+    state dict from the GGUF file, mapping names with gguf-py's table and
+    undoing the Q/K permutation with transformers' own reverse-permute code,
+    then compare logits with the original."""
+    import gguf
+    import torch
+    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
+    cfg = model.config
+    tensors = {t.name: np.array(t.data) for t in gguf.GGUFReader(gpath).tensors}
+    rev = LlamaTensorProcessor(config={})._reverse_permute_weights
+    sd = {}
+    for k, v in model.state_dict().items():
+        if k == "lm_head.weight" and cfg.tie_word_embeddings:
+            continue
+        if k.endswith("mlp.experts.gate_up_proj"):
+            g = tensors[gguf_py_name(family, cfg.num_hidden_layers, k.replace("gate_up_proj", "gate_proj"))]
+            u = tensors[gguf_py_name(family, cfg.num_hidden_layers, k.replace("gate_up_proj", "up_proj"))]
+            a = np.concatenate([g, u], axis=1)
+        else:
+            a = tensors[gguf_py_name(family, cfg.num_hidden_layers, k)]
+            if family == "llama" and k.endswith("q_proj.weight"):
+                a = rev(a, cfg.num_attention_heads, cfg.num_attention_heads)
+            if family == "llama" and k.endswith("k_proj.weight"):
+                a = rev(a, cfg.num_attention_heads, cfg.num_key_value_heads)
+        sd[k] = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32).reshape(v.shape))
+    import copy
+    other = copy.deepcopy(model).to(torch.float32)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.zero_()
+    other.load_state_dict(sd, strict=False)
+    other = other.to(torch.float64).eval()
+    ref = model.to(torch.float64).eval()
+    worst = max(float(np.abs(run_logits(ref, ids) - run_logits(other, ids)).max()) for ids in ps)
+    return f"round trip (gguf-py names, transformers de-permute): " \
+           f"{'OK' if worst < 1e-9 else 'MISMATCH'} max|dlogit|={worst:.3g}"
 
 
 def main():

@@ -127,3 +127,29 @@ def git_head(repo_dir: str) -> str:
                                        text=True).strip()
     except Exception:
         return "unknown"
+
+
+def compare_row(top, lse: float, ours: np.ndarray):
+    """The comparison docs/REFERENCE.md recommends, for one position.
+    top: [[id, ref_logit], ...] (K entries), lse: ref logsumexp over the vocab,
+    ours: our full logits row. Returns (kl, max_abs_dlogit_topk, top1_same).
+
+    KL(P || Q) over K+1 buckets (the K reference ids, plus one bucket for the
+    rest of the vocabulary). Coarse-graining never increases KL, so this is a
+    lower bound on the full KL(ref || ours)."""
+    ours = np.asarray(ours, dtype=np.float64)
+    m = ours.max()
+    o_lse = m + math.log(np.exp(ours - m).sum())
+    ids = np.array([t[0] for t in top], dtype=np.int64)
+    lp = np.array([t[1] for t in top], dtype=np.float64) - lse       # log p_i
+    lq = ours[ids] - o_lse                                           # log q_i
+    kl = float(np.sum(np.exp(lp) * (lp - lq)))
+    p_tail = max(0.0, 1.0 - float(np.exp(lp).sum()))
+    mask = np.ones(ours.size, dtype=bool)
+    mask[ids] = False
+    q_tail = float(np.exp(ours[mask] - o_lse).sum()) if mask.any() else 0.0
+    if p_tail > 0.0:
+        kl += p_tail * (math.log(p_tail) - math.log(max(q_tail, 1e-300)))
+    dl = float(np.abs(ours[ids] - np.array([t[1] for t in top])).max())
+    top1_same = int(np.argmax(ours)) == int(top[0][0])
+    return kl, dl, top1_same
