@@ -23,6 +23,7 @@ typedef struct io_chunk {
     uint64_t len; /* <= chunk_bytes, never crosses a multiple of chunk_bytes */
     uint8_t *dst;
     int file;
+    uint64_t req_off, req_len; /* the request it belongs to, for messages */
 } io_chunk;
 
 struct expert_io {
@@ -157,14 +158,15 @@ static ts_status read_chunk(const io_file *f, const io_chunk *c, uint8_t *stagin
             (void)posix_fadvise(fd, (off_t)a0, (off_t)(a1 - a0), POSIX_FADV_DONTNEED);
     }
     if (e) {
-        snprintf(msg, msgn, "%s: read of %" PRIu64 " bytes at offset %" PRIu64 "%s failed: %s", f->name, c->len, c->off,
-                 f->mode == EXPERT_NOCACHE_DIRECT ? " (O_DIRECT)" : "", strerror(e));
+        snprintf(msg, msgn, "%s: read of %" PRIu64 " bytes at offset %" PRIu64 " (chunk at %" PRIu64 ")%s failed: %s",
+                 f->name, c->req_len, c->req_off, c->off, f->mode == EXPERT_NOCACHE_DIRECT ? " (O_DIRECT)" : "",
+                 strerror(e));
         return TS_ERR_IO;
     }
     if (short_read) {
         snprintf(msg, msgn, "%s: read of %" PRIu64 " bytes at offset %" PRIu64 " goes past the end of the file (%" PRIu64
                  " bytes)",
-                 f->name, c->len, c->off, file_size(f->fd));
+                 f->name, c->req_len, c->req_off, file_size(f->fd));
         return TS_ERR_IO;
     }
     return TS_OK;
@@ -393,7 +395,7 @@ ts_status expert_io_submit(expert_io *io, const expert_io_req *reqs, int n) {
         while (pos < end) {
             uint64_t boundary = (pos / io->chunk + 1) * io->chunk;
             uint64_t e = end < boundary ? end : boundary;
-            io->chunks[k++] = (io_chunk){pos, e - pos, dst, r->file};
+            io->chunks[k++] = (io_chunk){pos, e - pos, dst, r->file, r->offset, r->len};
             dst += e - pos;
             pos = e;
         }
