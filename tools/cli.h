@@ -25,4 +25,17 @@ bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, 
 /* Fetches the value of a flag that takes one: argv[*i+1], advancing *i. */
 const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i);
 
+/* A model with its tokenizer, loaded for a command (progress on a terminal). */
+struct ts_model;
+struct tok_vocab;
+typedef struct cli_model {
+    struct ts_model *model;
+    struct tok_vocab *vocab;
+} cli_model;
+/* Loads MODEL and its tokenizer; on failure prints the error and returns false. */
+bool cli_model_load(const char *cmd, const char *path, cli_model *out);
+void cli_model_free(cli_model *m);
+/* Parses "1 2 3" into ids (space/comma separated), each in [0, n_vocab). */
+bool cli_parse_ids(const char *cmd, const char *s, int32_t n_vocab, int32_t **ids, int32_t *n);
+
 #endif
