@@ -1,8 +1,132 @@
-/* Placeholder until the subcommand lands. */
+/* turbospark bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]
+ *
+ * llama-bench style: ppN = prefill of N tokens in one batched eval from an
+ * empty context; tgN = N single-token decode steps from an empty context.
+ * Tokens are seeded-random ids (as llama-bench feeds), so routing in MoE
+ * models varies; the number of distinct ids fed is printed. One warm-up run
+ * precedes the r timed repetitions; rows give mean +- sample sd of t/s. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "forward/engine.h"
+#include "sample/sample.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: turbospark bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]\n"
+               "  -p N  prompt-processing test of N tokens (0 skips); -n N: generation test of N tokens (0 skips)\n");
+}
+
+static void mean_sd(const double *x, int n, double *m, double *sd) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    *m = s / n;
+    for (int i = 0; i < n; i++) q += (x[i] - *m) * (x[i] - *m);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+static void fmt_size(char *b, size_t n, double bytes) {
+    if (bytes >= 1024.0 * 1024 * 1024) snprintf(b, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else snprintf(b, n, "%.2f MiB", bytes / (1024.0 * 1024));
+}
 
 int cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_error("bench", "not implemented yet");
+    const char *cmd = "bench", *model = NULL;
+    int64_t p = 512, n = 128, r = 5, threads = 0;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1; model = v; }
+        else if (!strcmp(a, "-p")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 0, 1 << 20, &p)) return 1; }
+        else if (!strcmp(a, "-n")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 0, 1 << 20, &n)) return 1; }
+        else if (!strcmp(a, "-r")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 1, 1000, &r)) return 1; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 1, 256, &threads)) return 1; }
+        else if (!strcmp(a, "--json")) json = true;
+        else { usage(stderr); return cli_error(cmd, "unknown option '%s'", a); }
+    }
+    if (!model) { usage(stderr); return cli_error(cmd, "no model given (-m MODEL)"); }
+    if (!p && !n) return cli_error(cmd, "nothing to measure (-p 0 and -n 0)");
+    cli_model m;
+    if (!cli_model_load(cmd, model, &m)) return 1;
+    ts_session_opts so = ts_session_opts_default();
+    so.n_ctx = (int32_t)(p > n ? p : n) + 1;
+    so.n_threads = (int32_t)threads;
+    so.n_batch = (int32_t)(p > 0 ? p : 1);
+    ts_session *s = NULL;
+    int rc = 0;
+    int32_t *ids = NULL;
+    double *tps = NULL;
+    if (ts_session_new(m.model, &so, &s) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
+    int32_t nv = ts_session_n_vocab(s);
+    int64_t n_ids = p > n ? p : n;
+    ids = malloc(sizeof *ids * (size_t)n_ids);
+    tps = malloc(sizeof *tps * (size_t)r);
+    bool *seen = calloc((size_t)nv, 1);
+    if (!ids || !tps || !seen) { free(seen); rc = cli_error(cmd, "out of memory"); goto done; }
+    sample_rng rng;
+    sample_rng_seed(&rng, 42);
+    int distinct = 0;
+    for (int64_t i = 0; i < n_ids; i++) {
+        ids[i] = (int32_t)(sample_rng_next(&rng) % (uint64_t)nv);
+        distinct += !seen[ids[i]];
+        seen[ids[i]] = true;
+    }
+    free(seen);
+    char size[32], desc[96];
+    fmt_size(size, sizeof size, (double)ts_model_weight_bytes(m.model));
+    const gguf_file *gf = ts_model_gguf(m.model);
+    uint64_t params = 0;
+    for (uint64_t t = 0; t < gf->n_tensors; t++) params += gf->tensors[t].ne[0] * gf->tensors[t].ne[1] * gf->tensors[t].ne[2] * gf->tensors[t].ne[3];
+    snprintf(desc, sizeof desc, "%s", ts_model_arch(m.model));
+    if (!json) {
+        printf("| %-14s | %10s | %8s | %-7s | %7s | %8s | %20s |\n", "model", "size", "params", "backend", "threads", "test", "t/s");
+        printf("| %-14s | %10s | %8s | %-7s | %7s | %8s | %20s |\n", "---", "---:", "---:", "---", "---:", "---:", "---:");
+    } else {
+        printf("[");
+    }
+    int rows = 0;
+    for (int test = 0; test < 2 && !rc; test++) {
+        int64_t count = test == 0 ? p : n;
+        if (!count) continue;
+        for (int64_t rep = -1; rep < r && !rc; rep++) { /* rep -1: warm-up */
+            ts_session_reset(s);
+            float *logits;
+            double t0 = ts_now();
+            if (test == 0) {
+                if (ts_session_eval(s, ids, (int32_t)count, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
+            } else {
+                for (int64_t i = 0; i < count && !rc; i++)
+                    if (ts_session_eval(s, ids + i, 1, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
+            }
+            double dt = ts_now() - t0;
+            if (rep >= 0) tps[rep] = (double)count / dt;
+        }
+        if (rc) break;
+        double mean, sd;
+        mean_sd(tps, (int)r, &mean, &sd);
+        char test_name[32];
+        snprintf(test_name, sizeof test_name, "%s%lld", test == 0 ? "pp" : "tg", (long long)count);
+        if (!json)
+            printf("| %-14s | %10s | %6.2f B | %-7s | %7d | %8s | %12.2f ± %5.2f |\n", desc, size, (double)params / 1e9, "CPU",
+                   ts_session_n_threads(s), test_name, mean, sd);
+        else
+            printf("%s\n  {\"model\": \"%s\", \"file\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"CPU\", \"threads\": %d, "
+                   "\"test\": \"%s\", \"n_tokens\": %lld, \"reps\": %lld, \"tps_mean\": %.4f, \"tps_sd\": %.4f, \"distinct_tokens\": %d}",
+                   rows ? "," : "", desc, model, (unsigned long long)ts_model_weight_bytes(m.model), (unsigned long long)params,
+                   ts_session_n_threads(s), test_name, (long long)count, (long long)r, mean, sd, distinct);
+        fflush(stdout);
+        rows++;
+    }
+    if (json) printf("\n]\n");
+    if (!rc) fprintf(stderr, "bench: fed %lld seeded-random token ids (%d distinct); %lld reps after 1 warm-up\n", (long long)n_ids, distinct, (long long)r);
+    if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_error(cmd, "writing output failed");
+done:
+    free(ids);
+    free(tps);
+    ts_session_free(s);
+    cli_model_free(&m);
+    return rc;
 }
