@@ -62,7 +62,7 @@ static int load_group(const char *list, router_capture *sum) {
 }
 
 static int analyze_router(int argc, char **argv) {
-    if (argc < 2 || argc > 3) { usage(stderr); return cli_error("analyze", "router takes one or two capture groups"); }
+    if (argc < 2 || argc > 3) { return cli_error("analyze", "router takes one or two capture groups"); }
     router_capture a, b;
     if (load_group(argv[1], &a)) return 1;
     bool two = argc == 3;
@@ -142,12 +142,11 @@ static int analyze_cache(int argc, char **argv) {
             }
             if (!n_pols) return cli_error("analyze", "--policy: empty list");
         } else if (argv[i][0] == '-') {
-            usage(stderr);
             return cli_error("analyze", "unknown option '%s'", argv[i]);
         } else if (!path) path = argv[i];
         else return cli_error("analyze", "unexpected argument '%s'", argv[i]);
     }
-    if (!path) { usage(stderr); return cli_error("analyze", "cache needs a trace capture"); }
+    if (!path) { return cli_error("analyze", "cache needs a trace capture"); }
     router_capture c;
     if (router_capture_load(path, &c) != TS_OK) return cli_error("analyze", "%s", ts_last_error());
     if (!c.has_trace) { router_capture_free(&c); return cli_error("analyze", "%s: no trace in this capture (capture with TURBOSPARK_ROUTER_TRACE=1)", path); }
@@ -223,12 +222,11 @@ static int analyze_window(int argc, char **argv) {
             const char *v = cli_flag_value("analyze", argc, argv, &i);
             if (!v || !cli_parse_i64("analyze", "--skip", v, 0, INT64_MAX, &skip)) return 1;
         } else if (argv[i][0] == '-') {
-            usage(stderr);
             return cli_error("analyze", "unknown option '%s'", argv[i]);
         } else if (!path) path = argv[i];
         else return cli_error("analyze", "unexpected argument '%s'", argv[i]);
     }
-    if (!path) { usage(stderr); return cli_error("analyze", "window needs a trace capture"); }
+    if (!path) { return cli_error("analyze", "window needs a trace capture"); }
     router_capture c;
     if (router_capture_load(path, &c) != TS_OK) return cli_error("analyze", "%s", ts_last_error());
     if (!c.has_trace) { router_capture_free(&c); return cli_error("analyze", "%s: no trace in this capture (capture with TURBOSPARK_ROUTER_TRACE=1)", path); }
@@ -256,7 +254,7 @@ static int analyze_window(int argc, char **argv) {
 }
 
 static int analyze_ffn(int argc, char **argv) {
-    if (argc != 2) { usage(stderr); return cli_error("analyze", "ffn takes one comma-separated list of captures"); }
+    if (argc != 2) { return cli_error("analyze", "ffn takes one comma-separated list of captures"); }
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", argv[1]);
     ffn_capture c;
@@ -318,7 +316,7 @@ static int analyze_ffn(int argc, char **argv) {
 }
 
 int cmd_analyze(int argc, char **argv) {
-    if (argc < 2) { usage(stderr); return cli_error("analyze", "which analysis? (router, cache, window, ffn)"); }
+    if (argc < 2) { return cli_error("analyze", "which analysis? (router, cache, window, ffn)"); }
     const char *what = argv[1];
     int rc;
     if (!strcmp(what, "router")) rc = analyze_router(argc - 1, argv + 1);
@@ -326,7 +324,7 @@ int cmd_analyze(int argc, char **argv) {
     else if (!strcmp(what, "window")) rc = analyze_window(argc - 1, argv + 1);
     else if (!strcmp(what, "ffn")) rc = analyze_ffn(argc - 1, argv + 1);
     else if (!strcmp(what, "-h") || !strcmp(what, "--help")) { usage(stdout); return 0; }
-    else { usage(stderr); return cli_error("analyze", "unknown analysis '%s'", what); }
+    else { return cli_error("analyze", "unknown analysis '%s'", what); }
     if (!rc && (fflush(stdout) != 0 || ferror(stdout))) return cli_error("analyze", "writing output failed");
     return rc;
 }

@@ -45,9 +45,9 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-r")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 1, 1000, &r)) return 1; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 1, 256, &threads)) return 1; }
         else if (!strcmp(a, "--json")) json = true;
-        else { usage(stderr); return cli_error(cmd, "unknown option '%s'", a); }
+        else { return cli_error(cmd, "unknown option '%s'", a); }
     }
-    if (!model) { usage(stderr); return cli_error(cmd, "no model given (-m MODEL)"); }
+    if (!model) { return cli_error(cmd, "no model given (-m MODEL)"); }
     if (!p && !n) return cli_error(cmd, "nothing to measure (-p 0 and -n 0)");
     cli_model m;
     if (!cli_model_load(cmd, model, &m)) return 1;

@@ -68,11 +68,11 @@ int cmd_inspect(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
         else if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
-        else if (argv[i][0] == '-') { usage(stderr); return cli_error("inspect", "unknown option '%s'", argv[i]); }
+        else if (argv[i][0] == '-') { return cli_error("inspect", "unknown option '%s'", argv[i]); }
         else if (!path) path = argv[i];
         else return cli_error("inspect", "unexpected argument '%s'", argv[i]);
     }
-    if (!path) { usage(stderr); return cli_error("inspect", "no file given"); }
+    if (!path) { return cli_error("inspect", "no file given"); }
     gguf_file *f = NULL;
     if (gguf_open(path, &f) != TS_OK) return cli_error("inspect", "%s", ts_last_error());
 

@@ -34,9 +34,9 @@ int cmd_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 4, 1 << 20, &ctx)) return 1; }
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 1, 256, &threads)) return 1; }
         else if (!strcmp(a, "--chunks")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 1, 1 << 30, &max_chunks)) return 1; }
-        else { usage(stderr); return cli_error(cmd, "unknown option '%s'", a); }
+        else { return cli_error(cmd, "unknown option '%s'", a); }
     }
-    if (!model || !text_path) { usage(stderr); return cli_error(cmd, "need -m MODEL and -f TEXT"); }
+    if (!model || !text_path) { return cli_error(cmd, "need -m MODEL and -f TEXT"); }
     if (save && base && !strcmp(save, base)) return cli_error(cmd, "--save-logits and --kl-base name the same file");
     char *text;
     size_t len;

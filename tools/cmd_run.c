@@ -75,12 +75,12 @@ static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
             if (!*v) { cli_error(cmd, "--stop: empty string"); return 1; }
             if (o->n_stops == MAX_STOPS) { cli_error(cmd, "--stop: at most %d stop strings", MAX_STOPS); return 1; }
             o->stops[o->n_stops++] = v;
-        } else { usage(stderr); cli_error(cmd, "unknown option '%s'", a); return 1; }
+        } else { cli_error(cmd, "unknown option '%s'", a); return 1; }
 #undef VAL
     }
-    if (!o->model) { usage(stderr); cli_error(cmd, "no model given (-m MODEL)"); return 1; }
+    if (!o->model) { cli_error(cmd, "no model given (-m MODEL)"); return 1; }
     int inputs = !!o->prompt + !!o->prompt_ids + !!o->messages_file + o->chat;
-    if (inputs != 1) { usage(stderr); cli_error(cmd, "give exactly one of --prompt, --prompt-ids, --messages-file, --chat"); return 1; }
+    if (inputs != 1) { cli_error(cmd, "give exactly one of --prompt, --prompt-ids, --messages-file, --chat"); return 1; }
     return 0;
 }
 
@@ -140,6 +140,41 @@ static bool get_template(const char *cmd, const run_opts *o, const cli_model *m,
     return true;
 }
 
+/* The conversation history must be valid UTF-8 for the template renderer; a
+ * reply cut mid-character or from a random model may not be. Invalid bytes
+ * become U+FFFD. */
+static char *utf8_sanitize(const char *s, size_t n) {
+    char *o = malloc(n * 3 + 1), *q = o;
+    if (!o) return NULL;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t L = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool good = L > 0 && i + L <= n;
+        for (size_t k = 1; good && k < L; k++) good = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+        if (good && L == 2) good = c >= 0xC2;
+        if (good && L == 3) {
+            unsigned cp = ((c & 0x0Fu) << 12) | (((unsigned char)s[i + 1] & 0x3Fu) << 6) | ((unsigned char)s[i + 2] & 0x3Fu);
+            good = cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF);
+        }
+        if (good && L == 4) {
+            unsigned cp = ((c & 0x07u) << 18) | (((unsigned char)s[i + 1] & 0x3Fu) << 12) | (((unsigned char)s[i + 2] & 0x3Fu) << 6) |
+                          ((unsigned char)s[i + 3] & 0x3Fu);
+            good = cp >= 0x10000 && cp <= 0x10FFFF;
+        }
+        if (good && c) {
+            memcpy(q, s + i, L);
+            q += L;
+            i += L;
+        } else {
+            memcpy(q, "\xEF\xBF\xBD", 3);
+            q += 3;
+            i++;
+        }
+    }
+    *q = 0;
+    return o;
+}
+
 static const char *piece_text(const tok_vocab *v, int32_t id) {
     size_t len;
     return id >= 0 ? tok_piece(v, id, &len) : NULL;
@@ -171,12 +206,9 @@ static int run_chat(const char *cmd, const run_opts *o, cli_model *m, ts_session
     int rc = 0;
     char *line = NULL;
     size_t line_cap = 0;
-    bool tty = isatty(STDIN_FILENO);
     for (;;) {
-        if (tty || 1) {
-            fputs("> ", stdout);
-            fflush(stdout);
-        }
+        fputs("> ", stdout);
+        fflush(stdout);
         ssize_t r = getline(&line, &line_cap, stdin);
         if (r < 0) { fputs("\n", stdout); break; }
         while (r > 0 && (line[r - 1] == '\n' || line[r - 1] == '\r')) line[--r] = 0;
@@ -227,9 +259,13 @@ static int run_chat(const char *cmd, const run_opts *o, cli_model *m, ts_session
         size_t rlen;
         int32_t n_keep = res.n_new;
         if (n_keep > 0 && tok_is_eog(m->vocab, res.ids[n_keep - 1])) n_keep--;
-        tok_decode(m->vocab, res.ids, (size_t)n_keep, 0, &reply, &rlen);
+        char *clean = NULL;
+        if (tok_decode(m->vocab, res.ids, (size_t)n_keep, 0, &reply, &rlen) == TS_OK) {
+            clean = utf8_sanitize(reply, rlen);
+            free(reply);
+        }
         msgs[n_msgs].role = CHAT_ROLE_ASSISTANT;
-        msgs[n_msgs].content = reply ? reply : strdup("");
+        msgs[n_msgs].content = clean ? clean : strdup("");
         n_msgs++;
         free(ids);
         free(res.ids);
@@ -243,10 +279,9 @@ static int run_chat(const char *cmd, const run_opts *o, cli_model *m, ts_session
     return rc;
 }
 
-static int run_main(const char *cmd, int argc, char **argv, bool force_chat) {
+static int run_main(const char *cmd, int argc, char **argv) {
     run_opts o;
     int r = parse_opts(cmd, argc, argv, &o);
-    if (force_chat && r == 1 && !o.chat && o.model && !o.prompt && !o.prompt_ids && !o.messages_file) r = 0, o.chat = true;
     if (r) return r < 0 ? 0 : 1;
     cli_model m;
     if (!cli_model_load(cmd, o.model, &m)) return 1;
@@ -306,5 +341,15 @@ done:
     return rc;
 }
 
-int cmd_run(int argc, char **argv) { return run_main("run", argc, argv, false); }
-int cmd_chat(int argc, char **argv) { return run_main("chat", argc, argv, true); }
+int cmd_run(int argc, char **argv) { return run_main("run", argc, argv); }
+int cmd_chat(int argc, char **argv) {
+    /* chat = run --chat */
+    char **av = malloc(sizeof *av * (size_t)(argc + 2));
+    if (!av) return cli_error("chat", "out of memory");
+    memcpy(av, argv, sizeof *av * (size_t)argc);
+    av[argc] = "--chat";
+    av[argc + 1] = NULL;
+    int rc = run_main("chat", argc + 1, av);
+    free(av);
+    return rc;
+}

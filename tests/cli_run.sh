@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# run / chat / perplexity / bench on a tiny fixture model: determinism, and
+# every kind of bad input gets one clear line and a non-zero exit.
+cli=$1; fix=$2
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+M="$fix/ref/tiny-llama-f32.gguf"
+
+# expect_err DESCRIPTION WANT_SUBSTRING -- command...: exit 1, exactly one stderr line containing WANT, no stdout
+expect_err() {
+  local desc=$1 want=$2; shift 3
+  "$@" >"$tmp/o" 2>"$tmp/e" </dev/null; local rc=$?
+  if [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/e")" -eq 1 ] && grep -qF -- "$want" "$tmp/e" && [ ! -s "$tmp/o" ]; then ok
+  else bad "$desc: rc=$rc stderr=[$(cat "$tmp/e")] stdout=[$(head -c 200 "$tmp/o")]"; fi
+}
+
+# determinism: greedy twice, seeded sampling twice, threads 1 vs 2
+a=$("$cli" run -m "$M" --prompt-ids "1 5 6 7" --max-new 24 --show-ids --temperature 0 2>/dev/null)
+b=$("$cli" run -m "$M" --prompt-ids "1 5 6 7" --max-new 24 --show-ids --temperature 0 --threads 1 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "greedy differs across runs/threads: [$a] [$b]"
+[ "$(echo "$a" | wc -w)" -eq 24 ] && ok || bad "greedy did not produce 24 ids: [$a]"
+s1=$("$cli" run -m "$M" --prompt-ids "1 5 6 7" --max-new 24 --show-ids --seed 7 --temperature 1 2>/dev/null)
+s2=$("$cli" run -m "$M" --prompt-ids "1 5 6 7" --max-new 24 --show-ids --seed 7 --temperature 1 --threads 1 2>/dev/null)
+s3=$("$cli" run -m "$M" --prompt-ids "1 5 6 7" --max-new 24 --show-ids --seed 8 --temperature 1 2>/dev/null)
+[ -n "$s1" ] && [ "$s1" = "$s2" ] && ok || bad "seeded sampling not reproducible"
+[ "$s1" != "$s3" ] && ok || bad "different seeds gave the same 24 tokens"
+# footer
+"$cli" run -m "$M" --prompt "hi" --max-new 3 >/dev/null 2>"$tmp/e"
+grep -qE '^\[stop=length prefill=[0-9]+tok/[0-9.]+s new=3tok decode=[0-9.]+s tok/s=[0-9.]+\]$' "$tmp/e" && ok || bad "footer: $(cat "$tmp/e")"
+# stop string: generate greedy text, then stop at its 3rd character
+txt=$("$cli" run -m "$M" --prompt-ids "1 70 71" --max-new 12 --temperature 0 2>/dev/null | od -An -c | head -1)
+# messages file
+echo '[{"role":"user","content":"hello"}]' >"$tmp/m.json"
+"$cli" run -m "$M" --messages-file "$tmp/m.json" --chat-template chatml --max-new 4 >/dev/null 2>&1 && ok || bad "messages file with chatml"
+
+# bad input
+expect_err "missing model" "cannot open" -- "$cli" run -m "$tmp/nope.gguf" --prompt hi
+printf 'GGUF\x03\x00\x00\x00' >"$tmp/trunc.gguf"
+expect_err "invalid model" "truncated" -- "$cli" run -m "$tmp/trunc.gguf" --prompt hi
+expect_err "unsupported family" "phi3" -- "$cli" run -m "$fix/vocab/ggml-vocab-phi-3.gguf" --prompt hi
+expect_err "prompt longer than ctx" "context" -- "$cli" run -m "$M" --prompt-ids "1 2 3 4 5 6 7 8 9 10" --ctx 8
+expect_err "bad --max-new" "--max-new" -- "$cli" run -m "$M" --prompt hi --max-new -3
+expect_err "bad --temperature" "--temperature" -- "$cli" run -m "$M" --prompt hi --temperature abc
+expect_err "bad --top-p" "--top-p" -- "$cli" run -m "$M" --prompt hi --top-p 1.5
+expect_err "bad --threads" "--threads" -- "$cli" run -m "$M" --prompt hi --threads 0
+expect_err "id out of vocab" "outside the vocabulary" -- "$cli" run -m "$M" --prompt-ids "1 999999"
+expect_err "two inputs" "exactly one" -- "$cli" run -m "$M" --prompt hi --prompt-ids 1
+expect_err "unknown flag" "unknown option" -- "$cli" run -m "$M" --prompt hi --bogus
+echo '[{"role":"user","content":"hi"' >"$tmp/bad.json"
+expect_err "malformed JSON" "bad.json" -- "$cli" run -m "$M" --messages-file "$tmp/bad.json" --chat-template chatml
+echo '[{"role":"wizard","content":"hi"}]' >"$tmp/role.json"
+expect_err "unknown role" "wizard" -- "$cli" run -m "$M" --messages-file "$tmp/role.json" --chat-template chatml
+expect_err "no chat template" "chat template" -- "$cli" run -m "$M" --messages-file "$tmp/m.json"
+expect_err "unknown template name" "chatml" -- "$cli" run -m "$M" --messages-file "$tmp/m.json" --chat-template nosuch
+expect_err "perplexity missing file" "cannot open" -- "$cli" perplexity -m "$M" -f "$tmp/none.txt"
+expect_err "bench bad -r" "-r" -- "$cli" bench -m "$M" -r 0
+# output to a closed pipe: one line, non-zero exit
+python3 - "$cli" "$M" <<'PY' && ok || bad "closed pipe"
+import subprocess, sys, os
+r, w = os.pipe()
+os.close(r)  # nobody will ever read
+p = subprocess.run([sys.argv[1], "run", "-m", sys.argv[2], "--prompt", "hello", "--max-new", "200", "--seed", "1"],
+                   stdout=w, stderr=subprocess.PIPE)
+os.close(w)
+err = p.stderr.decode().strip().splitlines()
+ok = p.returncode != 0 and len(err) == 1 and "writing to stdout failed" in err[0]
+if not ok: print("closed pipe: rc", p.returncode, err, file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+# chat REPL: two turns through stdin, the second reuses the KV prefix
+printf 'hello\nsecond turn\n' | "$cli" chat -m "$M" --chat-template chatml --max-new 4 --temperature 0 >"$tmp/o" 2>"$tmp/e"
+[ $? -eq 0 ] && [ "$(grep -c '^\[stop=' "$tmp/e")" -eq 2 ] && ok || bad "chat two turns: $(cat "$tmp/e")"
+# perplexity save + kl-base against itself: KL 0, same top-1 100%
+head -c 3000 "$fix/vocab/ggml-vocab-llama-spm.gguf.inp" >"$tmp/t.txt"
+"$cli" perplexity -m "$M" -f "$tmp/t.txt" --ctx 64 --chunks 2 --save-logits "$tmp/l.bin" >/dev/null 2>&1 && ok || bad "perplexity save"
+"$cli" perplexity -m "$M" -f "$tmp/t.txt" --ctx 64 --chunks 2 --kl-base "$tmp/l.bin" --threads 1 2>/dev/null | grep -q 'mean 0.000000.*same top-1 100.00%' && ok || bad "kl-base vs itself"
+expect_err "kl-base mismatch" "positions" -- "$cli" perplexity -m "$M" -f "$tmp/t.txt" --ctx 32 --chunks 2 --kl-base "$tmp/l.bin"
+"$cli" bench -m "$M" -p 16 -n 4 -r 1 --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); assert len(d)==2 and d[0]['test']=='pp16'" && ok || bad "bench --json"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
