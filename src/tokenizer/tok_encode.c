@@ -18,9 +18,6 @@
 
 #include "tokenizer/tok_internal.h"
 
-ts_status tok_split_cb(pcre2_code *const *re, int n_re, const char *text, size_t len,
-                       ts_status (*emit)(void *ud, size_t s, size_t e), void *ud);
-
 #define TOK_MAX_TEXT ((size_t)512 << 20) /* symbol indices and offsets are 32-bit */
 
 typedef struct frag {
@@ -47,6 +44,16 @@ typedef struct spm_pair {
     uint32_t size;
 } spm_pair;
 
+/* Per-call cache of word -> ids: natural text repeats its words, and a word
+ * always tokenizes the same way. Best effort: it never fails a call. */
+#define WC_MAX_WORD 64
+#define WC_MAX_SLOTS ((size_t)1 << 17)
+typedef struct wc_entry {
+    uint64_t hash;
+    uint32_t boff, ioff; /* word bytes in wc_bytes, ids in wc_ids */
+    uint16_t blen, nids; /* blen 0 = empty slot */
+} wc_entry;
+
 typedef struct enc {
     const tok_vocab *v;
     int32_t *out;
@@ -62,7 +69,82 @@ typedef struct enc {
     size_t *subst; /* BPE: clean offsets of U+FFFD stand-ins for invalid bytes */
     size_t n_subst, subst_cap;
     const char *orig; /* BPE: the fragment's original bytes */
+    tok_splitter sp;  /* BPE: created at the first fragment */
+    bool sp_ready;
+    wc_entry *wc;     /* (wc_mask + 1) or NULL */
+    size_t wc_mask, wc_n;
+    char *wc_bytes;
+    size_t wc_bytes_n, wc_bytes_cap;
+    int32_t *wc_ids;
+    size_t wc_ids_n, wc_ids_cap;
 } enc;
+
+static ts_status push_id(enc *e, int32_t id);
+
+static bool wc_get(enc *e, const char *p, size_t n, uint64_t h, ts_status *st) {
+    if (!e->wc) return false;
+    for (size_t i = h & e->wc_mask;; i = (i + 1) & e->wc_mask) {
+        const wc_entry *w = &e->wc[i];
+        if (!w->blen) return false;
+        if (w->hash == h && w->blen == n && !memcmp(e->wc_bytes + w->boff, p, n)) {
+            *st = TS_OK;
+            for (uint32_t k = 0; k < w->nids && !*st; k++) *st = push_id(e, e->wc_ids[w->ioff + k]);
+            return true;
+        }
+    }
+}
+
+static void wc_insert_slot(wc_entry *t, size_t mask, wc_entry x) {
+    size_t i = x.hash & mask;
+    while (t[i].blen) i = (i + 1) & mask;
+    t[i] = x;
+}
+
+static void wc_put(enc *e, const char *p, size_t n, uint64_t h, size_t first) {
+    size_t nids = e->n - first;
+    if (nids > 0xFFFF) return;
+    if (!e->wc || (e->wc_n + 1) * 2 > e->wc_mask + 1) {
+        size_t slots = e->wc ? (e->wc_mask + 1) * 2 : 1024;
+        if (slots > WC_MAX_SLOTS) return; /* full: keep what we have */
+        wc_entry *t = calloc(slots, sizeof *t);
+        if (!t) return;
+        for (size_t i = 0; e->wc && i <= e->wc_mask; i++)
+            if (e->wc[i].blen) wc_insert_slot(t, slots - 1, e->wc[i]);
+        free(e->wc);
+        e->wc = t;
+        e->wc_mask = slots - 1;
+    }
+    if (e->wc_bytes_n + n > e->wc_bytes_cap) {
+        size_t nc = e->wc_bytes_cap ? e->wc_bytes_cap * 2 : 16384;
+        while (nc < e->wc_bytes_n + n) nc *= 2;
+        char *nb = realloc(e->wc_bytes, nc);
+        if (!nb || nc > UINT32_MAX) { if (nb) e->wc_bytes = nb; return; }
+        e->wc_bytes = nb;
+        e->wc_bytes_cap = nc;
+    }
+    if (e->wc_ids_n + nids > e->wc_ids_cap) {
+        size_t nc = e->wc_ids_cap ? e->wc_ids_cap * 2 : 4096;
+        while (nc < e->wc_ids_n + nids) nc *= 2;
+        int32_t *ni = realloc(e->wc_ids, nc * sizeof *ni);
+        if (!ni || nc > UINT32_MAX) { if (ni) e->wc_ids = ni; return; }
+        e->wc_ids = ni;
+        e->wc_ids_cap = nc;
+    }
+    wc_entry x = {h, (uint32_t)e->wc_bytes_n, (uint32_t)e->wc_ids_n, (uint16_t)n, (uint16_t)nids};
+    memcpy(e->wc_bytes + e->wc_bytes_n, p, n);
+    e->wc_bytes_n += n;
+    memcpy(e->wc_ids + e->wc_ids_n, e->out + first, nids * sizeof *e->wc_ids);
+    e->wc_ids_n += nids;
+    wc_insert_slot(e->wc, e->wc_mask, x);
+    e->wc_n++;
+}
+
+static void wc_free(enc *e) {
+    if (e->sp_ready) tok_splitter_free(&e->sp);
+    free(e->wc);
+    free(e->wc_bytes);
+    free(e->wc_ids);
+}
 
 static bool grow(void **p, size_t *cap, size_t need, size_t elt) {
     if (need <= *cap) return true;
@@ -232,18 +314,37 @@ static ts_status spm_fragment(enc *e, const char *text, size_t len, bool prefix_
         else t[o++] = text[i];
     }
     if (!e->v->spm_split) return spm_segment(e, t, o);
+#define SEGMENT(PTR_, LEN_)                                                    \
+    do {                                                                     \
+        const char *sp_ = (PTR_);                                             \
+        size_t sn_ = (LEN_);                                                 \
+        if (sn_ && sn_ <= WC_MAX_WORD) {                                     \
+            uint64_t h_ = tok_hash(sp_, sn_);                                \
+            if (wc_get(e, sp_, sn_, h_, &st)) {                              \
+                if (st) return st;                                           \
+                break;                                                       \
+            }                                                                \
+            size_t first_ = e->n;                                            \
+            if ((st = spm_segment(e, sp_, sn_))) return st;                  \
+            wc_put(e, sp_, sn_, h_, first_);                                 \
+        } else if ((st = spm_segment(e, sp_, sn_))) {                        \
+            return st;                                                       \
+        }                                                                    \
+    } while (0)
     /* Split before each U+2581 that follows another character: no piece
      * spans such a point (checked at load), so the result is the same. */
     size_t seg = 0;
     ts_status st;
     for (size_t i = 3; i + 3 <= o; i++) {
         if (!memcmp(t + i, "\xE2\x96\x81", 3) && memcmp(t + i - 3, "\xE2\x96\x81", 3)) {
-            if ((st = spm_segment(e, t + seg, i - seg))) return st;
+            SEGMENT(t + seg, i - seg);
             seg = i;
             i += 2;
         }
     }
-    return spm_segment(e, t + seg, o - seg);
+    SEGMENT(t + seg, o - seg);
+#undef SEGMENT
+    return TS_OK;
 }
 
 /* ---- BPE ---- */
@@ -336,7 +437,16 @@ static size_t orig_off(const enc *e, size_t c) {
 static ts_status bpe_piece(void *ud, size_t s, size_t end) {
     enc *e = ud;
     size_t os = e->n_subst ? orig_off(e, s) : s, oe = e->n_subst ? orig_off(e, end) : end;
-    return bpe_word(e, e->orig + os, oe - os);
+    const char *p = e->orig + os;
+    size_t n = oe - os;
+    if (n > WC_MAX_WORD) return bpe_word(e, p, n);
+    uint64_t h = tok_hash(p, n);
+    ts_status st;
+    if (wc_get(e, p, n, h, &st)) return st;
+    size_t first = e->n;
+    if ((st = bpe_word(e, p, n))) return st;
+    wc_put(e, p, n, h, first);
+    return TS_OK;
 }
 
 static ts_status bpe_fragment(enc *e, const char *text, size_t len) {
@@ -369,7 +479,12 @@ static ts_status bpe_fragment(enc *e, const char *text, size_t len) {
         clean = e->buf;
     }
     e->orig = text;
-    return tok_split_cb(e->v->re, e->v->n_re, clean, clean_len, bpe_piece, e);
+    if (!e->sp_ready) {
+        ts_status st = tok_splitter_init(&e->sp, e->v->re, e->v->n_re);
+        if (st) return st;
+        e->sp_ready = true;
+    }
+    return tok_splitter_run(&e->sp, clean, clean_len, bpe_piece, e);
 }
 
 /* ---- special-token partition ---- */
@@ -494,6 +609,7 @@ ts_status tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_
     free(e.buf);
     free(e.wbuf);
     free(e.subst);
+    wc_free(&e);
     if (e.n == 0) {
         free(e.out);
         return TS_OK;
@@ -509,6 +625,7 @@ fail:
     free(e.buf);
     free(e.wbuf);
     free(e.subst);
+    wc_free(&e);
     free(e.out);
     return st;
 }

@@ -21,6 +21,12 @@ typedef struct tok_strtab {
     size_t mask;
 } tok_strtab;
 
+typedef struct tok_merge {
+    uint64_t key;  /* left << 32 | right; UINT64_MAX = empty slot */
+    uint32_t rank; /* index in tokenizer.ggml.merges: lower merges first */
+    uint32_t res;  /* string index of left+right */
+} tok_merge;
+
 /* A node of the special-token trie: finds which special tokens occur in a
  * text in one pass. Children are a sibling list; the root has a byte table. */
 typedef struct tok_trie_node {
@@ -44,10 +50,9 @@ struct tok_vocab {
     size_t *dec_off;     /* (n_vocab + 1) */
     size_t max_dec;      /* longest decoded token */
 
-    /* BPE merges: (left string, right string) -> rank, result string */
-    uint64_t *mkey;      /* (mmask + 1) key = left << 32 | right; UINT64_MAX empty */
-    uint32_t *mrank;     /* (mmask + 1) */
-    uint32_t *mres;      /* (mmask + 1) string index of left+right */
+    /* BPE merges: (left string, right string) -> rank, result string;
+     * open addressing, one cache line per probe */
+    tok_merge *merge;    /* (mmask + 1) */
     size_t mmask;
     uint32_t n_merges;
 
@@ -96,6 +101,20 @@ const tok_pre_def *tok_find_pre(const char *name);
 int tok_compile_pre(const tok_pre_def *def, pcre2_code **re);
 /* Splits valid UTF-8 [0, len) with the compiled passes: offs gets n+1 offsets. */
 ts_status tok_split(pcre2_code *const *re, int n_re, const char *text, size_t len, size_t **offs, size_t *n);
+
+/* Per-call matching state (match data, JIT stack), reused across fragments. */
+typedef struct tok_splitter {
+    pcre2_code *const *re;
+    int n_re;
+    pcre2_match_data *md[TOK_MAX_REGEX];
+    pcre2_match_context *mctx;
+    pcre2_jit_stack *jstack;
+} tok_splitter;
+ts_status tok_splitter_init(tok_splitter *sp, pcre2_code *const *re, int n_re);
+void tok_splitter_free(tok_splitter *sp);
+/* Runs the passes over valid UTF-8 text, calling emit for each final piece in order. */
+ts_status tok_splitter_run(tok_splitter *sp, const char *text, size_t len,
+                           ts_status (*emit)(void *ud, size_t s, size_t e), void *ud);
 
 /* UTF-8: length of the valid sequence at s[0..n) or 0 if s[0] does not start one
  * (RFC 3629: no overlongs, no surrogates, <= U+10FFFF). */

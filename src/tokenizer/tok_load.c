@@ -123,15 +123,15 @@ static uint64_t mix64(uint64_t k) {
 }
 
 bool tok_merge_find(const tok_vocab *v, uint32_t l, uint32_t r, uint32_t *rank, uint32_t *res) {
-    if (!v->mkey) return false;
+    if (!v->merge) return false;
     uint64_t key = (uint64_t)l << 32 | r;
     size_t i = mix64(key) & v->mmask;
     for (;;) {
-        uint64_t k = v->mkey[i];
-        if (k == UINT64_MAX) return false;
-        if (k == key) {
-            *rank = v->mrank[i];
-            *res = v->mres[i];
+        const tok_merge *m = &v->merge[i];
+        if (m->key == UINT64_MAX) return false;
+        if (m->key == key) {
+            *rank = m->rank;
+            *res = m->res;
             return true;
         }
         i = (i + 1) & v->mmask;
@@ -141,11 +141,9 @@ bool tok_merge_find(const tok_vocab *v, uint32_t l, uint32_t r, uint32_t *rank, 
 static ts_status load_merges(tok_vocab *v, const gguf_file *f, const gguf_array *m) {
     size_t nslots = 1024;
     while (nslots < m->n * 2 + 2) nslots *= 2;
-    v->mkey = ts_malloc(nslots * sizeof *v->mkey);
-    v->mrank = ts_malloc(nslots * sizeof *v->mrank);
-    v->mres = ts_malloc(nslots * sizeof *v->mres);
-    if (!v->mkey || !v->mrank || !v->mres) return TS_ERR_NOMEM;
-    memset(v->mkey, 0xFF, nslots * sizeof *v->mkey);
+    v->merge = ts_malloc(nslots * sizeof *v->merge);
+    if (!v->merge) return TS_ERR_NOMEM;
+    for (size_t i = 0; i < nslots; i++) v->merge[i].key = UINT64_MAX;
     v->mmask = nslots - 1;
     char *tmp = NULL;
     size_t tmp_cap = 0;
@@ -170,11 +168,9 @@ static ts_status load_merges(tok_vocab *v, const gguf_file *f, const gguf_array 
         if (li == UINT32_MAX || ri == UINT32_MAX || res == UINT32_MAX) { free(tmp); return TS_ERR_NOMEM; }
         uint64_t key = (uint64_t)li << 32 | ri;
         size_t i = mix64(key) & v->mmask;
-        while (v->mkey[i] != UINT64_MAX && v->mkey[i] != key) i = (i + 1) & v->mmask;
-        if (v->mkey[i] == key) continue; /* a repeated pair keeps its first (best) rank */
-        v->mkey[i] = key;
-        v->mrank[i] = (uint32_t)r;
-        v->mres[i] = res;
+        while (v->merge[i].key != UINT64_MAX && v->merge[i].key != key) i = (i + 1) & v->mmask;
+        if (v->merge[i].key == key) continue; /* a repeated pair keeps its first (best) rank */
+        v->merge[i] = (tok_merge){key, (uint32_t)r, res};
         v->n_merges++;
     }
     free(tmp);
@@ -472,9 +468,7 @@ void tok_free(tok_vocab *v) {
     free(v->attr);
     free(v->dec);
     free(v->dec_off);
-    free(v->mkey);
-    free(v->mrank);
-    free(v->mres);
+    free(v->merge);
     free(v->special);
     free(v->trie);
     for (int i = 0; i < v->n_re; i++) pcre2_code_free(v->re[i]);

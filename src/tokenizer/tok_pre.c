@@ -186,31 +186,28 @@ int tok_compile_pre(const tok_pre_def *def, pcre2_code **re) {
 /* ---- splitting ---- */
 
 typedef struct split_ctx {
-    pcre2_code *const *re;
-    int n_re;
-    pcre2_match_data *md[TOK_MAX_REGEX];
-    pcre2_match_context *mctx;
-    pcre2_jit_stack *jstack;
+    tok_splitter *sp;
     const char *text;
     ts_status (*emit)(void *ud, size_t s, size_t e);
     void *ud;
 } split_ctx;
 
 static ts_status split_rec(split_ctx *c, int level, size_t s, size_t e) {
-    if (level == c->n_re) return c->emit(c->ud, s, e);
+    tok_splitter *sp = c->sp;
+    if (level == sp->n_re) return c->emit(c->ud, s, e);
     const PCRE2_SPTR subj = (PCRE2_SPTR)(c->text + s);
     const size_t n = e - s;
     size_t pos = 0, prev = 0;
     ts_status st;
     while (pos < n) {
-        int rc = pcre2_match(c->re[level], subj, n, pos, PCRE2_NO_UTF_CHECK, c->md[level], c->mctx);
+        int rc = pcre2_match(sp->re[level], subj, n, pos, PCRE2_NO_UTF_CHECK, sp->md[level], sp->mctx);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
             return ts_fail(TS_ERR_LIMIT, "pre-tokenizer regex failed: %s", (const char *)msg);
         }
-        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md[level]);
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(sp->md[level]);
         size_t ms = ov[0], me = ov[1];
         if (me <= ms) { /* empty match: step one character, as a regex iterator would */
             pos = ms + 1;
@@ -225,30 +222,37 @@ static ts_status split_rec(split_ctx *c, int level, size_t s, size_t e) {
     return TS_OK;
 }
 
-/* Runs the passes over valid UTF-8 text, calling emit for each final piece in
- * order. Shared by tok_split and the encoder. */
-ts_status tok_split_cb(pcre2_code *const *re, int n_re, const char *text, size_t len,
-                       ts_status (*emit)(void *ud, size_t s, size_t e), void *ud);
-ts_status tok_split_cb(pcre2_code *const *re, int n_re, const char *text, size_t len,
-                       ts_status (*emit)(void *ud, size_t s, size_t e), void *ud) {
-    if (len == 0) return TS_OK;
-    split_ctx c = {.re = re, .n_re = n_re, .text = text, .emit = emit, .ud = ud};
-    ts_status st = TS_OK;
+ts_status tok_splitter_init(tok_splitter *sp, pcre2_code *const *re, int n_re) {
+    memset(sp, 0, sizeof *sp);
+    sp->re = re;
+    sp->n_re = n_re;
     for (int i = 0; i < n_re; i++) {
-        c.md[i] = pcre2_match_data_create_from_pattern(re[i], NULL);
-        if (!c.md[i]) { st = ts_fail(TS_ERR_NOMEM, "out of memory (regex match data)"); goto done; }
+        sp->md[i] = pcre2_match_data_create_from_pattern(re[i], NULL);
+        if (!sp->md[i]) goto oom;
     }
     /* Long runs of one class can need more JIT stack than the 32 KiB default. */
-    c.mctx = pcre2_match_context_create(NULL);
-    c.jstack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, NULL);
-    if (!c.mctx || !c.jstack) { st = ts_fail(TS_ERR_NOMEM, "out of memory (regex context)"); goto done; }
-    pcre2_jit_stack_assign(c.mctx, NULL, c.jstack);
-    st = split_rec(&c, 0, 0, len);
-done:
-    for (int i = 0; i < n_re; i++) pcre2_match_data_free(c.md[i]);
-    pcre2_jit_stack_free(c.jstack);
-    pcre2_match_context_free(c.mctx);
-    return st;
+    sp->mctx = pcre2_match_context_create(NULL);
+    sp->jstack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, NULL);
+    if (!sp->mctx || !sp->jstack) goto oom;
+    pcre2_jit_stack_assign(sp->mctx, NULL, sp->jstack);
+    return TS_OK;
+oom:
+    tok_splitter_free(sp);
+    return ts_fail(TS_ERR_NOMEM, "out of memory (regex match data)");
+}
+
+void tok_splitter_free(tok_splitter *sp) {
+    for (int i = 0; i < sp->n_re; i++) pcre2_match_data_free(sp->md[i]);
+    pcre2_jit_stack_free(sp->jstack);
+    pcre2_match_context_free(sp->mctx);
+    memset(sp, 0, sizeof *sp);
+}
+
+ts_status tok_splitter_run(tok_splitter *sp, const char *text, size_t len,
+                           ts_status (*emit)(void *ud, size_t s, size_t e), void *ud) {
+    if (len == 0) return TS_OK;
+    split_ctx c = {.sp = sp, .text = text, .emit = emit, .ud = ud};
+    return split_rec(&c, 0, 0, len);
 }
 
 typedef struct offs_acc {
@@ -274,8 +278,13 @@ ts_status tok_split(pcre2_code *const *re, int n_re, const char *text, size_t le
     offs_acc a = {0};
     *offs = NULL;
     *n = 0;
+    tok_splitter sp;
     ts_status st = offs_push(&a, 0, 0);
-    if (!st) st = tok_split_cb(re, n_re, text, len, offs_push, &a);
+    if (!st) st = tok_splitter_init(&sp, re, n_re);
+    if (!st) {
+        st = tok_splitter_run(&sp, text, len, offs_push, &a);
+        tok_splitter_free(&sp);
+    }
     if (st) { free(a.v); return st; }
     *offs = a.v;
     *n = a.n - 1;
