@@ -377,7 +377,7 @@ ts_status expert_io_submit(expert_io *io, const expert_io_req *reqs, int n) {
         if (!r->dst || !ts_add_u64(r->offset, r->len, &end) || end > (uint64_t)INT64_MAX)
             return ts_fail(TS_ERR_ARG, "expert_io: request %d: bad destination or range (offset %" PRIu64 ", %" PRIu64 " bytes)",
                            i, r->offset, r->len);
-        need += (end - 1) / io->chunk - r->offset / io->chunk + 1;
+        need += (end - 1) / io->chunk - r->offset / io->chunk + 3; /* + the two cuts of split_points */
         bytes += r->len;
     }
     if (need > io->chunks_cap) {
@@ -392,8 +392,21 @@ ts_status expert_io_submit(expert_io *io, const expert_io_req *reqs, int n) {
         const expert_io_req *r = &reqs[i];
         uint64_t pos = r->offset, end = r->offset + r->len;
         uint8_t *dst = r->dst;
+        /* O_DIRECT with the destination congruent to the offset (mod the
+         * alignment): cut off the unaligned head and tail as chunks of their
+         * own, so everything between is read in place and at most 2 blocks
+         * per request go through staging. */
+        const uint64_t A = EXPERT_IO_ALIGN;
+        uint64_t head = 0, tail = 0;
+        if (r->len && io->files[r->file].mode == EXPERT_NOCACHE_DIRECT &&
+            ((uintptr_t)dst - r->offset) % A == 0) {
+            head = (pos + A - 1) & ~(A - 1);
+            tail = end & ~(A - 1);
+        }
         while (pos < end) {
             uint64_t boundary = (pos / io->chunk + 1) * io->chunk;
+            if (pos < head && head < boundary) boundary = head;
+            if (pos < tail && tail < boundary) boundary = tail;
             uint64_t e = end < boundary ? end : boundary;
             io->chunks[k++] = (io_chunk){pos, e - pos, dst, r->file, r->offset, r->len};
             dst += e - pos;
