@@ -17,11 +17,14 @@
  * worker's staging buffer (chunk_bytes, page-aligned) and copies the wanted
  * bytes out. Because chunks are cut at multiples of chunk_bytes, an aligned
  * range never outgrows one staging buffer. A caller that places each slice
- * at an address congruent to its file offset modulo 4096 gets the copy-free
- * path for all but the first and last chunk.
+ * at an address congruent to its file offset modulo 4096 (slot buffers
+ * page-aligned, each slice at slot + gap with gap = offset % 4096) gets the
+ * request's unaligned head and tail (< 4096 bytes each) cut into chunks of
+ * their own and everything else read in place: no copy.
  * If O_DIRECT cannot be used on the file (the open fails, e.g. some tmpfs,
- * or a probe read fails), reads stay buffered and the read range is dropped
- * from the page cache afterwards with posix_fadvise(POSIX_FADV_DONTNEED);
+ * or a probe read fails), reads stay buffered, through a private descriptor
+ * without readahead (POSIX_FADV_RANDOM), and the read range is dropped from
+ * the page cache afterwards with posix_fadvise(POSIX_FADV_DONTNEED);
  * expert_io_nocache_mode() says which one a file got.
  *
  * Errors (I/O error, end of file inside a request) are reported by
