@@ -145,7 +145,7 @@ const char *tok_stream_push(tok_stream *s, int32_t id, size_t *len) {
     }
     memcpy(s->buf, s->tail, s->held);
     if (l > s->cap - s->held) l = s->cap - s->held; /* cannot happen: cap covers the longest token */
-    memcpy(s->buf + s->held, p, l);
+    if (l) memcpy(s->buf + s->held, p, l);
     size_t total = s->held + l;
     size_t keep = incomplete_tail((const unsigned char *)s->buf, total);
     memcpy(s->tail, s->buf + total - keep, keep);

@@ -133,7 +133,7 @@ static void wc_put(enc *e, const char *p, size_t n, uint64_t h, size_t first) {
     wc_entry x = {h, (uint32_t)e->wc_bytes_n, (uint32_t)e->wc_ids_n, (uint16_t)n, (uint16_t)nids};
     memcpy(e->wc_bytes + e->wc_bytes_n, p, n);
     e->wc_bytes_n += n;
-    memcpy(e->wc_ids + e->wc_ids_n, e->out + first, nids * sizeof *e->wc_ids);
+    if (nids) memcpy(e->wc_ids + e->wc_ids_n, e->out + first, nids * sizeof *e->wc_ids);
     e->wc_ids_n += nids;
     wc_insert_slot(e->wc, e->wc_mask, x);
     e->wc_n++;

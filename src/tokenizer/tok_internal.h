@@ -39,7 +39,7 @@ typedef struct tok_trie_node {
 struct tok_vocab {
     tok_kind kind;
     char model[32];      /* tokenizer.ggml.model */
-    char pre[48];        /* tokenizer.ggml.pre in use */
+    char pre[64];        /* tokenizer.ggml.pre in use */
     uint32_t n_vocab;
     tok_strtab st;
     float *score;        /* (n_vocab) */
