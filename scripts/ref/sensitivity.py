@@ -6,6 +6,10 @@
 with the comparison of refcommon.compare_row. A correct engine should score
 like the float32 row; each wrong variant must score far worse, or the fixture
 could not catch that mistake. Usage: python3 scripts/ref/sensitivity.py
+
+`--real NAME` instead scores transformers float32, with and without
+Q8-rounded activations, against tests/fixtures/ref/real-NAME.json: the noise a
+correct engine with integer dot products should expect.
 """
 from __future__ import annotations
 
@@ -88,14 +92,76 @@ def variants(name, spec):
             return m
         out.append(("q/k norm weights = 1", no_qk_norm))
 
+    if "norm_topk_prob" in kw:
+        out.append(("top-k renormalization flipped", with_cfg(norm_topk_prob=not kw["norm_topk_prob"])))
+    if family == "qwen2moe":
+        def no_shexp_gate():
+            m = mt.build(name, spec)
+            with torch.no_grad():
+                for n_, p in m.named_parameters():
+                    if n_.endswith("shared_expert_gate.weight"):
+                        p.zero_()          # sigmoid(0) = 0.5 for every token
+            return m
+        out.append(("shared-expert gate = 0.5", no_shexp_gate))
+    if "num_experts_per_tok" in kw:
+        out.append(("top-1 expert instead of top-2", with_cfg(num_experts_per_tok=1)))
+
     def eps_big():
         return mt.build(name, (family, cls, dict(kw, rms_norm_eps=1e-2)) + tuple(spec[3:]))
     out.append(("rms eps 1e-2", eps_big))
     return out
 
 
+def q8_hooks(model, block=32):
+    """Rounds every Linear's input to blocks of `block` int8 values with an F16
+    scale (ggml's Q8_0/Q8_1 activation format), as an engine with integer dot
+    products does; the weights stay as they are."""
+    import torch
+
+    def pre(_m, args):
+        x = args[0]
+        shp = x.shape
+        xb = x.reshape(-1, block)
+        d = (xb.abs().amax(dim=-1, keepdim=True) / 127.0).to(torch.float16).to(x.dtype)
+        q = torch.where(d > 0, torch.round(xb / torch.where(d > 0, d, torch.ones_like(d))), torch.zeros_like(xb))
+        return (q.clamp(-127, 127) * d).reshape(shp),
+    return [m.register_forward_pre_hook(pre) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+
+def real(name):
+    """Noise floors for a real-model fixture: transformers float32, and float32
+    with Q8-rounded activations."""
+    import torch
+    import transformers
+    import real_models as rm
+    here = os.path.dirname(os.path.abspath(__file__))
+    fx = json.load(open(os.path.join(here, "..", "..", "tests", "fixtures", "ref", f"real-{name}.json")))
+    d, f = os.path.split(rm.model_path(name))
+    model = transformers.AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32).eval()
+    model.config._attn_implementation = "eager"
+    for label, hooks in (("transformers float32", lambda m: []),
+                         ("float32, activations Q8 (32-blocks)", q8_hooks)):
+        hs = hooks(model)
+        for pi, p in enumerate(fx["prompts"]):
+            with torch.no_grad():
+                lg = model(input_ids=torch.tensor([p["ids"]])).logits[0].double().numpy()
+            kls, dls, agree, n = [], [], 0, 0
+            for top, lse, row in zip(p["top"], p["logsumexp"], lg):
+                kl, dl, same = rc.compare_row(top, lse, row)
+                margin = top[0][1] - top[1][1]
+                kls.append(kl); dls.append(dl)
+                if margin > 0.1:
+                    agree += same; n += 1
+            print(f"real-{name} prompt {pi} ({len(p['ids'])} tok) {label:36} meanKL {np.mean(kls):.2e} "
+                  f"maxKL {max(kls):.2e} max|dl| {max(dls):.2e} top1(margin>0.1) {agree}/{n}", flush=True)
+        for h in hs:
+            h.remove()
+
+
 def main():
     import torch
+    if len(sys.argv) > 2 and sys.argv[1] == "--real":
+        return real(sys.argv[2])
     here = os.path.dirname(os.path.abspath(__file__))
     fxdir = os.path.join(here, "..", "..", "tests", "fixtures", "ref")
     print(f"{'fixture':22} {'variant':34} {'maxKL':>9} {'meanKL':>9} {'max|dl|':>8} top1")
