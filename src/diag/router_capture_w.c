@@ -1,0 +1,110 @@
+#include "diag/router_capture_w.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag/json_out.h"
+
+static ts_status ids_push(diag_ids *d, const int32_t *v, int32_t n) {
+    if (d->cap - d->n < (uint64_t)n) {
+        uint64_t cap = d->cap ? d->cap * 2 : 1024;
+        while (cap - d->n < (uint64_t)n) cap *= 2;
+        int32_t *p = ts_realloc(d->v, (size_t)cap * sizeof *p);
+        if (!p) return TS_ERR_NOMEM;
+        d->v = p;
+        d->cap = cap;
+    }
+    memcpy(d->v + d->n, v, sizeof *v * (size_t)n);
+    d->n += (uint64_t)n;
+    return TS_OK;
+}
+
+ts_status diag_router_init(diag_router *r, int32_t num_layers, int32_t num_experts, int32_t top_k, bool trace, bool pilot,
+                           int32_t logits_layer, int64_t logits_pass) {
+    memset(r, 0, sizeof *r);
+    if (num_layers < 1 || num_experts < 1 || top_k < 1 || top_k > num_experts)
+        return ts_fail(TS_ERR_ARG, "router capture: %d layers, %d experts, top_k %d", num_layers, num_experts, top_k);
+    r->num_layers = num_layers;
+    r->num_experts = num_experts;
+    r->top_k = top_k;
+    r->trace = trace || pilot; /* pred lines up with the trace: no pred without one */
+    r->pilot = pilot;
+    r->logits_layer = logits_layer;
+    r->logits_pass = logits_pass;
+    r->counts = ts_calloc((size_t)num_layers * (size_t)num_experts, sizeof *r->counts);
+    r->passes = ts_calloc((size_t)num_layers, sizeof *r->passes);
+    r->tr = ts_calloc((size_t)num_layers, sizeof *r->tr);
+    r->pred = ts_calloc((size_t)num_layers, sizeof *r->pred);
+    r->logits = logits_layer >= 0 ? ts_calloc((size_t)num_experts, sizeof *r->logits) : NULL;
+    if (!r->counts || !r->passes || !r->tr || !r->pred || (logits_layer >= 0 && !r->logits)) {
+        diag_router_free(r);
+        return TS_ERR_NOMEM;
+    }
+    return TS_OK;
+}
+
+void diag_router_free(diag_router *r) {
+    for (int32_t l = 0; r->tr && l < r->num_layers; l++) free(r->tr[l].v);
+    for (int32_t l = 0; r->pred && l < r->num_layers; l++) free(r->pred[l].v);
+    free(r->tr);
+    free(r->pred);
+    free(r->counts);
+    free(r->passes);
+    free(r->logits);
+    memset(r, 0, sizeof *r);
+}
+
+ts_status diag_router_record(diag_router *r, int32_t l, const int32_t *ids, const float *router_logits) {
+    for (int32_t i = 0; i < r->top_k; i++) r->counts[(size_t)l * r->num_experts + ids[i]]++;
+    if (l == r->logits_layer && (int64_t)r->passes[l] == r->logits_pass && router_logits) {
+        memcpy(r->logits, router_logits, sizeof(float) * (size_t)r->num_experts);
+        r->logits_done = true;
+    }
+    r->passes[l]++;
+    if (r->trace) return ids_push(&r->tr[l], ids, r->top_k);
+    return TS_OK;
+}
+
+ts_status diag_router_record_pred(diag_router *r, int32_t l, const int32_t *ids) {
+    if (!r->pilot || l < 1) return TS_OK;
+    return ids_push(&r->pred[l], ids, r->top_k);
+}
+
+static void write_rows(json_out *j, const char *key, const diag_ids *rows, int32_t n) {
+    json_out_printf(j, ",\"%s\":[", key);
+    for (int32_t l = 0; l < n; l++) {
+        json_out_printf(j, l ? ",[" : "[");
+        for (uint64_t i = 0; i < rows[l].n; i++) json_out_printf(j, i ? ",%d" : "%d", rows[l].v[i]);
+        json_out_printf(j, "]");
+    }
+    json_out_printf(j, "]");
+}
+
+ts_status diag_router_write(const diag_router *r, const char *path) {
+    uint64_t total = 0;
+    for (int32_t l = 0; l < r->num_layers; l++) {
+        total += r->passes[l];
+        if (r->pilot && l > 0 && r->pred[l].n && r->pred[l].n != r->tr[l].n)
+            return ts_fail(TS_ERR_INTERNAL, "router capture: layer %d has %llu pilot ids but %llu trace ids", l,
+                           (unsigned long long)r->pred[l].n, (unsigned long long)r->tr[l].n);
+    }
+    if (!total) return ts_fail(TS_ERR_LIMIT, "router capture: no routed pass ran, nothing to write");
+    json_out j;
+    ts_status st = json_out_open(&j, path);
+    if (st) return st;
+    json_out_printf(&j, "{\"num_layers\":%d,\"num_experts\":%d,\"top_k\":%d,", r->num_layers, r->num_experts, r->top_k);
+    json_out_u64_matrix(&j, "counts", r->counts, r->num_layers, r->num_experts);
+    if (r->trace) write_rows(&j, "trace", r->tr, r->num_layers);
+    if (r->pilot) write_rows(&j, "pred", r->pred, r->num_layers);
+    if (r->logits_layer >= 0) {
+        if (!r->logits_done) {
+            json_out_printf(&j, ",\"router_logits\":null");
+        } else {
+            json_out_printf(&j, ",\"router_logits\":{\"layer\":%d,\"pass\":%lld,\"values\":[", r->logits_layer, (long long)r->logits_pass);
+            for (int32_t e = 0; e < r->num_experts; e++) json_out_printf(&j, e ? ",%.9g" : "%.9g", r->logits[e]);
+            json_out_printf(&j, "]}");
+        }
+    }
+    json_out_printf(&j, "}\n");
+    return json_out_close(&j);
+}
