@@ -1,0 +1,872 @@
+#include "experts/expert_cache.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels answer EINVAL and we touch pages instead */
+#endif
+
+#define EC_A ((uint64_t)EXPERT_IO_ALIGN)
+#define EC_MIN_HEADROOM (256ull << 20)
+
+typedef struct ec_layer {
+    int32_t block;        /* blk.N */
+    uint8_t *slots;       /* (n_slots, stride) bytes, EC_A-aligned; NULL unless streamed */
+    uint64_t stride;      /* bytes per slot, multiple of EC_A */
+    cache_layer cl;       /* streamed: the policy state */
+    expert_cache_stats st;
+} ec_layer;
+
+struct expert_cache {
+    const expert_map *map;
+    const gguf_file *f;
+    expert_residency mode;
+    cache_policy policy;
+    int32_t n_slots;        /* per layer; 0 unless streamed */
+    uint64_t stride_max;    /* largest slot stride over the layers */
+    uint64_t slot_bytes;    /* sum of the layers' slot buffers */
+    ec_layer *layers;       /* (map->n_moe) */
+    expert_io *io;          /* streamed only */
+    int file_id;
+    expert_nocache_mode nocache;
+    bool disk_io;           /* sample /proc/self/io */
+    uint64_t proc_base;     /* read_bytes at open / reset */
+    bool proc_ok;
+    bool mlocked;
+    char mlock_note[160];   /* resident with mlock asked: what happened */
+    char choice[512];
+
+    /* the pass between begin and end */
+    bool pending;
+    int32_t pend_block, pend_moe;
+    int32_t pend_ids[CACHE_MAX_K];
+    cache_plan pend_plan;
+    int32_t pend_cold, pend_evict;
+    uint64_t pend_bytes_req, pend_bytes_read;
+    int n_req;
+    expert_io_req req[CACHE_MAX_K * EXPERT_PROJ_COUNT];
+};
+
+/* ------------------------------------------------------------ names, parsers */
+
+const char *expert_residency_name(expert_residency r) {
+    switch (r) {
+    case EXPERT_RESIDENCY_AUTO: return "auto";
+    case EXPERT_RESIDENCY_RESIDENT: return "resident";
+    case EXPERT_RESIDENCY_STREAMED: return "streamed";
+    case EXPERT_RESIDENCY_MAPPED: return "mapped";
+    }
+    return "?";
+}
+
+ts_status expert_cache_parse_residency(const char *s, expert_residency *out) {
+    for (int r = EXPERT_RESIDENCY_AUTO; r <= EXPERT_RESIDENCY_MAPPED; r++)
+        if (s && !strcmp(s, expert_residency_name((expert_residency)r))) {
+            *out = (expert_residency)r;
+            return TS_OK;
+        }
+    return ts_fail(TS_ERR_ARG, "--expert-residency '%s': expected resident, streamed, mapped or auto", s ? s : "");
+}
+
+ts_status expert_cache_parse_slots(const char *s, int32_t *out) {
+    if (s && !strcmp(s, "auto")) {
+        *out = 0;
+        return TS_OK;
+    }
+    char *end = NULL;
+    errno = 0;
+    long v = s && isdigit((unsigned char)*s) ? strtol(s, &end, 10) : -1;
+    if (!s || v < 1 || errno || *end || v > (1L << 20))
+        return ts_fail(TS_ERR_ARG, "--expert-cache-slots '%s': expected a positive slot count or auto", s ? s : "");
+    *out = (int32_t)v;
+    return TS_OK;
+}
+
+ts_status expert_cache_parse_policy(const char *s, cache_policy *out) {
+    if (s && cache_policy_parse(s, out)) return TS_OK;
+    return ts_fail(TS_ERR_ARG, "--expert-policy '%s': expected lfu or lru", s ? s : "");
+}
+
+ts_status expert_cache_parse_bytes(const char *s, uint64_t *out) {
+    if (!s || !isdigit((unsigned char)*s)) goto bad;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !isfinite(v) || v < 0) goto bad;
+    double mul = 1;
+    char u = (char)tolower((unsigned char)*end);
+    if (u == 'k') mul = 1024.0;
+    else if (u == 'm') mul = 1024.0 * 1024;
+    else if (u == 'g') mul = 1024.0 * 1024 * 1024;
+    else if (u == 't') mul = 1024.0 * 1024 * 1024 * 1024;
+    if (mul > 1) {
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'b' || *end == 'B') end++;
+    } else if (u == 'b') {
+        end++;
+    }
+    if (*end) goto bad;
+    v *= mul;
+    if (v >= 9.2e18) goto bad;
+    *out = (uint64_t)v;
+    return TS_OK;
+bad:
+    return ts_fail(TS_ERR_ARG, "--expert-budget '%s': expected bytes, e.g. 12G, 1.5GiB, 800M or 1073741824", s ? s : "");
+}
+
+void expert_cache_opts_default(expert_cache_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->residency = EXPERT_RESIDENCY_AUTO;
+    o->policy = CACHE_POLICY_LFU;
+    expert_io_config_default(&o->io);
+}
+
+static void fmt_bytes(char *b, size_t n, uint64_t v) {
+    double x = (double)v;
+    if (x >= 1024.0 * 1024 * 1024) snprintf(b, n, "%.1f GiB", x / (1024.0 * 1024 * 1024));
+    else if (x >= 1024.0 * 1024) snprintf(b, n, "%.1f MiB", x / (1024.0 * 1024));
+    else if (x >= 1024.0) snprintf(b, n, "%.1f KiB", x / 1024.0);
+    else snprintf(b, n, "%" PRIu64 " B", v);
+}
+
+/* ------------------------------------------------------------ available memory */
+
+static bool read_u64_file(const char *path, uint64_t *out) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) return false;
+    char line[64];
+    bool ok = false;
+    if (fgets(line, sizeof line, fp)) {
+        if (!strncmp(line, "max", 3)) {
+            *out = UINT64_MAX;
+            ok = true;
+        } else {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(line, &end, 10);
+            if (!errno && end != line) {
+                *out = v;
+                ok = true;
+            }
+        }
+    }
+    fclose(fp);
+    return ok;
+}
+
+/* "key value" line of a stat-like file (memory.stat, /proc/meminfo "Key: v kB"). */
+static bool read_keyed(const char *path, const char *key, uint64_t *out) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) return false;
+    char line[256];
+    size_t kl = strlen(key);
+    bool ok = false;
+    while (fgets(line, sizeof line, fp)) {
+        if (strncmp(line, key, kl) || (line[kl] != ' ' && line[kl] != ':' && line[kl] != '\t')) continue;
+        char *p = line + kl + (line[kl] == ':');
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (errno || end == p) break;
+        while (*end == ' ') end++;
+        if (!strncmp(end, "kB", 2)) v *= 1024;
+        *out = v;
+        ok = true;
+        break;
+    }
+    fclose(fp);
+    return ok;
+}
+
+/* Walks from this process's group up to the hierarchy's root and keeps the
+ * tightest limit - (usage - inactive page cache). The page cache counts as
+ * usage, but its inactive part is what the kernel reclaims first. */
+static void cgroup_walk(const char *mount, const char *rel, bool v2, uint64_t *best, bool *found) {
+    char dir[1024], path[1100];
+    if (snprintf(dir, sizeof dir, "%s%s", mount, rel) >= (int)sizeof dir) return;
+    size_t ml = strlen(mount);
+    for (;;) {
+        uint64_t lim, use, inact = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+        bool have = read_u64_file(path, &lim);
+        snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+        have = have && read_u64_file(path, &use);
+        if (have && lim < (1ull << 60)) {
+            snprintf(path, sizeof path, "%s/memory.stat", dir);
+            if (!read_keyed(path, v2 ? "inactive_file" : "total_inactive_file", &inact)) inact = 0;
+            uint64_t held = use > inact ? use - inact : 0;
+            uint64_t av = lim > held ? lim - held : 0;
+            if (!*found || av < *best) *best = av;
+            *found = true;
+        }
+        char *slash = strrchr(dir, '/');
+        if (!slash || (size_t)(slash - dir) < ml) break;
+        *slash = 0;
+    }
+}
+
+ts_status expert_cache_available_memory(uint64_t *out, char *src, size_t src_n) {
+    uint64_t mem = 0, cg = 0;
+    bool have_mem = read_keyed("/proc/meminfo", "MemAvailable", &mem), have_cg = false;
+    FILE *fp = fopen("/proc/self/cgroup", "r");
+    if (fp) {
+        char line[1024];
+        while (fgets(line, sizeof line, fp)) {
+            line[strcspn(line, "\n")] = 0;
+            char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+            if (!c2) continue;
+            const char *rel = c2 + 1;
+            if (!strcmp(rel, "/")) rel = "";
+            *c2 = 0;
+            const char *ctrls = c1 + 1;
+            if (!strcmp(line, "0") && !*ctrls) {
+                cgroup_walk("/sys/fs/cgroup", rel, true, &cg, &have_cg);
+            } else {
+                /* v1: the memory controller's line ("4:memory:/x"). */
+                char buf[256];
+                snprintf(buf, sizeof buf, ",%s,", ctrls);
+                if (strstr(buf, ",memory,")) cgroup_walk("/sys/fs/cgroup/memory", rel, false, &cg, &have_cg);
+            }
+        }
+        fclose(fp);
+    }
+    if (!have_mem && !have_cg) {
+        *out = 0;
+        return ts_fail(TS_ERR_UNSUPPORTED, "available memory unknown: no MemAvailable in /proc/meminfo and no cgroup memory limit");
+    }
+    bool use_cg = have_cg && (!have_mem || cg < mem);
+    *out = use_cg ? cg : mem;
+    if (src && src_n) snprintf(src, src_n, "%s", use_cg ? "cgroup memory limit" : "MemAvailable");
+    return TS_OK;
+}
+
+/* ------------------------------------------------------------ layout */
+
+/* Positions of expert e's three slices inside a slot: one after the other,
+ * each congruent to its file offset mod EC_A. Returns the end. */
+static uint64_t place_expert(const expert_map *m, int32_t l, int32_t e, uint64_t pos[EXPERT_PROJ_COUNT]) {
+    uint64_t p = 0;
+    for (int j = 0; j < EXPERT_PROJ_COUNT; j++) {
+        const expert_slice *s = expert_map_slice(m, l, e, j);
+        p += (s->offset - p) & (EC_A - 1);
+        pos[j] = p;
+        p += s->nbytes;
+    }
+    return p;
+}
+
+static int32_t moe_of(const expert_cache *c, int32_t block) {
+    if (block < 0 || block >= c->map->n_block) return -1;
+    return c->map->moe_of_block[block];
+}
+
+/* ------------------------------------------------------------ resident */
+
+typedef int (*range_fn)(const uint8_t *addr, uint64_t len, void *ctx);
+
+/* Calls fn on the page-rounded ranges of all expert slices, consecutive
+ * slices (a stacked tensor's experts) merged. Stops at the first non-zero. */
+static int for_expert_ranges(const expert_cache *c, range_fn fn, void *ctx) {
+    const expert_map *m = c->map;
+    const uint8_t *base = c->f->map.data;
+    uint64_t size = c->f->map.size, pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t cur = 0, end = 0;
+    bool open = false;
+    for (int32_t l = 0; l < m->n_moe; l++)
+        for (int p = 0; p < EXPERT_PROJ_COUNT; p++)
+            for (int32_t e = 0; e < m->n_expert; e++) {
+                const expert_slice *s = expert_map_slice(m, l, e, p);
+                if (!s->nbytes) continue;
+                if (open && s->offset == end) {
+                    end += s->nbytes;
+                    continue;
+                }
+                if (open) {
+                    uint64_t a = cur & ~(pg - 1), b = end > size ? size : end;
+                    int r = fn(base + a, b - a, ctx);
+                    if (r) return r;
+                }
+                cur = s->offset;
+                end = s->offset + s->nbytes;
+                open = true;
+            }
+    if (open) {
+        uint64_t a = cur & ~(pg - 1), b = end > size ? size : end;
+        return fn(base + a, b - a, ctx);
+    }
+    return 0;
+}
+
+static int populate_range(const uint8_t *addr, uint64_t len, void *ctx) {
+    (void)ctx;
+    uintptr_t a = (uintptr_t)addr & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
+    if (madvise((void *)a, len + ((uintptr_t)addr - a), MADV_POPULATE_READ) == 0) return 0;
+    /* Older kernel, or memory madvise does not cover: touch one byte a page. */
+    volatile uint8_t sink = 0;
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    for (uint64_t i = 0; i < len; i += pg) sink ^= addr[i];
+    if (len) sink ^= addr[len - 1];
+    (void)sink;
+    return 0;
+}
+
+typedef struct lock_ctx {
+    uint64_t done;
+    int err;
+} lock_ctx;
+
+static int lock_range(const uint8_t *addr, uint64_t len, void *ctx) {
+    lock_ctx *lc = ctx;
+    if (mlock(addr, len) != 0) {
+        lc->err = errno;
+        return 1;
+    }
+    lc->done += len;
+    return 0;
+}
+
+static int unlock_range(const uint8_t *addr, uint64_t len, void *ctx) {
+    (void)ctx;
+    munlock(addr, len);
+    return 0;
+}
+
+/* ------------------------------------------------------------ open */
+
+/* The experts' memory budget: --expert-budget, or what is available less the
+ * rest of the run and a headroom (1/16 of it, at least 256 MiB) for the OS
+ * and the unforeseen. */
+static ts_status resolve_budget(const expert_cache_opts *o, uint64_t *budget, bool *explicit_budget, char *why, size_t n) {
+    char b1[32];
+    if (o->budget_bytes) {
+        *budget = o->budget_bytes;
+        *explicit_budget = true;
+        fmt_bytes(b1, sizeof b1, o->budget_bytes);
+        snprintf(why, n, "the %s --expert-budget", b1);
+        return TS_OK;
+    }
+    *explicit_budget = false;
+    uint64_t avail = o->avail_bytes;
+    char src[64] = "given";
+    if (!avail) {
+        ts_status st = expert_cache_available_memory(&avail, src, sizeof src);
+        if (st) return st;
+    }
+    uint64_t head = avail / 16 > EC_MIN_HEADROOM ? avail / 16 : EC_MIN_HEADROOM;
+    uint64_t take = o->reserve_bytes + head;
+    *budget = avail > take ? avail - take : 0;
+    char b2[32], b3[32], b4[32];
+    fmt_bytes(b1, sizeof b1, *budget);
+    fmt_bytes(b2, sizeof b2, avail);
+    fmt_bytes(b3, sizeof b3, o->reserve_bytes);
+    fmt_bytes(b4, sizeof b4, head);
+    snprintf(why, n, "the %s budget left of %s available (%s) after %s reserved and %s headroom", b1, b2, src, b3, b4);
+    return TS_OK;
+}
+
+/* Bytes n_moe layers of per_layer slots take, with every layer's own stride. */
+static uint64_t slots_total(const expert_cache *c, uint64_t per_layer) {
+    uint64_t t = 0;
+    for (int32_t l = 0; l < c->map->n_moe; l++) {
+        uint64_t b;
+        if (!ts_mul_u64(per_layer, c->layers[l].stride, &b) || !ts_add_u64(t, b, &t)) return UINT64_MAX;
+    }
+    return t;
+}
+
+static ts_status refuse_budget(const expert_cache *c, uint64_t budget, const char *why) {
+    const expert_map *m = c->map;
+    uint64_t need = slots_total(c, (uint64_t)m->n_expert_used);
+    char bn[32], bs[32];
+    fmt_bytes(bn, sizeof bn, need);
+    fmt_bytes(bs, sizeof bs, c->stride_max);
+    return ts_fail(TS_ERR_LIMIT,
+                   "expert cache: %s (%" PRIu64 " bytes) cannot hold top-k = %d experts in each of %d MoE layers: "
+                   "that needs %d x %d slots of up to %" PRIu64 " bytes (%s) = %" PRIu64 " bytes (%s)",
+                   why, budget, m->n_expert_used, m->n_moe, m->n_moe, m->n_expert_used, c->stride_max, bs, need, bn);
+}
+
+static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
+    const expert_map *m = c->map;
+    ts_status st = expert_io_new(&o->io, &c->io);
+    if (st) return st;
+    st = expert_io_attach_fd(c->io, c->f->map.fd, c->f->path, &c->file_id);
+    if (st) return st;
+    c->nocache = expert_io_nocache_mode(c->io, c->file_id);
+    uint64_t total = slots_total(c, (uint64_t)c->n_slots);
+    if (total == UINT64_MAX || total > (uint64_t)SIZE_MAX / 2)
+        return ts_fail(TS_ERR_LIMIT, "expert cache: %d slots per layer overflow the address space", c->n_slots);
+    for (int32_t l = 0; l < m->n_moe; l++) {
+        ec_layer *L = &c->layers[l];
+        size_t bytes = (size_t)((uint64_t)c->n_slots * L->stride);
+        void *p = NULL;
+        if (bytes && posix_memalign(&p, EC_A, bytes) != 0) {
+            char b[32];
+            fmt_bytes(b, sizeof b, bytes);
+            return ts_fail(TS_ERR_NOMEM, "expert cache: out of memory for %d slots of blk.%d (%s)", c->n_slots, L->block, b);
+        }
+        /* Touch the slots now: their memory is taken at open, not on the
+         * first tokens, and the contents are defined. */
+        memset(p, 0, bytes);
+        L->slots = p;
+        if ((st = cache_layer_init(&L->cl, c->n_slots, m->n_expert, c->policy))) return st;
+    }
+    c->slot_bytes = total;
+
+    /* Warm-up: read the first MoE layer's first experts into its slots (not
+     * committed: the slots stay empty to the policy). It grows the pool's
+     * chunk array to a pass's size and checks the file reads. */
+    int32_t kw = m->n_expert_used < c->n_slots ? m->n_expert_used : c->n_slots;
+    int n = 0;
+    for (int32_t e = 0; e < kw; e++) {
+        uint64_t pos[EXPERT_PROJ_COUNT];
+        place_expert(m, 0, e, pos);
+        uint8_t *base = c->layers[0].slots + (uint64_t)e * c->layers[0].stride;
+        for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
+            const expert_slice *s = expert_map_slice(m, 0, e, p);
+            c->req[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, base + pos[p]};
+        }
+    }
+    if ((st = expert_io_read(c->io, c->req, n))) {
+        ts_error_prefix("expert cache: first read of blk.%d's experts", c->layers[0].block);
+        return st;
+    }
+    return TS_OK;
+}
+
+ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expert_cache_opts *opts, expert_cache **out) {
+    *out = NULL;
+    expert_cache_opts defaults;
+    if (!opts) {
+        expert_cache_opts_default(&defaults);
+        opts = &defaults;
+    }
+    if (!map || !f) return ts_fail(TS_ERR_ARG, "expert cache: no expert map or file");
+    if (map->n_moe < 1 || map->n_expert < 1)
+        return ts_fail(TS_ERR_ARG, "expert cache: %s has no routed experts", f->path ? f->path : "the model");
+    if (opts->policy != CACHE_POLICY_LFU && opts->policy != CACHE_POLICY_LRU)
+        return ts_fail(TS_ERR_ARG, "expert cache: unknown policy %d (expected lfu or lru)", (int)opts->policy);
+    if (opts->residency < EXPERT_RESIDENCY_AUTO || opts->residency > EXPERT_RESIDENCY_MAPPED)
+        return ts_fail(TS_ERR_ARG, "expert cache: unknown residency %d", (int)opts->residency);
+    if (opts->n_slots < 0) return ts_fail(TS_ERR_ARG, "expert cache: %d slots per layer", opts->n_slots);
+    const int32_t k = map->n_expert_used;
+    if (opts->n_slots > 0 && opts->n_slots < k)
+        return ts_fail(TS_ERR_ARG,
+                       "expert cache: --expert-cache-slots %d is below top-k = %d: every routed pass needs its %d experts in "
+                       "slots at once",
+                       opts->n_slots, k, k);
+
+    expert_cache *c = ts_calloc(1, sizeof *c);
+    if (!c) return TS_ERR_NOMEM;
+    c->map = map;
+    c->f = f;
+    c->policy = opts->policy;
+    c->file_id = -1;
+    c->layers = ts_calloc((size_t)map->n_moe, sizeof *c->layers);
+    if (!c->layers) {
+        free(c);
+        return TS_ERR_NOMEM;
+    }
+    for (int32_t l = 0; l < map->n_moe; l++) {
+        uint64_t mx = 0, pos[EXPERT_PROJ_COUNT];
+        for (int32_t e = 0; e < map->n_expert; e++) {
+            uint64_t end = place_expert(map, l, e, pos);
+            if (end > mx) mx = end;
+        }
+        c->layers[l].block = map->layers[l].block;
+        c->layers[l].stride = (mx + EC_A - 1) & ~(EC_A - 1);
+        if (c->layers[l].stride > c->stride_max) c->stride_max = c->layers[l].stride;
+    }
+
+    ts_status st = TS_OK;
+    const bool have_fd = f->map.fd >= 0;
+    expert_residency mode = opts->residency;
+    char why[384] = "", bt[32];
+    uint64_t budget = 0;
+    bool explicit_budget = false, have_budget = false;
+    fmt_bytes(bt, sizeof bt, map->total_bytes);
+
+    if (mode == EXPERT_RESIDENCY_AUTO) {
+        if (opts->n_slots > 0 && have_fd) {
+            mode = EXPERT_RESIDENCY_STREAMED;
+            snprintf(c->choice, sizeof c->choice, "expert residency: streamed (auto: --expert-cache-slots %d given)", opts->n_slots);
+        } else if ((st = resolve_budget(opts, &budget, &explicit_budget, why, sizeof why)) != TS_OK) {
+            mode = EXPERT_RESIDENCY_MAPPED;
+            snprintf(c->choice, sizeof c->choice, "expert residency: mapped (auto: %s; the page cache serves experts)", ts_last_error());
+            st = TS_OK;
+        } else {
+            have_budget = true;
+            uint64_t need_min = slots_total(c, (uint64_t)k);
+            if (map->total_bytes <= budget) {
+                mode = EXPERT_RESIDENCY_RESIDENT;
+                snprintf(c->choice, sizeof c->choice, "expert residency: resident (auto: all %s of experts fit %s)", bt, why);
+            } else if (budget >= need_min && have_fd) {
+                mode = EXPERT_RESIDENCY_STREAMED;
+                snprintf(c->choice, sizeof c->choice, "expert residency: streamed (auto: %s of experts exceed %s)", bt, why);
+            } else if (explicit_budget && have_fd) {
+                st = refuse_budget(c, budget, why);
+                goto fail;
+            } else {
+                mode = EXPERT_RESIDENCY_MAPPED;
+                char bn[32];
+                fmt_bytes(bn, sizeof bn, need_min);
+                if (!have_fd)
+                    snprintf(c->choice, sizeof c->choice,
+                             "expert residency: mapped (auto: %s of experts exceed %s, and the file has no descriptor to stream from)",
+                             bt, why);
+                else
+                    snprintf(c->choice, sizeof c->choice,
+                             "expert residency: mapped (auto: %s is below the %s that top-k slots need; the page cache serves "
+                             "experts)",
+                             why, bn);
+            }
+        }
+    } else {
+        snprintf(c->choice, sizeof c->choice, "expert residency: %s (--expert-residency)", expert_residency_name(mode));
+    }
+    c->mode = mode;
+
+    if (mode == EXPERT_RESIDENCY_STREAMED) {
+        if (!have_fd) {
+            st = ts_fail(TS_ERR_UNSUPPORTED, "expert cache: %s has no file descriptor to stream experts from (opened from memory)",
+                         f->path ? f->path : "the model");
+            goto fail;
+        }
+        int32_t n = opts->n_slots;
+        if (n > 0) {
+            if (opts->budget_bytes) {
+                uint64_t need = slots_total(c, (uint64_t)(n < map->n_expert ? n : map->n_expert));
+                if (need > opts->budget_bytes) {
+                    char b1[32], b2[32];
+                    fmt_bytes(b1, sizeof b1, need);
+                    fmt_bytes(b2, sizeof b2, opts->budget_bytes);
+                    st = ts_fail(TS_ERR_LIMIT,
+                                 "expert cache: --expert-cache-slots %d needs %" PRIu64 " bytes (%s), over --expert-budget %" PRIu64
+                                 " bytes (%s)",
+                                 n, need, b1, opts->budget_bytes, b2);
+                    goto fail;
+                }
+            }
+        } else {
+            if (!have_budget) {
+                if ((st = resolve_budget(opts, &budget, &explicit_budget, why, sizeof why))) {
+                    ts_error_prefix("expert cache: cannot size the slots (give --expert-cache-slots or --expert-budget)");
+                    goto fail;
+                }
+            }
+            uint64_t per = c->stride_max ? budget / c->stride_max / (uint64_t)map->n_moe : (uint64_t)map->n_expert;
+            if (per < (uint64_t)k) {
+                st = refuse_budget(c, budget, why);
+                goto fail;
+            }
+            n = per > (uint64_t)map->n_expert ? map->n_expert : (int32_t)per;
+        }
+        /* More slots than experts never evict and place experts exactly as
+         * n_expert slots do (empty slots fill lowest first): same hits. */
+        c->n_slots = n < map->n_expert ? n : map->n_expert;
+        if ((st = open_streamed(c, opts))) goto fail;
+    } else if (mode == EXPERT_RESIDENCY_RESIDENT) {
+        if (opts->budget_bytes && map->total_bytes > opts->budget_bytes) {
+            char b2[32];
+            fmt_bytes(b2, sizeof b2, opts->budget_bytes);
+            st = ts_fail(TS_ERR_LIMIT,
+                         "expert cache: resident experts take %" PRIu64 " bytes (%s), over --expert-budget %" PRIu64 " bytes (%s)",
+                         map->total_bytes, bt, opts->budget_bytes, b2);
+            goto fail;
+        }
+        for_expert_ranges(c, populate_range, NULL);
+        if (opts->mlock) {
+            lock_ctx lc = {0, 0};
+            if (for_expert_ranges(c, lock_range, &lc)) {
+                for_expert_ranges(c, unlock_range, NULL);
+                snprintf(c->mlock_note, sizeof c->mlock_note, "mlock failed: %s", strerror(lc.err));
+            } else {
+                c->mlocked = true;
+                snprintf(c->mlock_note, sizeof c->mlock_note, "mlocked");
+            }
+        }
+    }
+
+    c->disk_io = opts->io.disk_io;
+    if (c->disk_io) c->proc_ok = expert_io_proc_read_bytes(&c->proc_base) == TS_OK;
+    *out = c;
+    return TS_OK;
+fail:
+    expert_cache_free(c);
+    return st;
+}
+
+void expert_cache_free(expert_cache *c) {
+    if (!c) return;
+    if (c->io) expert_io_free(c->io); /* waits for a batch in flight */
+    if (c->mlocked) for_expert_ranges(c, unlock_range, NULL);
+    if (c->layers)
+        for (int32_t l = 0; l < c->map->n_moe; l++) {
+            free(c->layers[l].slots);
+            if (c->layers[l].cl.slot_expert) cache_layer_free(&c->layers[l].cl);
+        }
+    free(c->layers);
+    free(c);
+}
+
+/* ------------------------------------------------------------ the pass */
+
+ts_status expert_cache_begin(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
+                             const void **up, const void **down, expert_cache_pass *pass) {
+    if (c->pending)
+        return ts_fail(TS_ERR_ARG, "expert cache: begin on blk.%d while blk.%d's pass is pending (expert_cache_end first)", block,
+                       c->pend_block);
+    int32_t moe = moe_of(c, block);
+    if (moe < 0) return ts_fail(TS_ERR_ARG, "expert cache: blk.%d is not an MoE layer", block);
+    if (!ids || !gate || !up || !down || k < 1 || k > CACHE_MAX_K)
+        return ts_fail(TS_ERR_ARG, "expert cache: blk.%d: bad request (%d experts)", block, k);
+    const expert_map *m = c->map;
+    ec_layer *L = &c->layers[moe];
+    cache_plan *plan = &c->pend_plan;
+    if (c->mode == EXPERT_RESIDENCY_STREAMED) {
+        ts_status st = cache_plan_make(&L->cl, ids, k, plan);
+        if (st) {
+            ts_error_prefix("blk.%d", block);
+            return st;
+        }
+    } else {
+        for (int32_t i = 0; i < k; i++) {
+            if (ids[i] < 0 || ids[i] >= m->n_expert)
+                return ts_fail(TS_ERR_ARG, "expert cache: blk.%d: expert id %d out of range [0, %d)", block, ids[i], m->n_expert);
+            for (int32_t j = 0; j < i; j++)
+                if (ids[j] == ids[i])
+                    return ts_fail(TS_ERR_ARG, "expert cache: blk.%d: expert %d requested twice in one pass", block, ids[i]);
+            plan->slot[i] = -1;
+            plan->hit[i] = true;
+            plan->evicted[i] = -1;
+        }
+        plan->k = k;
+        plan->n_miss = 0;
+    }
+
+    const void **w[EXPERT_PROJ_COUNT] = {gate, up, down};
+    int n = 0;
+    int32_t cold = 0, evict = 0;
+    uint64_t breq = 0, bread = 0;
+    for (int32_t i = 0; i < k; i++) {
+        int32_t e = ids[i];
+        if (c->mode == EXPERT_RESIDENCY_STREAMED) {
+            uint64_t pos[EXPERT_PROJ_COUNT];
+            place_expert(m, moe, e, pos);
+            uint8_t *base = L->slots + (uint64_t)plan->slot[i] * L->stride;
+            for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
+                const expert_slice *s = expert_map_slice(m, moe, e, p);
+                w[p][i] = base + pos[p];
+                breq += s->nbytes;
+                if (!plan->hit[i] && s->nbytes) {
+                    c->req[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, base + pos[p]};
+                    bread += s->nbytes;
+                }
+            }
+            if (!plan->hit[i]) {
+                if (plan->evicted[i] >= 0) evict++;
+                else cold++;
+            }
+        } else {
+            for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
+                const expert_slice *s = expert_map_slice(m, moe, e, p);
+                w[p][i] = c->f->map.data + s->offset;
+                breq += s->nbytes;
+            }
+        }
+    }
+    if (n) {
+        ts_status st = expert_io_submit(c->io, c->req, n);
+        if (st) {
+            ts_error_prefix("expert cache: blk.%d", block);
+            return st;
+        }
+    }
+    c->pending = true;
+    c->pend_block = block;
+    c->pend_moe = moe;
+    memcpy(c->pend_ids, ids, sizeof(int32_t) * (size_t)k);
+    c->pend_cold = cold;
+    c->pend_evict = evict;
+    c->pend_bytes_req = breq;
+    c->pend_bytes_read = bread;
+    c->n_req = n;
+    if (pass) {
+        pass->moe = moe;
+        pass->tracked = c->mode != EXPERT_RESIDENCY_MAPPED;
+        pass->plan = *plan;
+        pass->n_cold = cold;
+        pass->n_evict = evict;
+        pass->bytes_requested = breq;
+        pass->bytes_read = bread;
+    }
+    return TS_OK;
+}
+
+ts_status expert_cache_end(expert_cache *c, int32_t block) {
+    if (!c->pending) return ts_fail(TS_ERR_ARG, "expert cache: end on blk.%d without a begin", block);
+    if (block != c->pend_block)
+        return ts_fail(TS_ERR_ARG, "expert cache: end on blk.%d while blk.%d's pass is pending", block, c->pend_block);
+    ec_layer *L = &c->layers[c->pend_moe];
+    const cache_plan *plan = &c->pend_plan;
+    ts_status st = TS_OK;
+    if (c->n_req) {
+        double t0 = ts_now();
+        st = expert_io_wait(c->io);
+        L->st.io_wait_s += ts_now() - t0;
+    }
+    c->pending = false;
+    if (st) {
+        /* The victims' bytes are gone and the new ones incomplete: empty
+         * those slots so nothing is served from them. */
+        for (int32_t i = 0; i < plan->k; i++) {
+            if (plan->hit[i]) continue;
+            int32_t s = plan->slot[i], old = L->cl.slot_expert[s];
+            if (old >= 0) L->cl.expert_slot[old] = -1;
+            L->cl.slot_expert[s] = -1;
+            L->cl.slot_tick[s] = 0;
+        }
+        ts_error_prefix("expert cache: blk.%d: reading %d experts", block, plan->n_miss);
+        return st;
+    }
+    if (c->mode == EXPERT_RESIDENCY_STREAMED) cache_commit(&L->cl, c->pend_ids, plan);
+    expert_cache_stats *s = &L->st;
+    s->passes++;
+    s->requests += (uint64_t)plan->k;
+    if (c->mode == EXPERT_RESIDENCY_STREAMED) {
+        s->hits += (uint64_t)(plan->k - plan->n_miss);
+        s->misses += (uint64_t)plan->n_miss;
+        s->cold_misses += (uint64_t)c->pend_cold;
+        s->evict_misses += (uint64_t)c->pend_evict;
+    } else if (c->mode == EXPERT_RESIDENCY_RESIDENT) {
+        s->hits += (uint64_t)plan->k;
+    }
+    s->bytes_requested += c->pend_bytes_req;
+    s->bytes_read += c->pend_bytes_read;
+    return TS_OK;
+}
+
+ts_status expert_cache_fetch(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
+                             const void **up, const void **down, expert_cache_pass *pass) {
+    ts_status st = expert_cache_begin(c, block, ids, k, gate, up, down, pass);
+    if (st) return st;
+    return expert_cache_end(c, block);
+}
+
+/* ------------------------------------------------------------ accessors, stats */
+
+expert_residency expert_cache_residency(const expert_cache *c) { return c->mode; }
+int32_t expert_cache_slots(const expert_cache *c) { return c->n_slots; }
+uint64_t expert_cache_slot_bytes(const expert_cache *c) { return c->slot_bytes; }
+uint64_t expert_cache_slot_stride(const expert_cache *c) { return c->stride_max; }
+cache_policy expert_cache_policy(const expert_cache *c) { return c->policy; }
+const char *expert_cache_choice(const expert_cache *c) { return c->choice; }
+
+const cache_layer *expert_cache_layer_state(const expert_cache *c, int32_t moe) {
+    if (c->mode != EXPERT_RESIDENCY_STREAMED || moe < 0 || moe >= c->map->n_moe) return NULL;
+    return &c->layers[moe].cl;
+}
+
+void expert_cache_get_stats(const expert_cache *c, int32_t moe, expert_cache_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (moe >= 0) {
+        if (moe < c->map->n_moe) *out = c->layers[moe].st;
+        return;
+    }
+    for (int32_t l = 0; l < c->map->n_moe; l++) {
+        const expert_cache_stats *s = &c->layers[l].st;
+        out->passes += s->passes;
+        out->requests += s->requests;
+        out->hits += s->hits;
+        out->misses += s->misses;
+        out->cold_misses += s->cold_misses;
+        out->evict_misses += s->evict_misses;
+        out->bytes_requested += s->bytes_requested;
+        out->bytes_read += s->bytes_read;
+        out->io_wait_s += s->io_wait_s;
+    }
+}
+
+ts_status expert_cache_physical_bytes(const expert_cache *c, uint64_t *out) {
+    *out = 0;
+    if (!c->disk_io) return ts_fail(TS_ERR_UNSUPPORTED, "expert cache: disk-io accounting is off (TURBOSPARK_EXPERT_DISK_IO=1)");
+    if (!c->proc_ok) return ts_fail(TS_ERR_UNSUPPORTED, "expert cache: /proc/self/io is not readable");
+    uint64_t now;
+    ts_status st = expert_io_proc_read_bytes(&now);
+    if (st) return st;
+    *out = now >= c->proc_base ? now - c->proc_base : 0;
+    return TS_OK;
+}
+
+void expert_cache_reset_stats(expert_cache *c) {
+    for (int32_t l = 0; l < c->map->n_moe; l++) memset(&c->layers[l].st, 0, sizeof c->layers[l].st);
+    if (c->disk_io) c->proc_ok = expert_io_proc_read_bytes(&c->proc_base) == TS_OK;
+    if (c->io) expert_io_reset_stats(c->io);
+}
+
+int expert_cache_format_start(const expert_cache *c, char *buf, size_t n) {
+    char b1[32], b2[32];
+    const expert_map *m = c->map;
+    switch (c->mode) {
+    case EXPERT_RESIDENCY_STREAMED:
+        fmt_bytes(b1, sizeof b1, c->slot_bytes);
+        fmt_bytes(b2, sizeof b2, m->total_bytes);
+        return snprintf(buf, n, "expert cache: streamed, %d slots/layer (%s), %s of slots for %d layers (experts: %s in the file), %d I/O threads, nocache %s",
+                        c->n_slots, cache_policy_name(c->policy), b1, m->n_moe, b2, expert_io_workers(c->io),
+                        expert_nocache_mode_name(c->nocache));
+    case EXPERT_RESIDENCY_RESIDENT:
+        fmt_bytes(b1, sizeof b1, m->total_bytes);
+        return snprintf(buf, n, "expert cache: resident, %s of experts for %d layers mapped and prefaulted%s%s", b1, m->n_moe,
+                        c->mlock_note[0] ? ", " : "", c->mlock_note);
+    default:
+        fmt_bytes(b1, sizeof b1, m->total_bytes);
+        return snprintf(buf, n, "expert cache: mapped, %s of experts for %d layers served from the page cache", b1, m->n_moe);
+    }
+}
+
+int expert_cache_format_end(const expert_cache *c, uint64_t n_tokens, char *buf, size_t n) {
+    expert_cache_stats s;
+    expert_cache_get_stats(c, -1, &s);
+    const double mib = 1024.0 * 1024.0;
+    int w = 0;
+#define EC_ADD(...)                                                              \
+    do {                                                                         \
+        int r_ = snprintf(buf + (size_t)w, (size_t)w < n ? n - (size_t)w : 0, __VA_ARGS__); \
+        if (r_ > 0) w += r_;                                                     \
+    } while (0)
+    if (n) buf[0] = 0;
+    EC_ADD("expert cache: %" PRIu64 " requests", s.requests);
+    double req = s.requests ? (double)s.requests : 1.0;
+    if (c->mode == EXPERT_RESIDENCY_STREAMED)
+        EC_ADD(", %" PRIu64 " hits (%.1f%%), %" PRIu64 " misses (%" PRIu64 " cold, %" PRIu64 " evict)", s.hits,
+               100.0 * (double)s.hits / req, s.misses, s.cold_misses, s.evict_misses);
+    else if (c->mode == EXPERT_RESIDENCY_RESIDENT)
+        EC_ADD(", all resident");
+    else
+        EC_ADD(", served by the page cache");
+    if (n_tokens) {
+        double t = (double)n_tokens;
+        EC_ADD(", %.2f MiB requested/token", (double)s.bytes_requested / mib / t);
+        if (c->mode == EXPERT_RESIDENCY_STREAMED) EC_ADD(", %.2f MiB read/token", (double)s.bytes_read / mib / t);
+    } else if (c->mode == EXPERT_RESIDENCY_STREAMED) {
+        EC_ADD(", %.1f MiB read", (double)s.bytes_read / mib);
+    }
+    uint64_t phys;
+    if (c->disk_io && c->proc_ok && expert_io_proc_read_bytes(&phys) == TS_OK) {
+        phys = phys >= c->proc_base ? phys - c->proc_base : 0;
+        if (n_tokens) EC_ADD(", %.2f MiB/token from disk", (double)phys / mib / (double)n_tokens);
+        else EC_ADD(", %.1f MiB from disk", (double)phys / mib);
+    }
+    if (c->mode == EXPERT_RESIDENCY_STREAMED) EC_ADD(", %.2f s I/O wait", s.io_wait_s);
+#undef EC_ADD
+    return w;
+}

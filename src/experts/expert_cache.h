@@ -1,0 +1,187 @@
+/* The runtime expert cache: where the MoE forward pass gets a routed
+ * expert's gate, up and down weights from.
+ *
+ * Residency modes (--expert-residency):
+ *   resident  every expert is used in place from the file mapping; at open
+ *             all expert pages are faulted in (MADV_POPULATE_READ, or a touch
+ *             per page) and, when asked and allowed, mlock'ed. No slots.
+ *   streamed  each MoE layer has N slots (--expert-cache-slots); a routed
+ *             pass asks the policy (policy.h) which experts hit and where the
+ *             misses go, reads the misses' three slices with pread through
+ *             the I/O pool (expert_io.h) as one batch, then commits. Slices
+ *             are byte ranges of the file's own tensors (expert_locator.h):
+ *             nothing is repacked.
+ *   mapped    experts are used in place from the mapping and the OS page
+ *             cache is the cache: no slots, no prefault, no hit accounting.
+ *   auto      picks one of the three from a memory budget (--expert-budget,
+ *             or what /proc/meminfo MemAvailable and the cgroup limit leave)
+ *             and says what it chose and why (expert_cache_choice()).
+ * Non-expert weights are not this module's business: they stay in the
+ * mapping, resident.
+ *
+ * Determinism. Whatever the mode, slot count or policy, fetching expert e of
+ * a layer gives pointers to exactly that expert's bytes of the file, so the
+ * forward pass's output does not depend on how experts are kept.
+ *
+ * Slot layout (streamed). One page-aligned allocation per layer of
+ * n_slots * slot stride bytes. Inside a slot the gate, up and down slices
+ * follow each other, each placed at an address congruent to its file offset
+ * modulo EXPERT_IO_ALIGN (4096): with TURBOSPARK_EXPERT_NOCACHE=1 the O_DIRECT
+ * reads then land in place, with at most one block of copy at each end of a
+ * slice. The stride is the largest such layout over the layer's experts,
+ * rounded up to 4096 (at most 3 * 4096 more than the layer's expert_bytes).
+ * The positions are recomputed from the offsets on each fetch (no table).
+ *
+ * The routed pass, one layer at a time (one thread):
+ *   expert_cache_begin(c, block, ids, k, gate, up, down, &pass)
+ *       plans, and submits the misses' reads as ONE batch; returns at once.
+ *       gate/up/down[i] are set for every i. Where pass.hit[i] is true (and
+ *       always in resident and mapped mode) the weights are usable at once;
+ *       a miss's pointers are usable only after expert_cache_end returns OK.
+ *   expert_cache_end(c, block)
+ *       waits for the batch and commits the plan (the policy's use counts and
+ *       ticks). Must follow every successful begin, before the next begin.
+ *   expert_cache_fetch() = begin + end.
+ * Pointer lifetime: resident and mapped pointers live as long as the mapping
+ * (the gguf_file). Streamed pointers stay valid until the next begin/fetch on
+ * the same layer, which may evict them (the current pass's own experts are
+ * never evicted by it); passes on other layers do not touch them.
+ * ids are the router's top-k in ranked order: the policy's victim order
+ * depends on it, and the offline replay (analyze cache) feeds the same order.
+ *
+ * Errors. A failed read (I/O error, short file) is returned by
+ * expert_cache_end with a message naming the block, the file and the offset;
+ * the slots that were being filled are emptied (never left holding half an
+ * expert under the old expert's name), the plan is not committed, and the
+ * cache stays usable. Bad ids, a k above the slot count, begin while a pass is
+ * pending, end without begin: TS_ERR_ARG, nothing changed.
+ *
+ * Memory. Nothing is allocated by begin/end/fetch: request arrays are fixed
+ * (CACHE_MAX_K * 3), slots are allocated at open, and the I/O pool's chunk
+ * array is grown at open by a warm-up read (which also checks the file can be
+ * read before the first token). */
+#ifndef TS_EXPERTS_CACHE_H
+#define TS_EXPERTS_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "experts/expert_io.h"
+#include "experts/expert_locator.h"
+#include "experts/policy.h"
+#include "gguf/gguf.h"
+
+typedef enum expert_residency {
+    EXPERT_RESIDENCY_AUTO = 0,
+    EXPERT_RESIDENCY_RESIDENT = 1,
+    EXPERT_RESIDENCY_STREAMED = 2,
+    EXPERT_RESIDENCY_MAPPED = 3,
+} expert_residency;
+
+const char *expert_residency_name(expert_residency r); /* "auto" / "resident" / "streamed" / "mapped" */
+
+/* CLI value parsers: on a bad value TS_ERR_ARG and a message that names the
+ * option and the accepted values. */
+ts_status expert_cache_parse_residency(const char *s, expert_residency *out); /* --expert-residency */
+ts_status expert_cache_parse_slots(const char *s, int32_t *out);             /* --expert-cache-slots N|auto; auto -> 0 */
+ts_status expert_cache_parse_policy(const char *s, cache_policy *out);       /* --expert-policy lfu|lru */
+/* --expert-budget: bytes, with an optional K/M/G/T suffix (powers of 1024;
+ * "KiB", "MB", "G", "g" all accepted) and an optional fraction ("1.5G"). */
+ts_status expert_cache_parse_bytes(const char *s, uint64_t *out);
+
+typedef struct expert_cache_opts {
+    expert_residency residency; /* AUTO by default */
+    int32_t n_slots;            /* slots per MoE layer; 0 = auto (from the budget) */
+    uint64_t budget_bytes;      /* --expert-budget: memory the experts may take (slots, or the resident experts); 0 = unset: from available memory */
+    uint64_t reserve_bytes;     /* when the budget comes from available memory: what the rest of the run needs (non-expert weights, KV, scratch) */
+    uint64_t avail_bytes;       /* available memory to assume instead of reading /proc/meminfo and the cgroup (tests); 0 = read them */
+    cache_policy policy;        /* LFU by default */
+    bool mlock;                 /* resident: try to mlock the expert pages (a failure is reported, not fatal) */
+    expert_io_config io;        /* streamed: pool shape, TURBOSPARK_EXPERT_NOCACHE, TURBOSPARK_EXPERT_DISK_IO */
+} expert_cache_opts;
+
+/* AUTO, slots auto, no budget, LFU, no mlock, expert_io_config_default. */
+void expert_cache_opts_default(expert_cache_opts *o);
+
+/* Memory this process could still take: min(MemAvailable, the tightest
+ * cgroup (v2 or v1) limit on the way up from this process's group, less its
+ * usage, plus its inactive page cache). src (may be NULL) gets where the
+ * number came from, e.g. "MemAvailable" or "cgroup memory.max". */
+ts_status expert_cache_available_memory(uint64_t *out, char *src, size_t src_n);
+
+typedef struct expert_cache expert_cache;
+
+/* Opens the cache for the experts of map (built from f). f must outlive the
+ * cache. Refusals (TS_ERR_ARG / TS_ERR_LIMIT / TS_ERR_UNSUPPORTED, message
+ * with the numbers): a model without routed experts; N below top-k; a budget
+ * that cannot hold top-k experts per layer; an unknown policy or residency;
+ * streamed on a file with no descriptor (gguf_open_memory). */
+ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expert_cache_opts *opts, expert_cache **out);
+/* Waits for a pass in flight, frees slots, unlocks pages, stops the pool. */
+void expert_cache_free(expert_cache *c);
+
+/* What one routed pass did. */
+typedef struct expert_cache_pass {
+    int32_t moe;        /* MoE layer index (0..n_moe-1) of the block */
+    bool tracked;       /* hits/misses are meaningful (streamed, resident); false in mapped mode */
+    cache_plan plan;    /* streamed: the policy's plan; resident: all hits; mapped: all marked hit, slot -1 */
+    int32_t n_cold;     /* misses into an empty slot */
+    int32_t n_evict;    /* misses that evicted an expert */
+    uint64_t bytes_requested; /* gate+up+down bytes of the k experts */
+    uint64_t bytes_read;      /* bytes submitted for reading (the misses) */
+} expert_cache_pass;
+
+/* block: the blk.N index (the forward pass's layer); must be an MoE block.
+ * ids: k distinct expert ids, router rank order, 1 <= k <= min(slots,
+ * CACHE_MAX_K). gate/up/down: arrays of k; pass may be NULL. */
+ts_status expert_cache_begin(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
+                             const void **up, const void **down, expert_cache_pass *pass);
+ts_status expert_cache_end(expert_cache *c, int32_t block);
+ts_status expert_cache_fetch(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
+                             const void **up, const void **down, expert_cache_pass *pass);
+
+expert_residency expert_cache_residency(const expert_cache *c); /* never AUTO: the mode chosen */
+int32_t expert_cache_slots(const expert_cache *c);              /* slots per layer (streamed), 0 otherwise */
+uint64_t expert_cache_slot_bytes(const expert_cache *c);        /* all slot buffers together */
+uint64_t expert_cache_slot_stride(const expert_cache *c);       /* largest slot over the layers: the unit of the budget arithmetic */
+cache_policy expert_cache_policy(const expert_cache *c);
+/* Streamed: the policy state of MoE layer moe (read only; the replay
+ * analyzer's equal). NULL otherwise. */
+const cache_layer *expert_cache_layer_state(const expert_cache *c, int32_t moe);
+/* One line: the mode and why, e.g. "expert residency: streamed (auto: 30.5
+ * GiB of experts exceed the 12.0 GiB budget from available memory)". */
+const char *expert_cache_choice(const expert_cache *c);
+
+typedef struct expert_cache_stats {
+    uint64_t passes;          /* routed passes committed */
+    uint64_t requests;        /* experts requested (passes * k) */
+    uint64_t hits;            /* streamed: resident in a slot; resident mode: every request; mapped: 0 (unknown) */
+    uint64_t misses;          /* streamed: read from the file */
+    uint64_t cold_misses;     /* misses into an empty slot */
+    uint64_t evict_misses;    /* misses that evicted another expert */
+    uint64_t bytes_requested; /* gate+up+down bytes of the requested experts */
+    uint64_t bytes_read;      /* bytes read into slots (logical; pread lengths) */
+    double io_wait_s;         /* time expert_cache_end spent waiting for reads */
+} expert_cache_stats;
+
+/* moe = MoE layer index, or -1 for the total over layers. */
+void expert_cache_get_stats(const expert_cache *c, int32_t moe, expert_cache_stats *out);
+/* Bytes this process read from storage since open / the last reset
+ * (/proc/self/io read_bytes: every read of the process, mapping faults
+ * included). TS_ERR_UNSUPPORTED when disk-io accounting is off
+ * (TURBOSPARK_EXPERT_DISK_IO) or /proc/self/io is unreadable. */
+ts_status expert_cache_physical_bytes(const expert_cache *c, uint64_t *out);
+/* Zeroes the counters (e.g. after prefill); the cache contents stay. */
+void expert_cache_reset_stats(expert_cache *c);
+
+/* "expert cache: streamed, 16 slots/layer (lfu), 2.1 GiB of slots for 48
+ * layers". Returns snprintf's count. */
+int expert_cache_format_start(const expert_cache *c, char *buf, size_t n);
+/* "expert cache: 4800 requests, 3900 hits (81.3%), 900 misses (120 cold, 780
+ * evict), 12.3 MiB read/token, 0.52 s I/O wait"; n_tokens = tokens the run
+ * processed (0: no per-token figures). */
+int expert_cache_format_end(const expert_cache *c, uint64_t n_tokens, char *buf, size_t n);
+
+#endif
