@@ -1,0 +1,577 @@
+/* The CPU backend: ops of backend.h over the quant kernels (tensor/quant.h)
+ * and a persistent thread pool.
+ *
+ * Threading rule: every output element is computed by exactly one thread,
+ * with work split on fixed block boundaries that do not depend on the thread
+ * count, so results are bit-identical for any number of threads. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "base/threadpool.h"
+#include "compute/backend.h"
+#include "compute/cpu_kernels.h"
+#include "tensor/quant.h"
+#include "tensor/types.h"
+
+/* ---- small float kernels: references and dispatch ---- */
+
+static float ref_dot_f32(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+static float ref_dot_f16(const float *a, const uint16_t *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * ts_f16_to_f32(b[i]);
+    return s;
+}
+static void ref_axpy_f32(float a, const float *x, float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+static void ref_axpy_f16(float a, const uint16_t *x, float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * ts_f16_to_f32(x[i]);
+}
+static void ref_to_f16(const float *x, uint16_t *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = ts_f32_to_f16(x[i]);
+}
+
+void ts_cpu_kernels_ref(ts_cpu_kernels *k) {
+    k->dot_f32 = ref_dot_f32;
+    k->dot_f16 = ref_dot_f16;
+    k->axpy_f32 = ref_axpy_f32;
+    k->axpy_f16 = ref_axpy_f16;
+    k->to_f16 = ref_to_f16;
+}
+
+static ts_cpu_kernels g_kernels;
+static int g_kernels_init;
+
+const ts_cpu_kernels *ts_cpu_kernels_get(void) {
+    if (!g_kernels_init) {
+        ts_cpu_kernels k;
+        ts_cpu_kernels_ref(&k);
+#if defined(__x86_64__)
+        const char *force = getenv("TS_FORCE_ISA");
+        bool scalar = force && strcmp(force, "scalar") == 0;
+        __builtin_cpu_init();
+        if (!scalar && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+            ts_cpu_kernels_avx2(&k);
+#endif
+        g_kernels = k; /* idempotent: racing initialisers write the same table */
+        g_kernels_init = 1;
+    }
+    return &g_kernels;
+}
+
+/* ---- the backend ---- */
+
+#define CPU_MAX_MATS 8     /* weights per matmul call */
+#define CPU_ROW_GRAIN 16   /* rows per block of a matmul split */
+#define CPU_TOK_TILE 8     /* activation rows per gemm tile */
+#define CPU_ROW_TILE 16    /* weight rows per gemm tile (stay in L1/L2 across tokens) */
+
+typedef struct cpu_backend {
+    ts_backend base;
+    ts_pool *pool;
+    const ts_cpu_kernels *k;
+    uint8_t *qbuf;         /* (CPU_MAX_MATS, qbuf_stride) partner-format activations */
+    size_t qbuf_stride;    /* bytes per slot */
+    float *scores;         /* (n_threads, n_ctx) attention scores */
+    int n_ctx;             /* capacity of one scores row */
+} cpu_backend;
+
+static cpu_backend *cpu(ts_backend *be) { return (cpu_backend *)be; }
+
+static void *cpu_alloc(ts_backend *be, size_t bytes) {
+    (void)be;
+    if (!bytes) bytes = 1;
+    /* anonymous mappings are zero-filled and committed on first touch, so a
+     * long context costs memory only as far as it is used */
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        ts_fail(TS_ERR_NOMEM, "cannot allocate %zu bytes", bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void cpu_dealloc(ts_backend *be, void *p, size_t bytes) {
+    (void)be;
+    if (p) munmap(p, bytes ? bytes : 1);
+}
+
+static void cpu_download(ts_backend *be, float *host, const float *src, size_t n) {
+    (void)be;
+    if (host != src) memcpy(host, src, n * sizeof(float));
+}
+
+static void cpu_destroy(ts_backend *be) {
+    cpu_backend *c = cpu(be);
+    ts_pool_free(c->pool);
+    free(c->qbuf);
+    free(c->scores);
+    free(c);
+}
+
+static ts_status cpu_reserve(ts_backend *be, const ts_backend_reserve *r) {
+    cpu_backend *c = cpu(be);
+    /* widest partner row: Q8_K (292 B / 256 elements) beats Q8_0 (34 B / 32);
+     * F32 partners are read from x directly */
+    int64_t in = (r->max_in + 255) / 256 * 256;
+    size_t stride = (size_t)r->max_tokens * (size_t)(in / 256 * 292 + 64);
+    stride = (stride + 63) / 64 * 64;
+    if (stride > c->qbuf_stride) {
+        free(c->qbuf);
+        c->qbuf = aligned_alloc(64, stride * CPU_MAX_MATS);
+        if (!c->qbuf) {
+            c->qbuf_stride = 0;
+            return ts_fail(TS_ERR_NOMEM, "cpu backend: cannot allocate activation buffers");
+        }
+        c->qbuf_stride = stride;
+    }
+    if (r->n_ctx > c->n_ctx) {
+        free(c->scores);
+        c->scores = malloc(sizeof(float) * (size_t)r->n_ctx * (size_t)c->base.n_threads);
+        if (!c->scores) {
+            c->n_ctx = 0;
+            return ts_fail(TS_ERR_NOMEM, "cpu backend: cannot allocate attention scratch");
+        }
+        c->n_ctx = r->n_ctx;
+    }
+    return TS_OK;
+}
+
+/* Runs fn over [0, n) split in grain-aligned shares, on as many threads as
+ * have at least min_share items each (1 thread for small n: a dispatch costs
+ * more than the work). */
+typedef void (*range_fn)(void *ctx, int64_t lo, int64_t hi, int ith);
+typedef struct {
+    range_fn fn;
+    void *ctx;
+    int64_t n, grain;
+} range_job;
+
+static void range_worker(void *arg, int ith, int nth) {
+    range_job *j = arg;
+    int64_t lo, hi;
+    ts_pool_split(j->n, j->grain, ith, nth, &lo, &hi);
+    if (lo < hi) j->fn(j->ctx, lo, hi, ith);
+}
+
+static void cpu_for(cpu_backend *c, int64_t n, int64_t grain, int64_t min_share, range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    int64_t want = min_share > 0 ? n / min_share : n;
+    int nth = ts_pool_size(c->pool);
+    if (want < nth) nth = want < 1 ? 1 : (int)want;
+    if (nth == 1) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    range_job j = {fn, ctx, n, grain};
+    ts_pool_run_n(c->pool, nth, range_worker, &j);
+}
+
+/* ---- embed ---- */
+typedef struct {
+    const ts_mat *emb;
+    const int32_t *ids;
+    float scale;
+    float *out;
+} embed_ctx;
+
+static void embed_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    embed_ctx *e = arg;
+    int64_t n = e->emb->n_in;
+    for (int64_t t = lo; t < hi; t++) {
+        float *o = e->out + t * n;
+        ts_dequant_row(e->emb->type, (const uint8_t *)e->emb->data + (uint64_t)e->ids[t] * e->emb->row_bytes, o, n);
+        if (e->scale != 1.0f)
+            for (int64_t i = 0; i < n; i++) o[i] *= e->scale;
+    }
+}
+
+static void cpu_embed(ts_backend *be, const ts_mat *emb, const int32_t *ids, int n, float scale, float *out) {
+    embed_ctx e = {emb, ids, scale, out};
+    cpu_for(cpu(be), n, 1, 4, embed_range, &e);
+}
+
+/* ---- matmul ---- */
+typedef struct {
+    cpu_backend *c;
+    int n_w;
+    const ts_mat *const *w;
+    float *const *y;
+    const float *x;
+    int n_tok;
+    int64_t n_in;
+    int n_slots;
+    uint32_t slot_type[CPU_MAX_MATS];   /* partner type of each distinct slot */
+    uint64_t slot_row[CPU_MAX_MATS];    /* bytes per partner row */
+    const uint8_t *slot_x[CPU_MAX_MATS];
+    int w_slot[CPU_MAX_MATS];           /* slot of each weight */
+    int64_t q_chunk;                    /* elements per quantization unit */
+} mm_job;
+
+static void mm_worker(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    int64_t n_in = j->n_in;
+
+    /* 1. activations -> partner formats, split over (token, chunk) units */
+    bool any_q = false;
+    for (int s = 0; s < j->n_slots; s++) {
+        if (j->slot_type[s] == TS_TYPE_F32) continue;
+        any_q = true;
+        int64_t chunks = n_in / j->q_chunk;
+        int64_t lo, hi;
+        ts_pool_split((int64_t)j->n_tok * chunks, 1, ith, nth, &lo, &hi);
+        uint64_t cbytes = ts_type_row_bytes(j->slot_type[s], (uint64_t)j->q_chunk);
+        for (int64_t u = lo; u < hi; u++) {
+            int64_t t = u / chunks, ch = u % chunks;
+            ts_quantize_row(j->slot_type[s], j->x + t * n_in + ch * j->q_chunk,
+                            (uint8_t *)j->slot_x[s] + (uint64_t)t * j->slot_row[s] + (uint64_t)ch * cbytes, j->q_chunk);
+        }
+    }
+    if (any_q && nth > 1) ts_pool_barrier(j->c->pool);
+
+    /* 2. each thread owns a contiguous, grain-aligned share of every weight's rows */
+    for (int wi = 0; wi < j->n_w; wi++) {
+        const ts_mat *w = j->w[wi];
+        const uint8_t *xq = j->slot_x[j->w_slot[wi]];
+        uint64_t xs = j->slot_row[j->w_slot[wi]];
+        float *y = j->y[wi];
+        int64_t lo, hi;
+        ts_pool_split(w->n_out, CPU_ROW_GRAIN, ith, nth, &lo, &hi);
+        if (lo >= hi) continue;
+        const uint8_t *wd = (const uint8_t *)w->data;
+        if (j->n_tok == 1) {
+            ts_vec_dot_rows(w->type, n_in, wd + (uint64_t)lo * w->row_bytes, w->row_bytes, hi - lo, xq, y + lo);
+        } else {
+            /* row tiles stay in cache while every token passes over them */
+            for (int64_t r0 = lo; r0 < hi; r0 += CPU_ROW_TILE) {
+                int64_t nr = hi - r0 < CPU_ROW_TILE ? hi - r0 : CPU_ROW_TILE;
+                for (int t0 = 0; t0 < j->n_tok; t0 += CPU_TOK_TILE) {
+                    int nt = j->n_tok - t0 < CPU_TOK_TILE ? j->n_tok - t0 : CPU_TOK_TILE;
+                    ts_gemm_tile(w->type, n_in, wd + (uint64_t)r0 * w->row_bytes, w->row_bytes, nr, xq + (uint64_t)t0 * xs, xs,
+                                 nt, y + (int64_t)t0 * w->n_out + r0, w->n_out);
+                }
+            }
+        }
+        if (w->bias)
+            for (int t = 0; t < j->n_tok; t++) {
+                float *yr = y + (int64_t)t * w->n_out;
+                for (int64_t r = lo; r < hi; r++) yr[r] += w->bias[r];
+            }
+    }
+}
+
+static void cpu_matmul(ts_backend *be, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok) {
+    cpu_backend *c = cpu(be);
+    mm_job j;
+    memset(&j, 0, sizeof j);
+    j.c = c;
+    j.n_w = n_w;
+    j.w = w;
+    j.y = y;
+    j.x = x;
+    j.n_tok = n_tok;
+    j.n_in = w[0]->n_in;
+    j.q_chunk = j.n_in;
+    int64_t rows = 0;
+    for (int i = 0; i < n_w; i++) {
+        uint32_t pt = ts_type_dot_partner(w[i]->type);
+        int s = 0;
+        while (s < j.n_slots && j.slot_type[s] != pt) s++;
+        if (s == j.n_slots) {
+            j.slot_type[s] = pt;
+            j.slot_row[s] = ts_type_row_bytes(pt, (uint64_t)j.n_in);
+            j.slot_x[s] = pt == TS_TYPE_F32 ? (const uint8_t *)x : c->qbuf + (size_t)s * c->qbuf_stride;
+            j.n_slots++;
+        }
+        j.w_slot[i] = s;
+        rows += w[i]->n_out;
+    }
+    /* quantization units: 256-element chunks when they divide the row (K-quant
+     * partners need whole super-blocks), else whole rows */
+    if (j.n_in % 256 == 0) j.q_chunk = 256;
+    /* a matvec below ~64k weights is cheaper than waking the pool */
+    int nth = ts_pool_size(c->pool);
+    if ((double)rows * (double)j.n_in * n_tok < 65536.0) nth = 1;
+    ts_pool_run_n(c->pool, nth, mm_worker, &j);
+}
+
+/* ---- rmsnorm ---- */
+typedef struct {
+    const float *x, *w;
+    int64_t n;
+    float eps;
+    float *out;
+} norm_ctx;
+
+static void norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    norm_ctx *a = arg;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = a->x + r * a->n;
+        float *o = a->out + r * a->n;
+        double ss = 0;
+        for (int64_t i = 0; i < a->n; i++) ss += (double)x[i] * x[i];
+        float inv = (float)(1.0 / sqrt(ss / (double)a->n + (double)a->eps));
+        for (int64_t i = 0; i < a->n; i++) o[i] = x[i] * inv * a->w[i];
+    }
+}
+
+static void cpu_rmsnorm(ts_backend *be, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out) {
+    norm_ctx a = {x, w, n, eps, out};
+    cpu_for(cpu(be), rows, 1, n >= 1024 ? 2 : 4096 / (n ? n : 1) + 1, norm_range, &a);
+}
+
+/* ---- rope ---- */
+typedef struct {
+    const float *freq;
+    int half;
+    const int32_t *pos;
+    float mscale;
+    float *cs;
+} rtab_ctx;
+
+static void rtab_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    rtab_ctx *a = arg;
+    for (int64_t t = lo; t < hi; t++) {
+        float p = (float)a->pos[t];
+        float *cs = a->cs + t * a->half * 2;
+        for (int i = 0; i < a->half; i++) {
+            /* float32 angle, as the reference implementations compute it */
+            float th = p * a->freq[i];
+            cs[2 * i] = cosf(th) * a->mscale;
+            cs[2 * i + 1] = sinf(th) * a->mscale;
+        }
+    }
+}
+
+static void cpu_rope_table(ts_backend *be, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs) {
+    rtab_ctx a = {freq, n_rot / 2, pos, mscale, cs};
+    cpu_for(cpu(be), n_tok, 1, 16, rtab_range, &a);
+}
+
+typedef struct {
+    float *x;
+    int n_head, head_dim, n_rot;
+    const float *cs;
+    ts_rope_mode mode;
+} rope_ctx;
+
+static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    rope_ctx *a = arg;
+    int half = a->n_rot / 2;
+    for (int64_t t = lo; t < hi; t++) {
+        const float *cs = a->cs + t * half * 2;
+        for (int h = 0; h < a->n_head; h++) {
+            float *v = a->x + (t * a->n_head + h) * a->head_dim;
+            if (a->mode == TS_ROPE_NEOX) {
+                for (int i = 0; i < half; i++) {
+                    float c = cs[2 * i], s = cs[2 * i + 1];
+                    float x0 = v[i], x1 = v[i + half];
+                    v[i] = x0 * c - x1 * s;
+                    v[i + half] = x0 * s + x1 * c;
+                }
+            } else {
+                for (int i = 0; i < half; i++) {
+                    float c = cs[2 * i], s = cs[2 * i + 1];
+                    float x0 = v[2 * i], x1 = v[2 * i + 1];
+                    v[2 * i] = x0 * c - x1 * s;
+                    v[2 * i + 1] = x0 * s + x1 * c;
+                }
+            }
+        }
+    }
+}
+
+static void cpu_rope(ts_backend *be, float *x, int n_tok, int n_head, int head_dim, int n_rot, const float *cs, ts_rope_mode mode) {
+    rope_ctx a = {x, n_head, head_dim, n_rot, cs, mode};
+    cpu_for(cpu(be), n_tok, 1, 16, rope_range, &a);
+}
+
+/* ---- KV cache and attention ---- */
+typedef struct {
+    cpu_backend *c;
+    const ts_kv_layer *kv;
+    const ts_attn_desc *d;
+    const float *k, *v;
+} kvs_ctx;
+
+static void kvs_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    kvs_ctx *a = arg;
+    const ts_attn_desc *d = a->d;
+    int hd = d->head_dim;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t pos = d->pos0 + t;
+        for (int h = 0; h < d->n_head_kv; h++) {
+            int64_t src = (t * d->n_head_kv + h) * hd;
+            int64_t dst = ((int64_t)h * d->n_ctx + pos) * hd;
+            if (d->kv_type == TS_TYPE_F16) {
+                a->c->k->to_f16(a->k + src, (uint16_t *)a->kv->k + dst, hd);
+                a->c->k->to_f16(a->v + src, (uint16_t *)a->kv->v + dst, hd);
+            } else {
+                memcpy((float *)a->kv->k + dst, a->k + src, sizeof(float) * (size_t)hd);
+                memcpy((float *)a->kv->v + dst, a->v + src, sizeof(float) * (size_t)hd);
+            }
+        }
+    }
+}
+
+static void cpu_kv_store(ts_backend *be, const ts_kv_layer *kv, const ts_attn_desc *d, const float *k, const float *v) {
+    kvs_ctx a = {cpu(be), kv, d, k, v};
+    cpu_for(cpu(be), d->n_tok, 1, 16, kvs_range, &a);
+}
+
+typedef struct {
+    cpu_backend *c;
+    const ts_kv_layer *kv;
+    const ts_attn_desc *d;
+    const float *q;
+    float *out;
+} attn_ctx;
+
+static void attn_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    attn_ctx *a = arg;
+    const ts_attn_desc *d = a->d;
+    const ts_cpu_kernels *k = a->c->k;
+    int hd = d->head_dim, group = d->n_head / d->n_head_kv;
+    float *sc = a->c->scores + (size_t)ith * (size_t)a->c->n_ctx;
+    bool f16 = d->kv_type == TS_TYPE_F16;
+    /* items are (token, head), head fastest */
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t t = it / d->n_head;
+        int h = (int)(it % d->n_head), kvh = h / group;
+        int pos = d->pos0 + (int)t;
+        int start = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+        int n = pos - start + 1;
+        const float *q = a->q + it * hd;
+        float *o = a->out + it * hd;
+        size_t base = ((size_t)kvh * (size_t)d->n_ctx + (size_t)start) * (size_t)hd;
+        float mx = -INFINITY;
+        if (f16) {
+            const uint16_t *K = (const uint16_t *)a->kv->k + base;
+            for (int j = 0; j < n; j++) sc[j] = k->dot_f16(q, K + (size_t)j * hd, hd) * d->scale;
+        } else {
+            const float *K = (const float *)a->kv->k + base;
+            for (int j = 0; j < n; j++) sc[j] = k->dot_f32(q, K + (size_t)j * hd, hd) * d->scale;
+        }
+        for (int j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;
+        double sum = 0;
+        for (int j = 0; j < n; j++) {
+            sc[j] = expf(sc[j] - mx);
+            sum += sc[j];
+        }
+        float inv = (float)(1.0 / sum);
+        memset(o, 0, sizeof(float) * (size_t)hd);
+        if (f16) {
+            const uint16_t *V = (const uint16_t *)a->kv->v + base;
+            for (int j = 0; j < n; j++) k->axpy_f16(sc[j] * inv, V + (size_t)j * hd, o, hd);
+        } else {
+            const float *V = (const float *)a->kv->v + base;
+            for (int j = 0; j < n; j++) k->axpy_f32(sc[j] * inv, V + (size_t)j * hd, o, hd);
+        }
+    }
+}
+
+static void cpu_attention(ts_backend *be, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out) {
+    attn_ctx a = {cpu(be), kv, d, q, out};
+    cpu_for(cpu(be), (int64_t)d->n_tok * d->n_head, 1, 1, attn_range, &a);
+}
+
+/* ---- element-wise ---- */
+typedef struct {
+    ts_act act;
+    const float *gate, *up;
+    float *out;
+    float *x;
+    const float *y;
+    float cap;
+} ew_ctx;
+
+static void actmul_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    ew_ctx *a = arg;
+    if (a->act == TS_ACT_SILU) {
+        for (int64_t i = lo; i < hi; i++) {
+            float g = a->gate[i];
+            a->out[i] = g / (1.0f + expf(-g)) * a->up[i];
+        }
+    } else {
+        const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+        for (int64_t i = lo; i < hi; i++) {
+            float g = a->gate[i];
+            a->out[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * a->up[i];
+        }
+    }
+}
+
+static void cpu_act_mul(ts_backend *be, ts_act act, const float *gate, const float *up, int64_t n, float *out) {
+    ew_ctx a = {.act = act, .gate = gate, .up = up, .out = out};
+    cpu_for(cpu(be), n, 256, 4096, actmul_range, &a);
+}
+
+static void add_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    ew_ctx *a = arg;
+    for (int64_t i = lo; i < hi; i++) a->x[i] += a->y[i];
+}
+
+static void cpu_add(ts_backend *be, float *x, const float *y, int64_t n) {
+    ew_ctx a = {.x = x, .y = y};
+    cpu_for(cpu(be), n, 256, 32768, add_range, &a);
+}
+
+static void softcap_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    ew_ctx *a = arg;
+    for (int64_t i = lo; i < hi; i++) a->x[i] = a->cap * tanhf(a->x[i] / a->cap);
+}
+
+static void cpu_softcap(ts_backend *be, float *x, int64_t n, float cap) {
+    ew_ctx a = {.x = x, .cap = cap};
+    cpu_for(cpu(be), n, 256, 8192, softcap_range, &a);
+}
+
+static const ts_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .reserve = cpu_reserve,
+    .alloc = cpu_alloc,
+    .dealloc = cpu_dealloc,
+    .download = cpu_download,
+    .embed = cpu_embed,
+    .matmul = cpu_matmul,
+    .rmsnorm = cpu_rmsnorm,
+    .rope_table = cpu_rope_table,
+    .rope = cpu_rope,
+    .kv_store = cpu_kv_store,
+    .attention = cpu_attention,
+    .act_mul = cpu_act_mul,
+    .add = cpu_add,
+    .softcap = cpu_softcap,
+};
+
+ts_status ts_backend_cpu_new(int n_threads, ts_backend **out) {
+    *out = NULL;
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return ts_fail(TS_ERR_NOMEM, "cpu backend: out of memory");
+    ts_status st = ts_pool_new(n_threads, &c->pool);
+    if (st != TS_OK) {
+        free(c);
+        return st;
+    }
+    c->base.ops = &cpu_ops;
+    c->base.host_memory = true;
+    c->base.n_threads = ts_pool_size(c->pool);
+    c->k = ts_cpu_kernels_get();
+    *out = &c->base;
+    return TS_OK;
+}

@@ -1,0 +1,24 @@
+/* Small float kernels of the CPU backend (attention dots over the KV cache,
+ * element-wise activations), with a scalar reference and an AVX2+F16C+FMA
+ * version picked once at runtime. Internal to src/compute. */
+#ifndef TS_CPU_KERNELS_H
+#define TS_CPU_KERNELS_H
+
+#include <stdint.h>
+
+typedef struct ts_cpu_kernels {
+    float (*dot_f32)(const float *a, const float *b, int n);
+    float (*dot_f16)(const float *a, const uint16_t *b, int n);
+    void (*axpy_f32)(float a, const float *x, float *y, int n);      /* y += a x */
+    void (*axpy_f16)(float a, const uint16_t *x, float *y, int n);   /* y += a x */
+    void (*to_f16)(const float *x, uint16_t *y, int n);
+} ts_cpu_kernels;
+
+/* The kernels for this CPU (TS_FORCE_ISA=scalar selects the references). */
+const ts_cpu_kernels *ts_cpu_kernels_get(void);
+void ts_cpu_kernels_ref(ts_cpu_kernels *k);
+#if defined(__x86_64__)
+void ts_cpu_kernels_avx2(ts_cpu_kernels *k);
+#endif
+
+#endif

@@ -1,0 +1,244 @@
+/* Model and session lifetime: loading, sizing the one arena per session,
+ * chunking evals into forward passes, timings. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward/forward_internal.h"
+#include "tensor/types.h"
+
+/* ---- model ---- */
+
+static void prefault(const ts_model *m, const ts_model_opts *o) {
+    const gguf_file *f = m->gguf;
+    uint64_t total = 0, done = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
+    volatile uint8_t sink = 0;
+    uint64_t next_report = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        for (uint64_t off = 0; off < t->nbytes; off += 4096) sink ^= t->data[off];
+        done += t->nbytes;
+        if (o->progress && done >= next_report) {
+            o->progress(o->progress_user, total ? (float)((double)done / (double)total) : 1.0f);
+            next_report = done + total / 100;
+        }
+    }
+    (void)sink;
+}
+
+ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model **out) {
+    *out = NULL;
+    ts_model_opts o = {0};
+    if (opts) o = *opts;
+    ts_model *m = ts_calloc(1, sizeof *m);
+    if (!m) {
+        gguf_close(f);
+        return TS_ERR_NOMEM;
+    }
+    m->gguf = f;
+    ts_status st = ts_model_desc_build(f, &m->desc);
+    if (st != TS_OK) {
+        ts_model_free(m);
+        return st;
+    }
+    if (o.prefault) prefault(m, &o);
+    if (o.progress) o.progress(o.progress_user, 1.0f);
+    *out = m;
+    return TS_OK;
+}
+
+ts_status ts_model_load(const char *path, const ts_model_opts *opts, ts_model **out) {
+    *out = NULL;
+    gguf_file *f = NULL;
+    ts_status st = gguf_open(path, &f);
+    if (st != TS_OK) return st;
+    return ts_model_load_gguf(f, opts, out);
+}
+
+void ts_model_free(ts_model *m) {
+    if (!m) return;
+    ts_model_desc_free(&m->desc);
+    gguf_close(m->gguf);
+    free(m);
+}
+
+const gguf_file *ts_model_gguf(const ts_model *m) { return m->gguf; }
+const ts_model_desc *ts_model_desc_of(const ts_model *m) { return &m->desc; }
+const char *ts_model_arch(const ts_model *m) { return m->desc.fam->name; }
+int32_t ts_model_n_vocab(const ts_model *m) { return m->desc.hp.n_vocab; }
+int32_t ts_model_n_ctx_train(const ts_model *m) { return m->desc.hp.n_ctx_train; }
+uint64_t ts_model_weight_bytes(const ts_model *m) { return ts_model_desc_weight_bytes(&m->desc); }
+
+/* ---- session ---- */
+
+ts_session_opts ts_session_opts_default(void) {
+    ts_session_opts o = {.n_ctx = 0, .n_threads = 0, .n_batch = 256, .all_logits = false, .kv_f32 = false};
+    return o;
+}
+
+/* Carves consecutive 64-byte aligned pieces out of one block; a first pass
+ * with base NULL only measures. */
+typedef struct {
+    uint8_t *base;
+    size_t used;
+} carver;
+
+static void *carve(carver *c, size_t bytes) {
+    size_t off = (c->used + 63) & ~(size_t)63;
+    c->used = off + bytes;
+    return c->base ? c->base + off : NULL;
+}
+
+static void layout(ts_session *s, carver *c) {
+    const ts_hparams *hp = &s->model->desc.hp;
+    size_t B = (size_t)s->n_batch, E = (size_t)hp->n_embd, HD = (size_t)hp->head_dim;
+    size_t QD = (size_t)hp->n_head * HD, KVD = (size_t)hp->n_head_kv * HD, FF = (size_t)hp->n_ff;
+    size_t half = (size_t)s->model->desc.rope_global.n_rot / 2;
+    s->x = carve(c, sizeof(float) * B * E);
+    s->xb = carve(c, sizeof(float) * B * E);
+    s->xb2 = carve(c, sizeof(float) * B * E);
+    s->q = carve(c, sizeof(float) * B * QD);
+    s->k = carve(c, sizeof(float) * B * KVD);
+    s->v = carve(c, sizeof(float) * B * KVD);
+    s->att = carve(c, sizeof(float) * B * QD);
+    s->ffn_act = carve(c, sizeof(float) * B * FF);
+    s->ffn_up = carve(c, sizeof(float) * B * FF);
+    s->rope_cs[0] = carve(c, sizeof(float) * B * half * 2);
+    s->rope_cs[1] = carve(c, sizeof(float) * B * half * 2);
+    s->logits = carve(c, sizeof(float) * (size_t)s->logits_rows * (size_t)hp->n_vocab);
+    size_t esz = s->kv_type == TS_TYPE_F16 ? 2 : 4;
+    size_t per = (size_t)hp->n_head_kv * (size_t)s->n_ctx * HD * esz;
+    for (int l = 0; l < hp->n_layer; l++) {
+        void *k = carve(c, per), *v = carve(c, per);
+        if (c->base) {
+            s->kv[l].k = k;
+            s->kv[l].v = v;
+        }
+    }
+}
+
+ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **out) {
+    *out = NULL;
+    ts_session_opts o = opts ? *opts : ts_session_opts_default();
+    const ts_hparams *hp = &m->desc.hp;
+    if (o.n_ctx < 0 || o.n_batch < 0 || o.n_threads < 0) return ts_fail(TS_ERR_ARG, "session: negative size option");
+    int n_ctx = o.n_ctx ? o.n_ctx : hp->n_ctx_train;
+    if (n_ctx > (1 << 24)) return ts_fail(TS_ERR_ARG, "session: context of %d positions is too large", n_ctx);
+    int n_batch = o.n_batch ? o.n_batch : 256;
+    if (n_batch > n_ctx) n_batch = n_ctx;
+
+    ts_session *s = ts_calloc(1, sizeof *s);
+    if (!s) return TS_ERR_NOMEM;
+    s->model = m;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+    s->all_logits = o.all_logits;
+    s->kv_type = o.kv_f32 ? TS_TYPE_F32 : TS_TYPE_F16;
+    s->logits_rows = o.all_logits ? n_batch : 1;
+    ts_status st = ts_backend_cpu_new(o.n_threads, &s->be);
+    if (st != TS_OK) goto fail;
+    s->kv = ts_calloc((size_t)hp->n_layer, sizeof(ts_kv_layer));
+    s->pos = ts_calloc((size_t)n_batch, sizeof(int32_t));
+    if (!s->kv || !s->pos) {
+        st = TS_ERR_NOMEM;
+        goto fail;
+    }
+    int64_t max_in = hp->n_embd;
+    if ((int64_t)hp->n_head * hp->head_dim > max_in) max_in = (int64_t)hp->n_head * hp->head_dim;
+    if (hp->n_ff > max_in) max_in = hp->n_ff;
+    ts_backend_reserve r = {.max_tokens = n_batch, .max_in = max_in, .n_ctx = n_ctx, .n_head = hp->n_head};
+    if ((st = s->be->ops->reserve(s->be, &r)) != TS_OK) goto fail;
+
+    carver c = {0};
+    layout(s, &c);
+    s->arena_bytes = c.used;
+    s->arena = s->be->ops->alloc(s->be, s->arena_bytes);
+    if (!s->arena) {
+        st = ts_fail(TS_ERR_NOMEM, "session: cannot allocate %zu bytes for the KV cache and activations", s->arena_bytes);
+        goto fail;
+    }
+    c = (carver){.base = s->arena};
+    layout(s, &c);
+    *out = s;
+    return TS_OK;
+fail:
+    ts_session_free(s);
+    return st;
+}
+
+void ts_session_free(ts_session *s) {
+    if (!s) return;
+    if (s->be) {
+        if (s->arena) s->be->ops->dealloc(s->be, s->arena, s->arena_bytes);
+        ts_backend_free(s->be);
+    }
+    free(s->kv);
+    free(s->pos);
+    free(s->out);
+    free(s);
+}
+
+static ts_status ensure_out(ts_session *s, int64_t rows) {
+    if (rows <= s->out_rows) return TS_OK;
+    float *p = ts_realloc(s->out, sizeof(float) * (size_t)rows * (size_t)s->model->desc.hp.n_vocab);
+    if (!p) return TS_ERR_NOMEM;
+    s->out = p;
+    s->out_rows = rows;
+    return TS_OK;
+}
+
+ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **logits) {
+    if (logits) *logits = NULL;
+    const int32_t V = s->model->desc.hp.n_vocab;
+    if (n < 1 || !ids) return ts_fail(TS_ERR_ARG, "eval: no tokens");
+    if ((int64_t)s->n_past + n > s->n_ctx)
+        return ts_fail(TS_ERR_LIMIT, "eval: %d tokens after %d exceed the context of %d", n, s->n_past, s->n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V) return ts_fail(TS_ERR_ARG, "eval: token id %d is outside the vocabulary (0..%d)", ids[i], V - 1);
+    bool host = s->be->host_memory;
+    if (s->all_logits || !host) {
+        ts_status st = ensure_out(s, s->all_logits ? n : 1);
+        if (st != TS_OK) return st;
+    }
+    double t0 = ts_now();
+    for (int32_t done = 0; done < n;) {
+        int chunk = n - done < s->n_batch ? n - done : s->n_batch;
+        bool final = done + chunk == n;
+        ts_forward_chunk(s, ids + done, chunk, s->all_logits, final);
+        if (s->all_logits) s->be->ops->download(s->be, s->out + (size_t)done * V, s->logits, (size_t)chunk * V);
+        else if (final && !host) s->be->ops->download(s->be, s->out, s->logits, (size_t)V);
+        s->n_past += chunk;
+        done += chunk;
+    }
+    double dt = ts_now() - t0;
+    if (n == 1) {
+        s->timings.decode_tokens++;
+        s->timings.decode_s += dt;
+    } else {
+        s->timings.prefill_tokens += n;
+        s->timings.prefill_s += dt;
+    }
+    if (logits) *logits = (s->all_logits || !host) ? s->out : s->logits;
+    return TS_OK;
+}
+
+void ts_session_reset(ts_session *s) { s->n_past = 0; }
+
+ts_status ts_session_truncate(ts_session *s, int32_t n_past) {
+    if (n_past < 0 || n_past > s->n_past)
+        return ts_fail(TS_ERR_ARG, "truncate: %d is outside the context (0..%d)", n_past, s->n_past);
+    s->n_past = n_past;
+    return TS_OK;
+}
+
+int32_t ts_session_n_ctx(const ts_session *s) { return s->n_ctx; }
+int32_t ts_session_n_past(const ts_session *s) { return s->n_past; }
+int32_t ts_session_n_vocab(const ts_session *s) { return s->model->desc.hp.n_vocab; }
+int32_t ts_session_n_threads(const ts_session *s) { return s->be->n_threads; }
+ts_timings ts_session_timings(const ts_session *s) { return s->timings; }
+void ts_session_timings_reset(ts_session *s) { memset(&s->timings, 0, sizeof s->timings); }
+
+void ts_session_set_tap(ts_session *s, ts_tap_fn fn, void *user) {
+    s->tap = fn;
+    s->tap_user = user;
+}

@@ -1,0 +1,91 @@
+/* The dense transformer forward pass, top to bottom like the math.
+ *
+ * For a chunk of n tokens at positions p0..p0+n-1 (x rows are tokens):
+ *
+ *   x = embed(ids) * embd_scale
+ *   for each layer:
+ *     h = rmsnorm(x) ; q,k,v = h Wq, h Wk, h Wv (+bias)
+ *     q,k = rmsnorm per head (qk-norm families) ; rope(q), rope(k)
+ *     cache[p0..] = k, v ; a = softmax(q K^T * scale, causal [+window]) V
+ *     o = a Wo ; o = rmsnorm(o) (post-norm families) ; x += o
+ *     h = rmsnorm(x) ; f = act(h Wgate) * (h Wup)   <- FFN tap point
+ *     o = f Wdown ; o = rmsnorm(o) (post-norm families) ; x += o
+ *   logits = rmsnorm(x[rows]) Wout   (rows: the last token, or all)
+ *
+ * Only backend ops touch the buffers; this file does pointer arithmetic. */
+#include "forward/forward_internal.h"
+
+void ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_rows, bool is_final_chunk) {
+    const ts_model_desc *md = &s->model->desc;
+    const ts_hparams *hp = &md->hp;
+    const ts_family *fam = md->fam;
+    ts_backend *be = s->be;
+    const ts_backend_ops *op = be->ops;
+    const int E = hp->n_embd, HD = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv, FF = hp->n_ff;
+    const float eps = hp->norm_eps;
+
+    /* positions and their RoPE rotations, once per chunk for every layer */
+    for (int t = 0; t < n; t++) s->pos[t] = s->n_past + t;
+    op->rope_table(be, md->rope_global.freq, md->rope_global.n_rot, s->pos, n, md->rope_global.mscale, s->rope_cs[0]);
+    if (md->rope_swa.freq)
+        op->rope_table(be, md->rope_swa.freq, md->rope_swa.n_rot, s->pos, n, md->rope_swa.mscale, s->rope_cs[1]);
+
+    op->embed(be, &md->tok_embd, ids, n, hp->embd_scale, s->x);
+
+    for (int l = 0; l < hp->n_layer; l++) {
+        const ts_layer *L = &md->layers[l];
+
+        /* ---- attention ---- */
+        op->rmsnorm(be, s->x, L->attn_norm, E, n, eps, s->xb);
+        const ts_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
+        float *qkv_out[3] = {s->q, s->k, s->v};
+        op->matmul(be, 3, qkv, qkv_out, s->xb, n);
+        if (L->q_norm) {
+            op->rmsnorm(be, s->q, L->q_norm, HD, (int64_t)n * H, eps, s->q);
+            op->rmsnorm(be, s->k, L->k_norm, HD, (int64_t)n * HKV, eps, s->k);
+        }
+        const float *cs = L->swa ? s->rope_cs[1] : s->rope_cs[0];
+        op->rope(be, s->q, n, H, HD, L->rope->n_rot, cs, fam->rope_mode);
+        op->rope(be, s->k, n, HKV, HD, L->rope->n_rot, cs, fam->rope_mode);
+
+        ts_attn_desc ad = {
+            .n_tok = n,
+            .pos0 = s->n_past,
+            .n_head = H,
+            .n_head_kv = HKV,
+            .head_dim = HD,
+            .n_ctx = s->n_ctx,
+            .window = L->swa ? hp->n_swa : 0,
+            .scale = hp->attn_scale,
+            .kv_type = s->kv_type,
+        };
+        op->kv_store(be, &s->kv[l], &ad, s->k, s->v);
+        op->attention(be, &s->kv[l], &ad, s->q, s->att);
+
+        const ts_mat *wo[1] = {&L->wo};
+        op->matmul(be, 1, wo, &s->xb2, s->att, n);
+        if (L->attn_post_norm) op->rmsnorm(be, s->xb2, L->attn_post_norm, E, n, eps, s->xb2);
+        op->add(be, s->x, s->xb2, (int64_t)n * E);
+
+        /* ---- feed-forward ---- */
+        op->rmsnorm(be, s->x, L->ffn_norm, E, n, eps, s->xb);
+        const ts_mat *gu[2] = {&L->ffn_gate, &L->ffn_up};
+        float *gu_out[2] = {s->ffn_act, s->ffn_up};
+        op->matmul(be, 2, gu, gu_out, s->xb, n);
+        op->act_mul(be, fam->act, s->ffn_act, s->ffn_up, (int64_t)n * FF, s->ffn_act);
+        if (TS_UNLIKELY(s->tap != NULL)) s->tap(s->tap_user, TS_TAP_FFN_ACT, l, s->ffn_act, n, FF, is_final_chunk);
+
+        const ts_mat *down[1] = {&L->ffn_down};
+        op->matmul(be, 1, down, &s->xb2, s->ffn_act, n);
+        if (L->ffn_post_norm) op->rmsnorm(be, s->xb2, L->ffn_post_norm, E, n, eps, s->xb2);
+        op->add(be, s->x, s->xb2, (int64_t)n * E);
+    }
+
+    /* ---- LM head: only the rows whose logits are wanted ---- */
+    int rows = all_rows ? n : 1;
+    const float *xr = all_rows ? s->x : s->x + (int64_t)(n - 1) * E;
+    op->rmsnorm(be, xr, md->out_norm, E, rows, eps, s->xb);
+    const ts_mat *head[1] = {&md->output};
+    op->matmul(be, 1, head, &s->logits, s->xb, rows);
+    if (hp->logit_softcap > 0) op->softcap(be, s->logits, (int64_t)rows * hp->n_vocab, hp->logit_softcap);
+}

@@ -1,0 +1,575 @@
+/* The dense forward pass.
+ *
+ * 1. Against Hugging Face transformers: every fixture in tests/fixtures/ref
+ *    (tiny random models committed; real quantized models from the model
+ *    cache, skipped when absent), all positions of every prompt: top-1
+ *    agreement and mean KL(ref || ours) over the reference top-20 + a tail
+ *    bucket (docs/REFERENCE.md), printed per fixture.
+ * 2. Internal consistency on generated models in every weight type: batched
+ *    prefill == token-by-token decode, 1 thread == 2 == 3 threads bit for
+ *    bit, context overflow and bad ids refused, bad files refused by name. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "forward/engine.h"
+#include "gguf/gguf.h"
+#include "tensor/quant.h"
+#include "test_util.h"
+
+/* ------------------------------------------------------------------ */
+/* 1. reference fixtures                                               */
+
+typedef struct {
+    double kl_sum;
+    int64_t n_pos;
+    int64_t top1_same;
+    int64_t top1_near_tie; /* counted as agreement: ref top-2 within 1e-5 */
+    int64_t n_decisive;    /* positions whose reference top-1 leads top-2 by > 0.1 */
+    int64_t top1_decisive; /* ... where our top-1 agrees */
+    double kl_max;
+    double dlogit_max;
+} cmp_stats;
+
+/* KL over the K reference ids plus one bucket for the rest (a lower bound of
+ * the full KL, as coarse-graining never increases it). */
+static void compare_row(const cJSON *top, double lse, const float *ours, int32_t V, cmp_stats *st) {
+    double m = ours[0];
+    int32_t am = 0;
+    for (int32_t i = 1; i < V; i++)
+        if (ours[i] > m) {
+            m = ours[i];
+            am = i;
+        }
+    double s = 0;
+    for (int32_t i = 0; i < V; i++) s += exp((double)ours[i] - m);
+    double o_lse = m + log(s);
+    int K = cJSON_GetArraySize(top);
+    double kl = 0, p_top = 0, q_top = 0, dl = 0;
+    for (int i = 0; i < K; i++) {
+        const cJSON *e = cJSON_GetArrayItem(top, i);
+        int id = (int)cJSON_GetArrayItem(e, 0)->valuedouble;
+        double rl = cJSON_GetArrayItem(e, 1)->valuedouble;
+        double lp = rl - lse, lq = (double)ours[id] - o_lse;
+        kl += exp(lp) * (lp - lq);
+        p_top += exp(lp);
+        q_top += exp(lq);
+        double d = fabs((double)ours[id] - rl);
+        if (d > dl) dl = d;
+    }
+    double p_tail = 1.0 - p_top, q_tail = 1.0 - q_top;
+    if (p_tail > 0) kl += p_tail * (log(p_tail) - log(q_tail > 1e-300 ? q_tail : 1e-300));
+    int ref0 = (int)cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 0)->valuedouble;
+    double ref0l = cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 1)->valuedouble;
+    const cJSON *e1 = cJSON_GetArrayItem(top, 1);
+    bool decisive = !e1 || ref0l - cJSON_GetArrayItem(e1, 1)->valuedouble > 0.1;
+    st->n_decisive += decisive;
+    st->top1_decisive += decisive && am == ref0;
+    if (am == ref0) st->top1_same++;
+    else {
+        if (getenv("TS_VERBOSE")) {
+            double gap = -1;
+            for (int i = 1; i < K; i++) {
+                const cJSON *e = cJSON_GetArrayItem(top, i);
+                if ((int)cJSON_GetArrayItem(e, 0)->valuedouble == am) gap = ref0l - cJSON_GetArrayItem(e, 1)->valuedouble;
+            }
+            printf("    top-1 flip at position %lld: ref %d, ours %d, reference gap %.4f, our gap %.4f\n", (long long)st->n_pos, ref0, am,
+                   gap, (double)ours[am] - ours[ref0]);
+        }
+        /* our argmax is the reference runner-up within rounding of a tie */
+        if (e1 && (int)cJSON_GetArrayItem(e1, 0)->valuedouble == am && ref0l - cJSON_GetArrayItem(e1, 1)->valuedouble < 1e-5)
+            st->top1_near_tie++;
+    }
+    st->kl_sum += kl;
+    if (kl > st->kl_max) st->kl_max = kl;
+    if (dl > st->dlogit_max) st->dlogit_max = dl;
+    st->n_pos++;
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+static bool file_exists(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static bool is_moe_fixture(const cJSON *j) {
+    const cJSON *cls = cJSON_GetObjectItem(j, "hf_class");
+    if (!cJSON_IsString(cls)) return false;
+    const char *c = cls->valuestring;
+    return strcasestr(c, "moe") || strcasestr(c, "mixtral");
+}
+
+static void run_fixture(const char *dir, const char *json_name) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, json_name);
+    char *text = read_text(path);
+    CHECKF(text != NULL, "cannot read %s", path);
+    if (!text) return;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    CHECKF(j != NULL, "%s: bad JSON", path);
+    if (!j) return;
+    const cJSON *g = cJSON_GetObjectItem(j, "gguf");
+    const cJSON *prompts = cJSON_GetObjectItem(j, "prompts");
+    CHECKF(cJSON_IsString(g) && cJSON_IsArray(prompts), "%s: no gguf/prompts", json_name);
+    if (!cJSON_IsString(g) || !cJSON_IsArray(prompts)) {
+        cJSON_Delete(j);
+        return;
+    }
+    bool real = strncmp(json_name, "real-", 5) == 0;
+    char gpath[2048];
+    if (real) {
+        const char *cache = getenv("TS_MODEL_CACHE");
+        char def[900];
+        if (!cache) {
+            snprintf(def, sizeof def, "%s/.cache/turbospark/models", getenv("HOME") ? getenv("HOME") : ".");
+            cache = def;
+        }
+        snprintf(gpath, sizeof gpath, "%s/%s", cache, g->valuestring);
+    } else {
+        snprintf(gpath, sizeof gpath, "%s/%s", dir, g->valuestring);
+    }
+    if (!file_exists(gpath)) {
+        printf("%-28s skipped: model file %s is absent (scripts/fetch_models.sh)\n", json_name, gpath);
+        cJSON_Delete(j);
+        return;
+    }
+    ts_model *m = NULL;
+    ts_status st = ts_model_load(gpath, NULL, &m);
+    if (st == TS_ERR_UNSUPPORTED && is_moe_fixture(j)) {
+        printf("%-28s skipped: %s\n", json_name, ts_last_error());
+        cJSON_Delete(j);
+        return;
+    }
+    CHECKF(st == TS_OK, "%s: load: %s", json_name, ts_last_error());
+    if (st != TS_OK) {
+        cJSON_Delete(j);
+        return;
+    }
+    int max_len = 1;
+    cJSON *p;
+    cJSON_ArrayForEach(p, prompts) {
+        int n = cJSON_GetArraySize(cJSON_GetObjectItem(p, "ids"));
+        if (n > max_len) max_len = n;
+    }
+    /* tiny fixtures run twice: the default F16 KV cache (the issue's
+     * thresholds) and an F32 one, where every input is exact and only f32
+     * rounding remains (docs/REFERENCE.md's strict thresholds) */
+    for (int pass = 0; pass < (real ? 1 : 2); pass++) {
+        bool kv32 = pass == 1;
+        ts_session_opts o = ts_session_opts_default();
+        o.n_ctx = max_len;
+        o.all_logits = true;
+        o.n_batch = 64;
+        o.kv_f32 = kv32;
+        ts_session *s = NULL;
+        st = ts_session_new(m, &o, &s);
+        CHECKF(st == TS_OK, "%s: session: %s", json_name, ts_last_error());
+        if (st != TS_OK) break;
+        cmp_stats cs = {0};
+        int32_t V = ts_model_n_vocab(m);
+        double t0 = ts_now();
+        cJSON_ArrayForEach(p, prompts) {
+            const cJSON *ids = cJSON_GetObjectItem(p, "ids");
+            const cJSON *top = cJSON_GetObjectItem(p, "top");
+            const cJSON *lse = cJSON_GetObjectItem(p, "logsumexp");
+            int n = cJSON_GetArraySize(ids);
+            int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+            for (int i = 0; i < n; i++) tok[i] = (int32_t)cJSON_GetArrayItem(ids, i)->valuedouble;
+            ts_session_reset(s);
+            /* evaluate in slices so the all-positions buffer stays small */
+            for (int i0 = 0; i0 < n; i0 += 64) {
+                int k = n - i0 < 64 ? n - i0 : 64;
+                float *lg = NULL;
+                st = ts_session_eval(s, tok + i0, k, &lg);
+                CHECKF(st == TS_OK, "%s: eval: %s", json_name, ts_last_error());
+                if (st != TS_OK) break;
+                for (int r = 0; r < k; r++)
+                    compare_row(cJSON_GetArrayItem(top, i0 + r), cJSON_GetArrayItem(lse, i0 + r)->valuedouble, lg + (size_t)r * V, V,
+                                &cs);
+            }
+            free(tok);
+        }
+        double dt = ts_now() - t0;
+        double mean_kl = cs.n_pos ? cs.kl_sum / (double)cs.n_pos : INFINITY;
+        double top1 = cs.n_pos ? (double)(cs.top1_same + cs.top1_near_tie) / (double)cs.n_pos : 0;
+        double top1d = cs.n_decisive ? (double)cs.top1_decisive / (double)cs.n_decisive : 1;
+        printf("%-26s %-6s kv %s  pos %4lld  top-1 %6.2f%% (margin>0.1: %6.2f%% of %lld)  mean KL %.2e  max KL %.2e  max|dlogit| %.1e  %.1fs\n",
+               json_name, ts_model_arch(m), kv32 ? "f32" : "f16", (long long)cs.n_pos, 100.0 * top1, 100.0 * top1d,
+               (long long)cs.n_decisive, mean_kl, cs.kl_max, cs.dlogit_max, dt);
+        if (real) {
+            /* Quantized weights meet activations quantized to Q8_0/Q8_K (as
+             * in llama.cpp) while the reference runs the same dequantized
+             * weights in float64: that rounding alone moves logits by ~0.1
+             * and flips near-ties (docs/REFERENCE.md measures 8e-4..3.3e-3
+             * mean KL for it; with exact float activations these files give
+             * KL ~3e-7 and 100% top-1). So top-1 is judged where the
+             * reference is decisive (top-1 leads top-2 by > 0.1). */
+            CHECKF(mean_kl < 5e-3, "%s: mean KL %.3e >= 5e-3", json_name, mean_kl);
+            CHECKF(top1d >= 0.98, "%s: top-1 on decisive positions %.4f < 0.98", json_name, top1d);
+        } else if (!kv32) {
+            CHECKF(mean_kl < 1e-4, "%s: mean KL %.3e >= 1e-4", json_name, mean_kl);
+            CHECKF(top1 == 1.0, "%s: top-1 %.4f < 1", json_name, top1);
+        } else {
+            CHECKF(cs.kl_max < 1e-6, "%s (f32 KV): max KL %.3e >= 1e-6", json_name, cs.kl_max);
+            CHECKF(cs.dlogit_max < 1e-3, "%s (f32 KV): max |dlogit| %.3e >= 1e-3", json_name, cs.dlogit_max);
+            CHECKF(top1 == 1.0, "%s (f32 KV): top-1 %.4f < 1", json_name, top1);
+        }
+        ts_session_free(s);
+    }
+    ts_model_free(m);
+    cJSON_Delete(j);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void test_fixtures(void) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/ref", TS_FIXTURES);
+    DIR *d = opendir(dir);
+    CHECKF(d != NULL, "no fixture directory %s", dir);
+    if (!d) return;
+    char *names[256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256) {
+        size_t l = strlen(e->d_name);
+        /* tiny-*.json and real-*.json compare logits; other fixtures here serve other tests */
+        if (l > 5 && strcmp(e->d_name + l - 5, ".json") == 0 && (!strncmp(e->d_name, "tiny-", 5) || !strncmp(e->d_name, "real-", 5)))
+            names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    CHECKF(n > 0, "no fixtures in %s", dir);
+    const char *only = getenv("TS_FIXTURE");
+    for (int i = 0; i < n; i++) {
+        if (!only || strstr(names[i], only)) run_fixture(dir, names[i]);
+        free(names[i]);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* 2. generated models                                                 */
+
+typedef struct {
+    const char *arch;
+    uint32_t wtype;
+    int n_embd, n_ff, n_head, n_head_kv, head_dim, n_layer, n_vocab, n_ctx, swa;
+    bool tied;
+} gen_cfg;
+
+static uint64_t rng_state = 88172645463325252ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static void put_mat(gguf_writer *w, const char *name, uint32_t type, int64_t n_in, int64_t n_out, float scale) {
+    uint64_t rb = ts_type_row_bytes(type, (uint64_t)n_in);
+    uint8_t *data = malloc(rb * (uint64_t)n_out);
+    float *row = malloc(sizeof(float) * (size_t)n_in);
+    for (int64_t r = 0; r < n_out; r++) {
+        for (int64_t i = 0; i < n_in; i++) row[i] = frand() * scale;
+        ts_quantize_row_ref(type, row, data + (uint64_t)r * rb, n_in);
+    }
+    uint64_t ne[2] = {(uint64_t)n_in, (uint64_t)n_out};
+    gguf_w_tensor(w, name, type, 2, ne, data, rb * (uint64_t)n_out);
+    free(row);
+    free(data);
+}
+
+static void put_vec(gguf_writer *w, const char *name, int64_t n, float base, float noise) {
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) v[i] = base + noise * frand();
+    uint64_t ne[1] = {(uint64_t)n};
+    gguf_w_tensor(w, name, TS_TYPE_F32, 1, ne, v, sizeof(float) * (uint64_t)n);
+    free(v);
+}
+
+/* Builds a small random model; skip_tensor drops one tensor by name and
+ * bad_shape_tensor writes one with a wrong shape, to test refusals. */
+static ts_status gen_model(const gen_cfg *c, const char *skip_tensor, const char *bad_shape_tensor, ts_model **out, uint8_t **file) {
+    *file = NULL;
+    gguf_writer *w = gguf_writer_new(3, 32);
+    char k[128];
+#define KEY(s) (snprintf(k, sizeof k, "%s." s, c->arch), k)
+    gguf_w_str(w, "general.architecture", c->arch);
+    gguf_w_u32(w, KEY("context_length"), (uint32_t)c->n_ctx);
+    gguf_w_u32(w, KEY("embedding_length"), (uint32_t)c->n_embd);
+    gguf_w_u32(w, KEY("block_count"), (uint32_t)c->n_layer);
+    gguf_w_u32(w, KEY("feed_forward_length"), (uint32_t)c->n_ff);
+    gguf_w_u32(w, KEY("attention.head_count"), (uint32_t)c->n_head);
+    gguf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
+    gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
+    gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    gguf_w_f32(w, KEY("rope.freq_base"), 10000.0f);
+    if (c->swa) gguf_w_u32(w, KEY("attention.sliding_window"), (uint32_t)c->swa);
+#undef KEY
+    int E = c->n_embd, QD = c->n_head * c->head_dim, KVD = c->n_head_kv * c->head_dim;
+    bool qkv_bias = strcmp(c->arch, "qwen2") == 0;
+    bool qk_norm = strcmp(c->arch, "qwen3") == 0 || strcmp(c->arch, "gemma3") == 0;
+    bool post = strcmp(c->arch, "gemma3") == 0;
+    char name[96];
+#define PUT_MAT(nm, nin, nout)                                                                       \
+    do {                                                                                             \
+        if (!skip_tensor || strcmp(skip_tensor, nm)) {                                               \
+            bool bad = bad_shape_tensor && !strcmp(bad_shape_tensor, nm);                            \
+            put_mat(w, nm, c->wtype, nin, bad ? (nout) + 1 : (nout), 1.5f / sqrtf((float)(nin)));    \
+        }                                                                                            \
+    } while (0)
+#define PUT_VEC(nm, n, base, noise) \
+    do {                            \
+        if (!skip_tensor || strcmp(skip_tensor, nm)) put_vec(w, nm, n, base, noise); \
+    } while (0)
+    /* embeddings large enough that logits spread over a few units */
+    if (!skip_tensor || strcmp(skip_tensor, "token_embd.weight"))
+        put_mat(w, "token_embd.weight", c->wtype, E, c->n_vocab, 1.0f);
+    PUT_VEC("output_norm.weight", E, 1.0f, 0.2f);
+    if (!c->tied) PUT_MAT("output.weight", E, c->n_vocab);
+    for (int l = 0; l < c->n_layer; l++) {
+#define N(s) (snprintf(name, sizeof name, "blk.%d." s, l), name)
+        PUT_VEC(N("attn_norm.weight"), E, 1.0f, 0.2f);
+        PUT_MAT(N("attn_q.weight"), E, QD);
+        PUT_MAT(N("attn_k.weight"), E, KVD);
+        PUT_MAT(N("attn_v.weight"), E, KVD);
+        PUT_MAT(N("attn_output.weight"), QD, E);
+        if (qkv_bias) {
+            PUT_VEC(N("attn_q.bias"), QD, 0.0f, 0.3f);
+            PUT_VEC(N("attn_k.bias"), KVD, 0.0f, 0.3f);
+            PUT_VEC(N("attn_v.bias"), KVD, 0.0f, 0.3f);
+        }
+        if (qk_norm) {
+            PUT_VEC(N("attn_q_norm.weight"), c->head_dim, 1.0f, 0.2f);
+            PUT_VEC(N("attn_k_norm.weight"), c->head_dim, 1.0f, 0.2f);
+        }
+        if (post) {
+            PUT_VEC(N("post_attention_norm.weight"), E, 1.0f, 0.2f);
+            PUT_VEC(N("post_ffw_norm.weight"), E, 1.0f, 0.2f);
+        }
+        PUT_VEC(N("ffn_norm.weight"), E, 1.0f, 0.2f);
+        PUT_MAT(N("ffn_gate.weight"), E, c->n_ff);
+        PUT_MAT(N("ffn_up.weight"), E, c->n_ff);
+        PUT_MAT(N("ffn_down.weight"), c->n_ff, E);
+#undef N
+    }
+#undef PUT_MAT
+#undef PUT_VEC
+    uint8_t *buf = NULL;
+    uint64_t size = 0;
+    ts_status st = gguf_writer_to_buffer(w, &buf, &size);
+    gguf_writer_free(w);
+    if (st != TS_OK) return st;
+    gguf_file *f = NULL;
+    st = gguf_open_memory(buf, size, "generated.gguf", &f);
+    if (st != TS_OK) {
+        free(buf);
+        return st;
+    }
+    /* the model points into buf: the caller frees buf after the model */
+    st = ts_model_load_gguf(f, NULL, out);
+    if (st != TS_OK) free(buf);
+    else *file = buf;
+    return st;
+}
+
+static float *eval_all(ts_model *m, int n_threads, int n_batch, const int32_t *ids, int n, bool one_by_one) {
+    ts_session_opts o = ts_session_opts_default();
+    o.n_threads = n_threads;
+    o.n_batch = n_batch;
+    o.all_logits = true;
+    o.n_ctx = n;
+    ts_session *s = NULL;
+    if (ts_session_new(m, &o, &s) != TS_OK) return NULL;
+    int32_t V = ts_model_n_vocab(m);
+    float *res = malloc(sizeof(float) * (size_t)n * (size_t)V);
+    float *lg;
+    if (one_by_one) {
+        for (int i = 0; i < n; i++) {
+            if (ts_session_eval(s, ids + i, 1, &lg) != TS_OK) goto fail;
+            memcpy(res + (size_t)i * V, lg, sizeof(float) * (size_t)V);
+        }
+    } else {
+        if (ts_session_eval(s, ids, n, &lg) != TS_OK) goto fail;
+        memcpy(res, lg, sizeof(float) * (size_t)n * (size_t)V);
+    }
+    ts_session_free(s);
+    return res;
+fail:
+    fprintf(stderr, "eval failed: %s\n", ts_last_error());
+    free(res);
+    ts_session_free(s);
+    return NULL;
+}
+
+static void test_generated(const char *arch, uint32_t wtype, int swa) {
+    gen_cfg c = {.arch = arch, .wtype = wtype, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+                 .n_layer = 2, .n_vocab = 96, .n_ctx = 64, .swa = swa, .tied = wtype == TS_TYPE_Q8_0};
+    ts_model *m = NULL;
+    uint8_t *file = NULL;
+    ts_status st = gen_model(&c, NULL, NULL, &m, &file);
+    CHECKF(st == TS_OK, "%s/%s: %s", arch, ts_type_name(wtype), ts_last_error());
+    if (st != TS_OK) return;
+    enum { N = 40 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (i * 37 + 11) % c.n_vocab;
+    int32_t V = c.n_vocab;
+
+    float *pre1 = eval_all(m, 1, 16, ids, N, false);   /* prefill in chunks of 16 */
+    float *pre2 = eval_all(m, 2, 16, ids, N, false);
+    float *pre3 = eval_all(m, 3, 16, ids, N, false);
+    float *dec1 = eval_all(m, 1, 16, ids, N, true);    /* one token at a time */
+    float *dec2 = eval_all(m, 2, 16, ids, N, true);
+    CHECK(pre1 && pre2 && pre3 && dec1 && dec2);
+    if (pre1 && pre2 && pre3 && dec1 && dec2) {
+        size_t bytes = sizeof(float) * (size_t)N * (size_t)V;
+        CHECKF(memcmp(pre1, pre2, bytes) == 0, "%s/%s: prefill differs between 1 and 2 threads", arch, ts_type_name(wtype));
+        CHECKF(memcmp(pre1, pre3, bytes) == 0, "%s/%s: prefill differs between 1 and 3 threads", arch, ts_type_name(wtype));
+        CHECKF(memcmp(dec1, dec2, bytes) == 0, "%s/%s: decode differs between 1 and 2 threads", arch, ts_type_name(wtype));
+        double maxd = 0, maxl = 0;
+        bool finite = true;
+        for (size_t i = 0; i < (size_t)N * V; i++) {
+            if (!isfinite(pre1[i]) || !isfinite(dec1[i])) finite = false;
+            double d = fabs((double)pre1[i] - dec1[i]);
+            if (d > maxd) maxd = d;
+            if (fabs(dec1[i]) > maxl) maxl = fabs(dec1[i]);
+        }
+        CHECKF(finite, "%s/%s: non-finite logits", arch, ts_type_name(wtype));
+        /* the tile kernel sums in another order than the row kernel; the
+         * quantized activations are identical, so only rounding differs */
+        CHECKF(maxd <= 1e-4 * maxl + 1e-5, "%s/%s: prefill vs decode max |d| %.3e (max |logit| %.2f)", arch, ts_type_name(wtype), maxd,
+               maxl);
+        CHECKF(maxl > 0.5, "%s/%s: degenerate logits (max |logit| %.3f)", arch, ts_type_name(wtype), maxl);
+        if (getenv("TS_VERBOSE")) printf("  %s/%-5s prefill vs decode max |d| %.2e of %.2f\n", arch, ts_type_name(wtype), maxd, maxl);
+    }
+    free(pre1);
+    free(pre2);
+    free(pre3);
+    free(dec1);
+    free(dec2);
+    ts_model_free(m);
+    free(file);
+}
+
+static void test_limits(void) {
+    gen_cfg c = {.arch = "llama", .wtype = TS_TYPE_F32, .n_embd = 64, .n_ff = 96, .n_head = 4, .n_head_kv = 4, .head_dim = 16,
+                 .n_layer = 1, .n_vocab = 32, .n_ctx = 16};
+    ts_model *m = NULL;
+    uint8_t *file = NULL;
+    CHECK(gen_model(&c, NULL, NULL, &m, &file) == TS_OK);
+    if (!m) return;
+    ts_session_opts o = ts_session_opts_default();
+    ts_session *s = NULL;
+    CHECK(ts_session_new(m, &o, &s) == TS_OK);
+    CHECK(ts_session_n_ctx(s) == 16); /* from context_length */
+    ts_session_free(s);
+    o.n_ctx = 8;
+    CHECK(ts_session_new(m, &o, &s) == TS_OK);
+    int32_t ids[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    float *lg = NULL;
+    CHECK(ts_session_eval(s, ids, 9, &lg) == TS_ERR_LIMIT && lg == NULL);
+    CHECK(strstr(ts_last_error(), "context") != NULL);
+    CHECK(ts_session_n_past(s) == 0);
+    CHECK(ts_session_eval(s, ids, 8, &lg) == TS_OK && lg);
+    CHECK(ts_session_n_past(s) == 8);
+    CHECK(ts_session_eval(s, ids, 1, &lg) == TS_ERR_LIMIT);
+    CHECK(ts_session_truncate(s, 7) == TS_OK && ts_session_n_past(s) == 7);
+    CHECK(ts_session_truncate(s, 9) == TS_ERR_ARG);
+    CHECK(ts_session_eval(s, ids, 1, &lg) == TS_OK);
+    ts_session_reset(s);
+    int32_t bad = 32;
+    CHECK(ts_session_eval(s, &bad, 1, &lg) == TS_ERR_ARG);
+    bad = -1;
+    CHECK(ts_session_eval(s, &bad, 1, &lg) == TS_ERR_ARG);
+    CHECK(ts_session_eval(s, ids, 0, &lg) == TS_ERR_ARG);
+    ts_timings t = ts_session_timings(s);
+    CHECK(t.prefill_tokens == 8 && t.decode_tokens == 1);
+    ts_session_free(s);
+    ts_model_free(m);
+    free(file);
+}
+
+static void test_refusals(void) {
+    gen_cfg c = {.arch = "llama", .wtype = TS_TYPE_F32, .n_embd = 64, .n_ff = 96, .n_head = 4, .n_head_kv = 4, .head_dim = 16,
+                 .n_layer = 2, .n_vocab = 32, .n_ctx = 16};
+    ts_model *m = NULL;
+    uint8_t *file = NULL;
+    c.arch = "mamba";
+    CHECK(gen_model(&c, NULL, NULL, &m, &file) == TS_ERR_UNSUPPORTED && !m);
+    CHECKF(strstr(ts_last_error(), "mamba") && strstr(ts_last_error(), "llama, qwen2, qwen3, gemma3"), "%s", ts_last_error());
+    c.arch = "llama";
+    CHECK(gen_model(&c, "blk.1.ffn_up.weight", NULL, &m, &file) == TS_ERR_FORMAT && !m);
+    CHECKF(strstr(ts_last_error(), "missing tensor 'blk.1.ffn_up.weight'"), "%s", ts_last_error());
+    CHECK(gen_model(&c, NULL, "blk.0.attn_k.weight", &m, &file) == TS_ERR_FORMAT && !m);
+    CHECKF(strstr(ts_last_error(), "blk.0.attn_k.weight") && strstr(ts_last_error(), "expected [64, 64]"), "%s", ts_last_error());
+    c.arch = "qwen2"; /* needs biases the llama generator writes only for qwen2: drop one */
+    CHECK(gen_model(&c, "blk.0.attn_v.bias", NULL, &m, &file) == TS_ERR_FORMAT && !m);
+    CHECKF(strstr(ts_last_error(), "attn_v.bias"), "%s", ts_last_error());
+    c.arch = "gemma3";
+    CHECK(gen_model(&c, "blk.1.post_ffw_norm.weight", NULL, &m, &file) == TS_ERR_FORMAT && !m);
+    c.wtype = TS_TYPE_IQ2_XXS;
+    c.n_embd = 256;
+    c.n_ff = 256;
+    c.head_dim = 64;
+    c.arch = "llama";
+    /* the writer needs a quantizer only for data; write raw zeros instead */
+    {
+        gguf_writer *w = gguf_writer_new(3, 32);
+        gguf_w_str(w, "general.architecture", "llama");
+        gguf_w_u32(w, "llama.context_length", 16);
+        gguf_w_u32(w, "llama.embedding_length", 256);
+        gguf_w_u32(w, "llama.block_count", 1);
+        gguf_w_u32(w, "llama.feed_forward_length", 256);
+        gguf_w_u32(w, "llama.attention.head_count", 4);
+        uint64_t ne[2] = {256, 32};
+        uint64_t nb = ts_type_row_bytes(TS_TYPE_IQ2_XXS, 256) * 32;
+        uint8_t *z = calloc(1, nb);
+        gguf_w_tensor(w, "token_embd.weight", TS_TYPE_IQ2_XXS, 2, ne, z, nb);
+        free(z);
+        uint8_t *buf;
+        uint64_t size;
+        CHECK(gguf_writer_to_buffer(w, &buf, &size) == TS_OK);
+        gguf_writer_free(w);
+        gguf_file *f = NULL;
+        CHECK(gguf_open_memory(buf, size, "iq2.gguf", &f) == TS_OK);
+        CHECK(ts_model_load_gguf(f, NULL, &m) == TS_ERR_UNSUPPORTED && !m);
+        CHECKF(strstr(ts_last_error(), "IQ2_XXS") && strstr(ts_last_error(), "Q4_K"), "%s", ts_last_error());
+        free(buf);
+    }
+}
+
+int main(void) {
+    test_fixtures();
+
+    uint32_t types[] = {TS_TYPE_F32, TS_TYPE_F16, TS_TYPE_BF16, TS_TYPE_Q8_0, TS_TYPE_Q4_0, TS_TYPE_Q4_1, TS_TYPE_Q5_0,
+                        TS_TYPE_Q5_1, TS_TYPE_Q2_K, TS_TYPE_Q3_K, TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) test_generated("llama", types[i], 0);
+    test_generated("qwen2", TS_TYPE_Q4_K, 0);
+    test_generated("qwen3", TS_TYPE_Q8_0, 0);
+    test_generated("gemma3", TS_TYPE_Q6_K, 5); /* window 5 < 40 tokens: the window slides */
+    test_generated("gemma3", TS_TYPE_F32, 5);
+    test_limits();
+    test_refusals();
+    return tu_finish();
+}
