@@ -224,7 +224,7 @@ static void run_trace(const gguf_file *f, const expert_map *m, const run_cfg *cf
     const void *last[NMOE][3][TOPK];
     int32_t last_ids[NMOE][TOPK];
     bool have_last[NMOE] = {false};
-    int bad_bytes = 0, bad_early = 0, bad_plan = 0, bad_old = 0;
+    int bad_bytes = 0, bad_early = 0, bad_plan = 0, bad_old = 0, bad_cong = 0;
     rng_state = 0xABCDEF ^ (uint64_t)cfg->slots * 977 ^ (uint64_t)cfg->residency;
     for (int t = 0; t < ntok; t++)
         for (int l = 0; l < NMOE; l++) {
@@ -250,7 +250,11 @@ static void run_trace(const gguf_file *f, const expert_map *m, const run_cfg *cf
             }
             if (st) goto done;
             for (int i = 0; i < TOPK; i++)
-                for (int p = 0; p < 3; p++) bad_bytes += !slice_ok(w[p][i], b, ids[i], p);
+                for (int p = 0; p < 3; p++) {
+                    bad_bytes += !slice_ok(w[p][i], b, ids[i], p);
+                    /* Slots place each slice congruent to its file offset (O_DIRECT in place). */
+                    if (streamed) bad_cong += ((uintptr_t)w[p][i] - expert_map_slice(m, l, ids[i], p)->offset) % 4096 != 0;
+                }
 
             /* Replay through policy.h directly. */
             uint64_t breq = 0, bread = 0;
@@ -300,6 +304,7 @@ done:
     CHECKF(bad_bytes == 0, "%s: %d slices differ from the file's bytes", what, bad_bytes);
     CHECKF(bad_early == 0, "%s: %d hit slices not usable at begin", what, bad_early);
     CHECKF(bad_plan == 0, "%s: %d passes differ from the policy replay", what, bad_plan);
+    CHECKF(bad_cong == 0, "%s: %d slot slices not congruent to their file offsets", what, bad_cong);
     CHECKF(bad_old == 0, "%s: %d earlier slices overwritten by other layers", what, bad_old);
 
     expert_cache_stats tot, want_tot = {0};
