@@ -402,6 +402,10 @@ static void test_refusals(const gguf_file *f, const expert_map *m) {
     o.budget_bytes = (uint64_t)NMOE * TOPK * stride - 1;
     CHECK(try_open(f, m, &o, &c) == TS_ERR_LIMIT);
     snprintf(num, sizeof num, "%llu bytes", (unsigned long long)o.budget_bytes);
+    fprintf(stderr, "  refusal: %s\n", ts_last_error());
+    snprintf(num, sizeof num, "= %llu bytes", (unsigned long long)(o.budget_bytes + 1));
+    CHECKF(contains(ts_last_error(), num), "%s", ts_last_error());
+    snprintf(num, sizeof num, "%llu bytes", (unsigned long long)o.budget_bytes);
     CHECKF(contains(ts_last_error(), num) && contains(ts_last_error(), "top-k = 2") && contains(ts_last_error(), "3 MoE layers") &&
                contains(ts_last_error(), "--expert-budget"),
            "%s", ts_last_error());

@@ -42,7 +42,7 @@ struct expert_cache {
     bool proc_ok;
     bool mlocked;
     char mlock_note[160];   /* resident with mlock asked: what happened */
-    char choice[512];
+    char choice[1024];
 
     /* the pass between begin and end */
     bool pending;
@@ -385,7 +385,7 @@ static uint64_t slots_total(const expert_cache *c, uint64_t per_layer) {
 
 static ts_status refuse_budget(const expert_cache *c, uint64_t budget, const char *why) {
     const expert_map *m = c->map;
-    uint64_t need = slots_total(c, (uint64_t)m->n_expert_used);
+    uint64_t need = c->stride_max * (uint64_t)m->n_moe * (uint64_t)m->n_expert_used;
     char bn[32], bs[32];
     fmt_bytes(bn, sizeof bn, need);
     fmt_bytes(bs, sizeof bs, c->stride_max);
@@ -505,7 +505,8 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
             st = TS_OK;
         } else {
             have_budget = true;
-            uint64_t need_min = slots_total(c, (uint64_t)k);
+            /* The slot arithmetic sizes every layer's slots by the largest stride. */
+            uint64_t need_min = c->stride_max * (uint64_t)map->n_moe * (uint64_t)k;
             if (map->total_bytes <= budget) {
                 mode = EXPERT_RESIDENCY_RESIDENT;
                 snprintf(c->choice, sizeof c->choice, "expert residency: resident (auto: all %s of experts fit %s)", bt, why);
