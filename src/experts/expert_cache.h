@@ -58,8 +58,9 @@
  *
  * Memory. Nothing is allocated by begin/end/fetch: request arrays are fixed
  * (CACHE_MAX_K * 3), slots are allocated at open, and the I/O pool's chunk
- * array is grown at open by a warm-up read (which also checks the file can be
- * read before the first token). */
+ * array is grown at open by a warm-up read of top-k experts (which also checks
+ * the file can be read before the first token); a later pass needing a few
+ * more chunks grows it once more, never per pass. */
 #ifndef TS_EXPERTS_CACHE_H
 #define TS_EXPERTS_CACHE_H
 
@@ -113,8 +114,8 @@ ts_status expert_cache_available_memory(uint64_t *out, char *src, size_t src_n);
 
 typedef struct expert_cache expert_cache;
 
-/* Opens the cache for the experts of map (built from f). f must outlive the
- * cache. Refusals (TS_ERR_ARG / TS_ERR_LIMIT / TS_ERR_UNSUPPORTED, message
+/* Opens the cache for the experts of map (built from f). map and f must
+ * outlive the cache; opts NULL = expert_cache_opts_default. Refusals (TS_ERR_ARG / TS_ERR_LIMIT / TS_ERR_UNSUPPORTED, message
  * with the numbers): a model without routed experts; N below top-k; a budget
  * that cannot hold top-k experts per layer; an unknown policy or residency;
  * streamed on a file with no descriptor (gguf_open_memory). */
