@@ -285,51 +285,73 @@ INLINE __m128i q3k_scales(const uint8_t *p) {
                      _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * ((j) % 4)), _mm256_set1_epi8(3)), 4)))
 #define Q6K_SCALE(j) chunk_scales16(sc16, j)
 
-#define K_STEP(j, CHUNK, SCALE)                                                                       \
-    do {                                                                                              \
-        __m256i q_ = CHUNK(j), s_j = SCALE(j);                                                        \
-        for (int c = 0; c < nc; c++)                                                                  \
-            si[c] = _mm256_add_epi32(                                                                 \
-                si[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q_, loadu((xb[c] + offsetof(ts_block_q8_K, qs)) + 32 * (j))), s_j)); \
+/* The column loop is spelled out on named variables (not arrays indexed in a
+ * loop) so that, for each constant column count NC, every accumulator stays
+ * in a register: 4 columns need 4 integer + 4 float accumulators. */
+#define KC_STEP(c, j)                                                                                         \
+    if (NC_ > (c))                                                                                            \
+        si##c = _mm256_add_epi32(si##c, _mm256_madd_epi16(_mm256_maddubs_epi16(q_, loadu(xb##c + 4 + 32 * (j))), s_));
+#define K_STEP(j, CHUNK, SCALE)                                                                               \
+    do {                                                                                                      \
+        __m256i q_ = CHUNK(j), s_ = SCALE(j);                                                                 \
+        KC_STEP(0, j) KC_STEP(1, j) KC_STEP(2, j) KC_STEP(3, j)                                               \
     } while (0)
+/* block end for column c: acc += d*dx * si - dcorr*dx * sum_g corr_g*bsum_g */
+#define KC_FIN(c)                                                                                             \
+    if (NC_ > (c)) {                                                                                          \
+        float dx_;                                                                                            \
+        memcpy(&dx_, xb##c, 4);                                                                               \
+        __m256 vx_ = _mm256_set1_ps(dx_);                                                                     \
+        __m256i cv_ = _mm256_madd_epi16(corr, loadu(xb##c + offsetof(ts_block_q8_K, bsums)));                 \
+        acc##c = _mm256_fmadd_ps(_mm256_mul_ps(vd_, vx_), _mm256_cvtepi32_ps(si##c), acc##c);                 \
+        acc##c = _mm256_fnmadd_ps(_mm256_mul_ps(vm_, vx_), _mm256_cvtepi32_ps(cv_), acc##c);                  \
+    }
+#define KC_OUT(c) if (NC_ > (c)) out[(c) * os] = hsum8(acc##c);
 
-#define K_KERNEL(NAME, HEAD, CHUNK, SCALE, BYTES)                                                      \
-    INLINE void NAME##_k(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
-        const uint8_t *pw = w, *px = x;                                                               \
-        __m256 acc[TS_Q_MAXCOLS], accc[TS_Q_MAXCOLS];                                                 \
-        for (int c = 0; c < nc; c++) acc[c] = accc[c] = _mm256_setzero_ps();                         \
-        for (int64_t i = 0; i < n / 256; i++) {                                                       \
-            const uint8_t *blk = pw + i * BYTES;                                                      \
-            HEAD                                                                                      \
-            const uint8_t *xb[TS_Q_MAXCOLS]; /* ts_block_q8_K */                                                    \
-            __m256i si[TS_Q_MAXCOLS];                                                                 \
-            for (int c = 0; c < nc; c++) xb[c] = px + c * xs + i * sizeof(ts_block_q8_K), si[c] = _mm256_setzero_si256(); \
-            K_STEP(0, CHUNK, SCALE); K_STEP(1, CHUNK, SCALE); K_STEP(2, CHUNK, SCALE); K_STEP(3, CHUNK, SCALE); \
-            K_STEP(4, CHUNK, SCALE); K_STEP(5, CHUNK, SCALE); K_STEP(6, CHUNK, SCALE); K_STEP(7, CHUNK, SCALE); \
-            for (int c = 0; c < nc; c++) {                                                            \
-                float dx;                                                                             \
-                memcpy(&dx, xb[c] + offsetof(ts_block_q8_K, d), 4);                                                            \
-                __m256i cv = _mm256_madd_epi16(corr, loadu((xb[c] + offsetof(ts_block_q8_K, bsums))));                            \
-                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(si[c]), acc[c]);  \
-                accc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dcorr * dx), _mm256_cvtepi32_ps(cv), accc[c]); \
-            }                                                                                         \
-        }                                                                                             \
-        for (int c = 0; c < nc; c++) out[c * os] = hsum8(_mm256_sub_ps(acc[c], accc[c]));              \
-    }                                                                                                 \
-    static float NAME##_dot(int64_t n, const void *w, const void *x) {                                \
-        float r;                                                                                      \
-        NAME##_k(n, w, x, 0, 1, &r, 0);                                                               \
-        return r;                                                                                     \
-    }                                                                                                 \
-    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
-        NAME##_k(n, w, x, xs, nc, out, os);                                                           \
+#define K_KERNEL_NC(NAME, P, BYTES, NC)                                                      \
+    static void NAME##_k##NC(int64_t n, const void *w, const void *x, uint64_t xs, float *out, int64_t os) {  \
+        enum { NC_ = NC };                                                                                    \
+        const uint8_t *pw = w, *px = x;                                                                       \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;                             \
+        for (int64_t i = 0; i < n / 256; i++) {                                                               \
+            const uint8_t *blk = pw + i * BYTES;                                                              \
+            P##_HEAD                                                                                          \
+            const uint8_t *xb0 = px + i * sizeof(ts_block_q8_K), *xb1 = xb0 + xs, *xb2 = xb1 + xs,            \
+                          *xb3 = xb2 + xs;                                                                    \
+            __m256i si0 = _mm256_setzero_si256(), si1 = si0, si2 = si0, si3 = si0;                            \
+            K_STEP(0, P##_CHUNK, P##_SCALE); K_STEP(1, P##_CHUNK, P##_SCALE); K_STEP(2, P##_CHUNK, P##_SCALE);         \
+            K_STEP(3, P##_CHUNK, P##_SCALE); K_STEP(4, P##_CHUNK, P##_SCALE); K_STEP(5, P##_CHUNK, P##_SCALE);         \
+            K_STEP(6, P##_CHUNK, P##_SCALE); K_STEP(7, P##_CHUNK, P##_SCALE);                                  \
+            const __m256 vd_ = _mm256_set1_ps(d), vm_ = _mm256_set1_ps(dcorr);                                \
+            KC_FIN(0) KC_FIN(1) KC_FIN(2) KC_FIN(3)                                                           \
+        }                                                                                                     \
+        KC_OUT(0) KC_OUT(1) KC_OUT(2) KC_OUT(3)                                                               \
     }
 
-K_KERNEL(q2_K, Q2K_HEAD, Q2K_CHUNK, Q2K_SCALE, 84)
-K_KERNEL(q3_K, Q3K_HEAD, Q3K_CHUNK, Q3K_SCALE, 110)
-K_KERNEL(q4_K, Q4K_HEAD, Q4K_CHUNK, Q4K_SCALE, 144)
-K_KERNEL(q5_K, Q5K_HEAD, Q5K_CHUNK, Q5K_SCALE, 176)
-K_KERNEL(q6_K, Q6K_HEAD, Q6K_CHUNK, Q6K_SCALE, 210)
+#define K_KERNEL(NAME, P, BYTES)                                                             \
+    K_KERNEL_NC(NAME, P, BYTES, 1)                                                              \
+    K_KERNEL_NC(NAME, P, BYTES, 2)                                                              \
+    K_KERNEL_NC(NAME, P, BYTES, 3)                                                              \
+    K_KERNEL_NC(NAME, P, BYTES, 4)                                                              \
+    static float NAME##_dot(int64_t n, const void *w, const void *x) {                                        \
+        float r;                                                                                              \
+        NAME##_k1(n, w, x, 0, &r, 0);                                                                         \
+        return r;                                                                                             \
+    }                                                                                                         \
+    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
+        switch (nc) {                                                                                         \
+        case 1: NAME##_k1(n, w, x, xs, out, os); break;                                                       \
+        case 2: NAME##_k2(n, w, x, xs, out, os); break;                                                       \
+        case 3: NAME##_k3(n, w, x, xs, out, os); break;                                                       \
+        default: NAME##_k4(n, w, x, xs, out, os); break;                                                      \
+        }                                                                                                     \
+    }
+
+K_KERNEL(q2_K, Q2K, 84)
+K_KERNEL(q3_K, Q3K, 110)
+K_KERNEL(q4_K, Q4K, 144)
+K_KERNEL(q5_K, Q5K, 176)
+K_KERNEL(q6_K, Q6K, 210)
 
 /* ------------------------------------------------------------------ */
 /* float rows against F32                                              */
