@@ -69,8 +69,8 @@ const ts_cpu_kernels *ts_cpu_kernels_get(void) {
 
 #define CPU_MAX_MATS 8     /* weights per matmul call */
 #define CPU_ROW_GRAIN 16   /* rows per block of a matmul split */
-#define CPU_TOK_TILE 8     /* activation rows per gemm tile */
-#define CPU_ROW_TILE 16    /* weight rows per gemm tile (stay in L1/L2 across tokens) */
+#define CPU_TOK_TILE 16    /* activation rows per gemm tile */
+#define CPU_ROW_TILE 128   /* weight rows per gemm tile: stay in L2 while all tokens pass (16-row tiles ran ~25% slower) */
 
 typedef struct cpu_backend {
     ts_backend base;
