@@ -226,6 +226,14 @@ static void run_fixture(const char *dir, const char *json_name) {
              * reference is decisive (top-1 leads top-2 by > 0.1). */
             CHECKF(mean_kl < 5e-3, "%s: mean KL %.3e >= 5e-3", json_name, mean_kl);
             CHECKF(top1d >= 0.98, "%s: top-1 on decisive positions %.4f < 0.98", json_name, top1d);
+        } else if (!kv32 && cJSON_IsNumber(cJSON_GetObjectItem(j, "router_min_gap")) &&
+                   cJSON_GetObjectItem(j, "router_min_gap")->valuedouble < 1e-3) {
+            /* The fixture's closest routing decision is decided by less than
+             * F16 KV rounding moves a router logit (tiny-mixtral: 2e-4), so an
+             * F16 cache may pick the other expert there; the F32-KV run below
+             * is the exact check for this fixture. */
+            printf("%-26s (f16 KV not judged: router_min_gap %.1e is below F16 rounding)\n", json_name,
+                   cJSON_GetObjectItem(j, "router_min_gap")->valuedouble);
         } else if (!kv32) {
             CHECKF(mean_kl < 1e-4, "%s: mean KL %.3e >= 1e-4", json_name, mean_kl);
             CHECKF(top1 == 1.0, "%s: top-1 %.4f < 1", json_name, top1);

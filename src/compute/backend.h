@@ -100,6 +100,10 @@ typedef struct ts_backend_ops {
     void (*act_mul)(ts_backend *be, ts_act act, const float *gate, const float *up, int64_t n, float *out);
     /* x (n) += y */
     void (*add)(ts_backend *be, float *x, const float *y, int64_t n);
+    /* x (n) += a * y (MoE: an expert's output times its router weight) */
+    void (*scale_add)(ts_backend *be, float *x, const float *y, float a, int64_t n);
+    /* x (n) = a * y */
+    void (*scale)(ts_backend *be, float *x, const float *y, float a, int64_t n);
     /* x (n) = cap * tanh(x / cap) */
     void (*softcap)(ts_backend *be, float *x, int64_t n, float cap);
 } ts_backend_ops;

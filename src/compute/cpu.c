@@ -529,6 +529,28 @@ static void cpu_add(ts_backend *be, float *x, const float *y, int64_t n) {
     cpu_for(cpu(be), n, 256, 32768, add_range, &a);
 }
 
+static void scale_add_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    ew_ctx *a = arg;
+    for (int64_t i = lo; i < hi; i++) a->x[i] += a->cap * a->y[i];
+}
+
+static void cpu_scale_add(ts_backend *be, float *x, const float *y, float a, int64_t n) {
+    ew_ctx c = {.x = x, .y = y, .cap = a};
+    cpu_for(cpu(be), n, 256, 32768, scale_add_range, &c);
+}
+
+static void scale_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    ew_ctx *a = arg;
+    for (int64_t i = lo; i < hi; i++) a->x[i] = a->cap * a->y[i];
+}
+
+static void cpu_scale(ts_backend *be, float *x, const float *y, float a, int64_t n) {
+    ew_ctx c = {.x = x, .y = y, .cap = a};
+    cpu_for(cpu(be), n, 256, 32768, scale_range, &c);
+}
+
 static void softcap_range(void *arg, int64_t lo, int64_t hi, int ith) {
     (void)ith;
     ew_ctx *a = arg;
@@ -556,6 +578,8 @@ static const ts_backend_ops cpu_ops = {
     .attention = cpu_attention,
     .act_mul = cpu_act_mul,
     .add = cpu_add,
+    .scale_add = cpu_scale_add,
+    .scale = cpu_scale,
     .softcap = cpu_softcap,
 };
 

@@ -1,5 +1,6 @@
 /* Model and session lifetime: loading, sizing the one arena per session,
  * chunking evals into forward passes, timings. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,18 @@
 #include "tensor/types.h"
 
 /* ---- model ---- */
+
+/* blk.N.ffn_{gate,up,down}_exps.weight or blk.N.ffn_{gate,up,down}.E.weight */
+static bool is_expert_tensor(gguf_str n) {
+    char buf[128];
+    if (n.len >= sizeof buf) return false;
+    memcpy(buf, n.ptr, (size_t)n.len);
+    buf[n.len] = 0;
+    if (strstr(buf, "_exps.")) return true;
+    int blk, e, used = 0;
+    char proj[8];
+    return sscanf(buf, "blk.%d.ffn_%7[a-z].%d.weight%n", &blk, proj, &e, &used) == 3 && used == (int)n.len;
+}
 
 static void prefault(const ts_model *m, const ts_model_opts *o) {
     const gguf_file *f = m->gguf;
@@ -16,6 +29,8 @@ static void prefault(const ts_model *m, const ts_model_opts *o) {
     uint64_t next_report = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
+        /* routed experts: their residency mode decides what is read */
+        if (m->desc.has_moe && is_expert_tensor(t->name)) continue;
         for (uint64_t off = 0; off < t->nbytes; off += 4096) sink ^= t->data[off];
         done += t->nbytes;
         if (o->progress && done >= next_report) {
@@ -41,6 +56,27 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
         ts_model_free(m);
         return st;
     }
+    if (m->desc.has_moe) {
+        expert_cache_opts eo;
+        if (o.experts) eo = *o.experts;
+        else {
+            expert_cache_opts_default(&eo);
+            if ((st = expert_io_config_from_env(&eo.io)) != TS_OK) {
+                ts_model_free(m);
+                return st;
+            }
+        }
+        /* auto sizing leaves room for what is resident anyway */
+        if (!eo.reserve_bytes) {
+            uint64_t total = 0;
+            for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
+            eo.reserve_bytes = total - m->desc.emap.total_bytes;
+        }
+        if ((st = expert_cache_new(&m->desc.emap, f, &eo, &m->ecache)) != TS_OK) {
+            ts_model_free(m);
+            return st;
+        }
+    }
     if (o.prefault) prefault(m, &o);
     if (o.progress) o.progress(o.progress_user, 1.0f);
     *out = m;
@@ -57,6 +93,7 @@ ts_status ts_model_load(const char *path, const ts_model_opts *opts, ts_model **
 
 void ts_model_free(ts_model *m) {
     if (!m) return;
+    expert_cache_free(m->ecache);
     ts_model_desc_free(&m->desc);
     gguf_close(m->gguf);
     free(m);
@@ -68,6 +105,7 @@ const char *ts_model_arch(const ts_model *m) { return m->desc.fam->name; }
 int32_t ts_model_n_vocab(const ts_model *m) { return m->desc.hp.n_vocab; }
 int32_t ts_model_n_ctx_train(const ts_model *m) { return m->desc.hp.n_ctx_train; }
 uint64_t ts_model_weight_bytes(const ts_model *m) { return ts_model_desc_weight_bytes(&m->desc); }
+expert_cache *ts_model_expert_cache(const ts_model *m) { return m->ecache; }
 
 /* ---- session ---- */
 
@@ -106,6 +144,19 @@ static void layout(ts_session *s, carver *c) {
     s->rope_cs[0] = carve(c, sizeof(float) * B * half * 2);
     s->rope_cs[1] = carve(c, sizeof(float) * B * half * 2);
     s->logits = carve(c, sizeof(float) * (size_t)s->logits_rows * (size_t)hp->n_vocab);
+    if (s->model->desc.has_moe) {
+        size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp, SF = (size_t)hp->n_ff_shexp;
+        s->router = carve(c, sizeof(float) * B * NE);
+        s->exp_gate = carve(c, sizeof(float) * FE);
+        s->exp_up = carve(c, sizeof(float) * FE);
+        s->exp_out = carve(c, sizeof(float) * E);
+        if (SF) {
+            s->sh_act = carve(c, sizeof(float) * B * SF);
+            s->sh_up = carve(c, sizeof(float) * B * SF);
+            s->sh_out = carve(c, sizeof(float) * B * E);
+            s->sh_gate = carve(c, sizeof(float) * B);
+        }
+    }
     size_t esz = s->kv_type == TS_TYPE_F16 ? 2 : 4;
     size_t per = (size_t)hp->n_head_kv * (size_t)s->n_ctx * HD * esz;
     for (int l = 0; l < hp->n_layer; l++) {
@@ -146,6 +197,16 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     int64_t max_in = hp->n_embd;
     if ((int64_t)hp->n_head * hp->head_dim > max_in) max_in = (int64_t)hp->n_head * hp->head_dim;
     if (hp->n_ff > max_in) max_in = hp->n_ff;
+    if (hp->n_ff_exp > max_in) max_in = hp->n_ff_exp;
+    if (hp->n_ff_shexp > max_in) max_in = hp->n_ff_shexp;
+    if (m->desc.has_moe) {
+        s->router_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
+        s->sh_gate_host = ts_calloc((size_t)n_batch, sizeof(float));
+        if (!s->router_host || !s->sh_gate_host) {
+            st = TS_ERR_NOMEM;
+            goto fail;
+        }
+    }
     ts_backend_reserve r = {.max_tokens = n_batch, .max_in = max_in, .n_ctx = n_ctx, .n_head = hp->n_head};
     if ((st = s->be->ops->reserve(s->be, &r)) != TS_OK) goto fail;
 
@@ -175,6 +236,8 @@ void ts_session_free(ts_session *s) {
     free(s->kv);
     free(s->pos);
     free(s->out);
+    free(s->router_host);
+    free(s->sh_gate_host);
     free(s);
 }
 
@@ -204,7 +267,8 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
     for (int32_t done = 0; done < n;) {
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;
         bool final = done + chunk == n;
-        ts_forward_chunk(s, ids + done, chunk, s->all_logits, final);
+        ts_status st = ts_forward_chunk(s, ids + done, chunk, s->all_logits, final);
+        if (st != TS_OK) return st; /* n_past unchanged: the chunk is not in the context */
         if (s->all_logits) s->be->ops->download(s->be, s->out + (size_t)done * V, s->logits, (size_t)chunk * V);
         else if (final && !host) s->be->ops->download(s->be, s->out, s->logits, (size_t)V);
         s->n_past += chunk;

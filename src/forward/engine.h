@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "experts/expert_cache.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 
@@ -33,7 +34,10 @@ typedef struct ts_model_opts {
     void *progress_user;
     bool prefault;           /* read every weight page at load, so the first
                                 tokens do not page the file in (reported as
-                                progress) */
+                                progress); routed experts are left to their
+                                residency mode */
+    const expert_cache_opts *experts; /* MoE models: residency, slots, policy,
+                                budget; NULL = defaults (auto) */
 } ts_model_opts;
 
 /* Opens the GGUF at path, reads the hyperparameters and binds every weight.
@@ -52,8 +56,12 @@ const ts_model_desc *ts_model_desc_of(const ts_model *m);
 const char *ts_model_arch(const ts_model *m); /* "llama", "qwen2", ... */
 int32_t ts_model_n_vocab(const ts_model *m);
 int32_t ts_model_n_ctx_train(const ts_model *m);
-/* Bytes of weights one token reads (all matrices incl. the LM head). */
+/* Bytes of weights one token reads (all matrices incl. the LM head; for MoE
+ * models the top-k experts of each layer, not all of them). */
 uint64_t ts_model_weight_bytes(const ts_model *m);
+/* The routed-expert cache of a MoE model (NULL for a dense model): for the
+ * start/end lines and statistics (experts/expert_cache.h). */
+expert_cache *ts_model_expert_cache(const ts_model *m);
 
 typedef struct ts_session_opts {
     int32_t n_ctx;     /* positions; 0 = the model's context_length */

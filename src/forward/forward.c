@@ -15,7 +15,7 @@
  * Only backend ops touch the buffers; this file does pointer arithmetic. */
 #include "forward/forward_internal.h"
 
-void ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_rows, bool is_final_chunk) {
+ts_status ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_rows, bool is_final_chunk) {
     const ts_model_desc *md = &s->model->desc;
     const ts_hparams *hp = &md->hp;
     const ts_family *fam = md->fam;
@@ -40,7 +40,10 @@ void ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_rows, b
         const ts_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
         float *qkv_out[3] = {s->q, s->k, s->v};
         op->matmul(be, 3, qkv, qkv_out, s->xb, n);
-        if (L->q_norm) {
+        if (L->q_norm && fam->qk_norm_full) {
+            op->rmsnorm(be, s->q, L->q_norm, (int64_t)H * HD, n, eps, s->q);
+            op->rmsnorm(be, s->k, L->k_norm, (int64_t)HKV * HD, n, eps, s->k);
+        } else if (L->q_norm) {
             op->rmsnorm(be, s->q, L->q_norm, HD, (int64_t)n * H, eps, s->q);
             op->rmsnorm(be, s->k, L->k_norm, HD, (int64_t)n * HKV, eps, s->k);
         }
@@ -69,6 +72,12 @@ void ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_rows, b
 
         /* ---- feed-forward ---- */
         op->rmsnorm(be, s->x, L->ffn_norm, E, n, eps, s->xb);
+        if (L->moe) {
+            ts_status st = ts_forward_moe(s, l, n);
+            if (st != TS_OK) return st;
+            op->add(be, s->x, s->xb2, (int64_t)n * E);
+            continue;
+        }
         const ts_mat *gu[2] = {&L->ffn_gate, &L->ffn_up};
         float *gu_out[2] = {s->ffn_act, s->ffn_up};
         op->matmul(be, 2, gu, gu_out, s->xb, n);
@@ -88,4 +97,5 @@ void ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_rows, b
     const ts_mat *head[1] = {&md->output};
     op->matmul(be, 1, head, &s->logits, s->xb, rows);
     if (hp->logit_softcap > 0) op->softcap(be, s->logits, (int64_t)rows * hp->n_vocab, hp->logit_softcap);
+    return TS_OK;
 }

@@ -9,6 +9,7 @@
 struct ts_model {
     gguf_file *gguf;     /* the open file; weights point into its mapping */
     ts_model_desc desc;  /* hyperparameters and bound weights */
+    expert_cache *ecache;/* routed experts (MoE models), else NULL */
 };
 
 struct ts_session {
@@ -38,6 +39,18 @@ struct ts_session {
     ts_kv_layer *kv;      /* (n_layer) caches inside the arena */
     int32_t *pos;         /* (n_batch) positions of the chunk, host */
 
+    /* MoE (NULL for dense models) */
+    float *router;        /* (n_batch, n_expert) router logits */
+    float *exp_gate;      /* (n_ff_exp) one expert's gate, then act(gate)*up */
+    float *exp_up;        /* (n_ff_exp) */
+    float *exp_out;       /* (n_embd) one expert's output */
+    float *sh_act;        /* (n_batch, n_ff_shexp) shared expert gate, then act*up */
+    float *sh_up;         /* (n_batch, n_ff_shexp) */
+    float *sh_out;        /* (n_batch, n_embd) */
+    float *sh_gate;       /* (n_batch, 1) shared expert gate logits */
+    float *router_host;   /* (n_batch, n_expert) host copy of router logits */
+    float *sh_gate_host;  /* (n_batch) host copy */
+
     /* host memory */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */
     int64_t out_rows;
@@ -49,7 +62,12 @@ struct ts_session {
 
 /* Runs the transformer over n <= n_batch tokens at positions n_past.. and
  * writes logits of the last token (rows = 1) or of all n tokens into
- * s->logits. Does not advance n_past. */
-void ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_rows, bool is_final_chunk);
+ * s->logits. Does not advance n_past. Fails only on expert I/O. */
+ts_status ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_rows, bool is_final_chunk);
+
+/* The routed-expert FFN of layer l: s->xb (n, n_embd) normalized input ->
+ * s->xb2 (n, n_embd). Experts run per token, in router rank order, the same
+ * way whatever the residency, so output never depends on the cache. */
+ts_status ts_forward_moe(ts_session *s, int l, int n);
 
 #endif

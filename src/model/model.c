@@ -22,6 +22,12 @@ static const ts_family families[] = {
      .embd_scale = true,
      .swa_pattern = 6,
      .swa_rope_base = 10000.0f},
+    {.name = "qwen2moe", .arch = TS_ARCH_QWEN2MOE, .rope_mode = TS_ROPE_NEOX, .act = TS_ACT_SILU, .qkv_bias = true, .moe = true,
+     .moe_norm_topk = false, .shared_expert = true},
+    {.name = "qwen3moe", .arch = TS_ARCH_QWEN3MOE, .rope_mode = TS_ROPE_NEOX, .act = TS_ACT_SILU, .qk_norm = true, .moe = true,
+     .moe_norm_topk = true},
+    {.name = "olmoe", .arch = TS_ARCH_OLMOE, .rope_mode = TS_ROPE_NEOX, .act = TS_ACT_SILU, .qk_norm_full = true, .moe = true,
+     .moe_norm_topk = false},
 };
 #define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
 
@@ -31,7 +37,7 @@ const ts_family *ts_family_find(const char *arch) {
     return NULL;
 }
 
-const char *ts_family_list(void) { return "llama, qwen2, qwen3, gemma3"; }
+const char *ts_family_list(void) { return "llama, qwen2, qwen3, gemma3, qwen2moe, qwen3moe, olmoe (Mixtral: llama with experts)"; }
 
 /* ---- metadata helpers ---- */
 
@@ -249,6 +255,7 @@ static void llama3_factors(float *out, int half, int n_rot, float base, float fa
 
 void ts_model_desc_free(ts_model_desc *m) {
     if (!m) return;
+    if (m->has_moe || m->emap.slices) expert_map_free(&m->emap);
     free(m->layers);
     free(m->rope_global.freq);
     free(m->rope_swa.freq);
@@ -261,8 +268,11 @@ uint64_t ts_model_desc_weight_bytes(const ts_model_desc *m) {
     uint64_t b = (uint64_t)m->output.row_bytes * (uint64_t)m->output.n_out;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const ts_layer *L = &m->layers[l];
-        const ts_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        const ts_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->ffn_router,
+                              &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_down_shexp, &L->ffn_gate_inp_shexp};
         for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) b += ms[i]->row_bytes * (uint64_t)ms[i]->n_out;
+        /* the experts one token reads: top-k of this layer's */
+        if (L->moe) b += (uint64_t)m->hp.n_expert_used * m->emap.layers[m->emap.moe_of_block[l]].expert_bytes;
     }
     return b;
 }
@@ -349,12 +359,27 @@ static ts_status read_hparams(meta *m, const ts_family *fam, ts_hparams *hp, rop
         return TS_ERR_UNSUPPORTED;
     }
 
-    /* mixture-of-experts files of a dense family (Mixtral is "llama") */
-    int n_expert = 0;
-    if ((st = get_int(m, "expert_count", false, 0, &n_expert))) return st;
-    if (n_expert > 0)
-        return ts_fail(TS_ERR_UNSUPPORTED, "%s: mixture-of-experts layers (%s.expert_count = %d) are not supported yet", f->path,
-                       m->arch, n_expert);
+    /* mixture of experts: the MoE families, and a dense family with experts
+     * (Mixtral is "llama" with expert_count > 0, top-k renormalised) */
+    if ((st = get_int(m, "expert_count", false, 0, &hp->n_expert))) return st;
+    if (fam->moe && hp->n_expert <= 0) return ts_fail(TS_ERR_FORMAT, "%s: missing key %s.expert_count", f->path, m->arch);
+    if (hp->n_expert > 0) {
+        if ((st = get_int(m, "expert_used_count", true, 0, &hp->n_expert_used))) return st;
+        if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)
+            return ts_fail(TS_ERR_FORMAT, "%s: %s.expert_used_count = %d is not in [1, expert_count = %d]", f->path, m->arch,
+                           hp->n_expert_used, hp->n_expert);
+        if ((st = get_int(m, "expert_feed_forward_length", false, hp->n_ff, &hp->n_ff_exp))) return st;
+        if ((st = get_int(m, "expert_shared_feed_forward_length", false, 0, &hp->n_ff_shexp))) return st;
+        hp->expert_norm = fam->moe ? fam->moe_norm_topk : true;
+        bool b;
+        gguf_get_result r = gguf_get_bool(f, mkey(m, "expert_weights_norm"), &b);
+        if (r == GGUF_GET_OK) hp->expert_norm = b;
+        else if (r == GGUF_GET_WRONG_TYPE) return ts_fail(TS_ERR_FORMAT, "%s: key %s has the wrong type", f->path, m->key);
+        uint32_t gating;
+        r = gguf_get_u32(f, mkey(m, "expert_gating_func"), &gating);
+        if (r == GGUF_GET_OK && gating != 1) /* llama.cpp: 1 = softmax, 2 = sigmoid */
+            return ts_fail(TS_ERR_UNSUPPORTED, "%s: %s = %u: only softmax expert gating is supported", f->path, m->key, gating);
+    }
 
     /* sliding window */
     hp->n_swa = 0;
@@ -437,6 +462,14 @@ ts_status ts_model_desc_build(const gguf_file *f, ts_model_desc *md) {
 
     md->layers = ts_calloc((size_t)hp->n_layer, sizeof(ts_layer));
     if (!md->layers) TRY(TS_ERR_NOMEM);
+    if (hp->n_expert > 0) {
+        /* the locator checks every expert tensor's shape against the metadata */
+        TRY(expert_map_build(f, fam->name, &md->emap));
+        md->has_moe = md->emap.n_moe > 0;
+        if (!md->has_moe) TRY(ts_fail(TS_ERR_FORMAT, "%s: %s.expert_count = %d but no layer has expert tensors", f->path, fam->name, hp->n_expert));
+        if (md->emap.n_ff_exp != hp->n_ff_exp)
+            TRY(ts_fail(TS_ERR_FORMAT, "%s: expert tensors are %lld wide, metadata says %d", f->path, (long long)md->emap.n_ff_exp, hp->n_ff_exp));
+    }
     char name[96];
 #define TN(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
     for (int l = 0; l < hp->n_layer; l++) {
@@ -455,14 +488,35 @@ ts_status ts_model_desc_build(const gguf_file *f, ts_model_desc *md) {
             TRY(bind_vec(md, f, TN("attn_q_norm.weight"), HD, true, "head_dim", &L->q_norm));
             TRY(bind_vec(md, f, TN("attn_k_norm.weight"), HD, true, "head_dim", &L->k_norm));
         }
+        if (fam->qk_norm_full) {
+            TRY(bind_vec(md, f, TN("attn_q_norm.weight"), QD, true, "n_head*head_dim", &L->q_norm));
+            TRY(bind_vec(md, f, TN("attn_k_norm.weight"), KVD, true, "n_head_kv*head_dim", &L->k_norm));
+        }
         if (fam->post_norms) {
             TRY(bind_vec(md, f, TN("post_attention_norm.weight"), E, true, "n_embd", &L->attn_post_norm));
             TRY(bind_vec(md, f, TN("post_ffw_norm.weight"), E, true, "n_embd", &L->ffn_post_norm));
         }
         TRY(bind_vec(md, f, TN("ffn_norm.weight"), E, true, "n_embd", &L->ffn_norm));
-        TRY(bind_mat(f, TN("ffn_gate.weight"), E, FF, true, "n_embd, n_ff", &L->ffn_gate));
-        TRY(bind_mat(f, TN("ffn_up.weight"), E, FF, true, "n_embd, n_ff", &L->ffn_up));
-        TRY(bind_mat(f, TN("ffn_down.weight"), FF, E, true, "n_ff, n_embd", &L->ffn_down));
+        L->moe = md->has_moe && md->emap.moe_of_block[l] >= 0;
+        if (L->moe) {
+            TRY(bind_mat(f, TN("ffn_gate_inp.weight"), E, hp->n_expert, true, "n_embd, n_expert", &L->ffn_router));
+            L->ffn_router.name = "ffn_gate_inp";
+            if (fam->shared_expert && hp->n_ff_shexp > 0) {
+                const int SF = hp->n_ff_shexp;
+                TRY(bind_mat(f, TN("ffn_gate_shexp.weight"), E, SF, true, "n_embd, n_ff_shexp", &L->ffn_gate_shexp));
+                TRY(bind_mat(f, TN("ffn_up_shexp.weight"), E, SF, true, "n_embd, n_ff_shexp", &L->ffn_up_shexp));
+                TRY(bind_mat(f, TN("ffn_down_shexp.weight"), SF, E, true, "n_ff_shexp, n_embd", &L->ffn_down_shexp));
+                TRY(bind_mat(f, TN("ffn_gate_inp_shexp.weight"), E, 1, true, "n_embd", &L->ffn_gate_inp_shexp));
+                L->ffn_gate_shexp.name = "ffn_gate_shexp";
+                L->ffn_up_shexp.name = "ffn_up_shexp";
+                L->ffn_down_shexp.name = "ffn_down_shexp";
+                L->ffn_gate_inp_shexp.name = "ffn_gate_inp_shexp";
+            }
+        } else {
+            TRY(bind_mat(f, TN("ffn_gate.weight"), E, FF, true, "n_embd, n_ff", &L->ffn_gate));
+            TRY(bind_mat(f, TN("ffn_up.weight"), E, FF, true, "n_embd, n_ff", &L->ffn_up));
+            TRY(bind_mat(f, TN("ffn_down.weight"), FF, E, true, "n_ff, n_embd", &L->ffn_down));
+        }
         L->wq.name = "attn_q";
         L->wk.name = "attn_k";
         L->wv.name = "attn_v";

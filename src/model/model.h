@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "compute/backend.h"
+#include "experts/expert_locator.h"
 #include "gguf/gguf.h"
 
 typedef enum ts_arch {
@@ -16,6 +17,9 @@ typedef enum ts_arch {
     TS_ARCH_QWEN2,     /* + Q/K/V biases */
     TS_ARCH_QWEN3,     /* + per-head Q/K RMSNorm */
     TS_ARCH_GEMMA3,    /* + sliding/global layers, post-norms, GELU, scaled embeddings */
+    TS_ARCH_QWEN2MOE,  /* qwen2 attention; routed experts + a sigmoid-gated shared expert */
+    TS_ARCH_QWEN3MOE,  /* qwen3 attention; routed experts */
+    TS_ARCH_OLMOE,     /* full-width Q/K RMSNorm; routed experts */
     TS_ARCH_COUNT
 } ts_arch;
 
@@ -32,6 +36,10 @@ typedef struct ts_family {
     bool embd_scale;       /* embeddings times sqrt(n_embd) */
     int swa_pattern;       /* every swa_pattern-th layer is global, the others slide; 0 = none */
     float swa_rope_base;   /* RoPE base of the sliding layers */
+    bool qk_norm_full;     /* attn_{q,k}_norm over the whole projection (OLMoE), not per head */
+    bool moe;              /* FFN layers are routed experts (a dense family becomes MoE when expert_count > 0) */
+    bool moe_norm_topk;    /* renormalise the top-k weights, unless {arch}.expert_weights_norm says otherwise */
+    bool shared_expert;    /* ffn_*_shexp behind a sigmoid gate ffn_gate_inp_shexp (qwen2moe) */
 } ts_family;
 
 /* The family table entry for a GGUF architecture name, or NULL. */
@@ -61,6 +69,11 @@ typedef struct ts_hparams {
     float attn_scale;   /* on q.k: 1/sqrt(head_dim) or the family's rule */
     float embd_scale;   /* on embeddings: 1 or sqrt(n_embd) */
     float logit_softcap;/* final logit soft-capping, 0 = none */
+    int n_expert;       /* routed experts per MoE layer, 0 = dense model */
+    int n_expert_used;  /* top-k */
+    int n_ff_exp;       /* expert FFN width */
+    int n_ff_shexp;     /* shared expert FFN width, 0 = none */
+    bool expert_norm;   /* top-k weights renormalised to sum 1 */
 } ts_hparams;
 
 typedef struct ts_layer {
@@ -77,6 +90,12 @@ typedef struct ts_layer {
     ts_mat ffn_up;               /* (n_ff, n_embd) */
     ts_mat ffn_down;             /* (n_embd, n_ff) */
     const float *ffn_post_norm;  /* (n_embd) or NULL */
+    bool moe;                    /* routed experts instead of ffn_gate/up/down */
+    ts_mat ffn_router;           /* (n_expert, n_embd) ffn_gate_inp: router logits */
+    ts_mat ffn_gate_shexp;       /* (n_ff_shexp, n_embd) or unbound */
+    ts_mat ffn_up_shexp;         /* (n_ff_shexp, n_embd) */
+    ts_mat ffn_down_shexp;       /* (n_embd, n_ff_shexp) */
+    ts_mat ffn_gate_inp_shexp;   /* (1, n_embd): the shared expert's gate logit */
     bool swa;                    /* sliding-window layer */
     const ts_rope *rope;         /* this layer's RoPE (global or sliding) */
 } ts_layer;
@@ -91,6 +110,8 @@ typedef struct ts_model_desc {
     ts_layer *layers;         /* (n_layer) */
     ts_rope rope_global;      /* global layers (all layers without SWA) */
     ts_rope rope_swa;         /* sliding layers (gemma3) */
+    bool has_moe;             /* some layer routes experts; emap is built */
+    expert_map emap;          /* where every expert's slices live in the file */
     float **owned;            /* (n_owned) F32 copies of non-F32 vectors */
     int n_owned;
 } ts_model_desc;
