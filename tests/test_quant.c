@@ -441,7 +441,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) test_fixture(fixtures[i]);
     test_conversions();
 
-    int64_t nmax = 33 * 256;
+    int64_t nmax = 70 * 256;
     bufs b;
     b.w = malloc(ts_type_row_bytes(TS_TYPE_F32, (uint64_t)nmax));
     b.x = malloc(ts_type_row_bytes(TS_TYPE_Q8_K, (uint64_t)nmax) + ts_type_row_bytes(TS_TYPE_F32, (uint64_t)nmax));
@@ -466,6 +466,9 @@ int main(void) {
             }
             test_rows_tile(t, be == 1 ? 75 : 3 * be, isa, &b);
             test_rows_tile(t, be == 1 ? 8 : be, isa, &b);
+            /* 32-element quants: long rows cross the AVX2 kernels' 512-block
+             * activation segments (odd block count: pair loop + tail) */
+            if (be == 32) test_rows_tile(t, 545 * 32, isa, &b);
         }
         test_quantize_acts(isa, &b);
         test_self_check(&b);

@@ -17,8 +17,12 @@ static pthread_once_t q_once = PTHREAD_ONCE_INIT;
 
 static void q_overlay(ts_q_kernels *dst, const ts_q_kernels *src) {
     for (int t = 0; t < TS_TYPE_COUNT; t++) {
-        if (src->dot[t]) dst->dot[t] = src->dot[t];
-        if (src->dotc[t]) dst->dotc[t] = src->dotc[t];
+        /* a level that brings its own dot/dotc also replaces the lower level's
+         * whole-call kernels (possibly with none), so the higher ISA wins */
+        if (src->dot[t]) dst->dot[t] = src->dot[t], dst->rows[t] = src->rows[t];
+        if (src->dotc[t]) dst->dotc[t] = src->dotc[t], dst->tile[t] = src->tile[t];
+        if (src->rows[t]) dst->rows[t] = src->rows[t];
+        if (src->tile[t]) dst->tile[t] = src->tile[t];
         if (src->dequant[t]) dst->dequant[t] = src->dequant[t];
         if (src->quantize[t]) dst->quantize[t] = src->quantize[t];
     }
@@ -125,6 +129,10 @@ float ts_vec_dot(uint32_t wtype, int64_t n, const void *w, const void *x) {
 void ts_vec_dot_rows(uint32_t wtype, int64_t n, const void *w, uint64_t row_stride, int64_t nrows, const void *x,
                      float *out) {
     const ts_q_kernels *k = q_get();
+    if (wtype < TS_TYPE_COUNT && k->rows[wtype] && nrows > 0) {
+        k->rows[wtype](n, w, row_stride, nrows, x, out);
+        return;
+    }
     ts_q_dot_fn f = wtype < TS_TYPE_COUNT ? k->dot[wtype] : NULL;
     const uint8_t *p = w;
     for (int64_t r = 0; r < nrows; r++) out[r] = f ? f(n, p + r * row_stride, x) : 0.0f;
@@ -135,6 +143,10 @@ void ts_gemm_tile(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, i
     const ts_q_kernels *k = q_get();
     ts_q_dot_fn f = wtype < TS_TYPE_COUNT ? k->dot[wtype] : NULL;
     ts_q_dotc_fn fc = wtype < TS_TYPE_COUNT ? k->dotc[wtype] : NULL;
+    if (wtype < TS_TYPE_COUNT && k->tile[wtype]) {
+        if (nrows > 0 && ncols > 0) k->tile[wtype](n, w, w_stride, nrows, x, x_stride, ncols, out, out_stride);
+        return;
+    }
     const uint8_t *pw = w, *px = x;
     /* Columns in groups of TS_Q_MAXCOLS: within a group each weight block is
      * decoded once and used for every column; across row loops the group's

@@ -109,11 +109,20 @@ typedef void (*ts_q_dotc_fn)(int64_t n, const void *w, const void *x, uint64_t x
 typedef void (*ts_q_conv_fn)(const void *src, float *dst, int64_t n);
 typedef void (*ts_q_quant_fn)(const float *src, void *dst, int64_t n);
 
+/* whole-call kernels, optional: they may precompute per-call state (e.g. the
+ * activation scales) once for all rows. Same contracts as ts_vec_dot_rows /
+ * ts_gemm_tile. */
+typedef void (*ts_q_rows_fn)(int64_t n, const void *w, uint64_t row_stride, int64_t nrows, const void *x, float *out);
+typedef void (*ts_q_tile_fn)(int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x, uint64_t x_stride,
+                             int64_t ncols, float *out, int64_t out_stride);
+
 typedef struct ts_q_kernels {
     ts_q_dot_fn dot[TS_TYPE_COUNT];     /* NULL: fall back to the next lower ISA */
     ts_q_dotc_fn dotc[TS_TYPE_COUNT];   /* NULL: loop over dot */
     ts_q_conv_fn dequant[TS_TYPE_COUNT];
     ts_q_quant_fn quantize[TS_TYPE_COUNT];
+    ts_q_rows_fn rows[TS_TYPE_COUNT];   /* NULL: ts_vec_dot_rows loops over dot */
+    ts_q_tile_fn tile[TS_TYPE_COUNT];   /* NULL: ts_gemm_tile groups columns over dotc */
 } ts_q_kernels;
 
 void ts_q_fill_ref(ts_q_kernels *k);

@@ -174,6 +174,166 @@ SMALL_KERNEL(q8_0, dec_q8_0, 34, 0)
 SMALL_KERNEL(iq4_nl, dec_iq4_nl, 18, 0)
 SMALL_KERNEL(mxfp4, dec_mxfp4, 17, 0)
 
+/* Matrix entry points for the 32-element quants. The activation side of each
+ * Q8_0 block (its f16 scale, and for Q4_1/Q5_1 the scaled quant sum
+ * dx*sum(q), which replaces the min term's extra multiply) is computed once
+ * per call into a stack buffer and shared by every weight row, so a block
+ * costs the weight decode, maddubs+madd per column, and one float
+ * conversion + FMA per column. The weight's d (and m) come from one 64-bit
+ * load + cvtph (lanes beyond d/m are junk and never used).
+ * Long rows are processed in segments of SB_SEG blocks; later segments add. */
+#define SB_SEG 512
+
+/* How a type's quants meet the activation: SB_SIGNED (int8 weights, sign
+ * trick), SB_MIN (unsigned, plus m*dx*sum(q)) or SB_OFF (unsigned q_u with
+ * value q_u - off: the integer sum drops off*sum(q), exactly). */
+#define SB_SIGNED 0
+#define SB_MIN 1
+#define SB_OFF 2
+
+/* xsc[2b] = dx_b; xsc[2b+1] = dx_b * sum(q_b) (SB_MIN) or the int32
+ * off * sum(q_b) (SB_OFF) */
+INLINE void sb_prep(const uint8_t *x, int64_t nb, float *xsc, int mode, int off) {
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *p = x + 34 * b;
+        float dx = h2f(p);
+        xsc[2 * b] = dx;
+        xsc[2 * b + 1] = 0;
+        if (mode != SB_SIGNED) {
+            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), loadu(p + 2)), _mm256_set1_epi16(1));
+            int32_t is = hsum_i32_8(s);
+            if (mode == SB_MIN) xsc[2 * b + 1] = dx * (float)is;
+            else is *= off, memcpy(xsc + 2 * b + 1, &is, 4);
+        }
+    }
+}
+
+/* weight scales of a block: lane 0 = d, lane 1 = m (Q4_1/Q5_1) */
+INLINE __m128 wsc_f16(const uint8_t *p) { return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p)); }
+INLINE __m128 wsc_e8m0(const uint8_t *p) {
+    uint32_t e = p[0];
+    return _mm_castsi128_ps(_mm_cvtsi32_si128((int)(e < 2 ? 0x00200000u << e : (e - 1) << 23)));
+}
+/* weight quants of a block as int8 (signed) or uint8 (Q4_1/Q5_1) */
+INLINE __m256i wq_q4_0(const uint8_t *p) { return nibbles32(p + 2); } /* q_u, off 8 */
+INLINE __m256i wq_q4_1(const uint8_t *p) { return nibbles32(p + 4); }
+INLINE __m256i wq_q5_0(const uint8_t *p) { /* q_u, off 16 */
+    return _mm256_or_si256(nibbles32(p + 6), _mm256_and_si256(bits32(p + 2), _mm256_set1_epi8(0x10)));
+}
+INLINE __m256i wq_q5_1(const uint8_t *p) {
+    return _mm256_or_si256(nibbles32(p + 8), _mm256_and_si256(bits32(p + 4), _mm256_set1_epi8(0x10)));
+}
+INLINE __m256i wq_q8_0(const uint8_t *p) { return loadu(p + 2); }
+INLINE __m256i wq_iq4_nl(const uint8_t *p) {
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ts_kvalues_iq4nl));
+    return _mm256_shuffle_epi8(tab, nibbles32(p + 2));
+}
+INLINE __m256i wq_mxfp4(const uint8_t *p) { /* codebook + 12 (>= 0), off 12 */
+    const __m256i tab = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ts_kvalues_mxfp4)),
+                                        _mm256_set1_epi8(12));
+    return _mm256_shuffle_epi8(tab, nibbles32(p + 1));
+}
+
+/* one block, column c: integer dot, then acc += (d*dx) * isum; accm lane 1 += m*dx*sum(q) */
+#define SB_COL(c, ACC, b)                                                                                     \
+    if (NC_ > (c)) {                                                                                          \
+        __m256i xq_ = loadu(xr##c + 34 * (b) + 2);                                                            \
+        const float *xs_ = xsc + 2 * (c) * SB_SEG + 2 * (b);                                                  \
+        __m128 p_ = _mm_mul_ps(ws_, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)xs_)));                 \
+        __m256i i_ = MODE_ == SB_SIGNED ? _mm256_maddubs_epi16(wa_, _mm256_sign_epi8(xq_, wq_))               \
+                                        : _mm256_maddubs_epi16(wq_, xq_);                                     \
+        i_ = _mm256_madd_epi16(i_, _mm256_set1_epi16(1));                                                     \
+        if (MODE_ == SB_OFF) {                                                                                \
+            int32_t o_;                                                                                       \
+            memcpy(&o_, xs_ + 1, 4);                                                                          \
+            i_ = _mm256_sub_epi32(i_, _mm256_castsi128_si256(_mm_cvtsi32_si128(o_)));                         \
+        }                                                                                                     \
+        ACC##c = _mm256_fmadd_ps(_mm256_broadcastss_ps(p_), _mm256_cvtepi32_ps(i_), ACC##c);                 \
+        if (MODE_ == SB_MIN) accm##c = _mm_add_ps(accm##c, p_);                                               \
+    }
+#define SB_BLOCK(ACC, b, WQ, WSC)                                                                                    \
+    do {                                                                                                      \
+        const uint8_t *wb_ = wr + (b) * BYTES;                                                                \
+        __m256i wq_ = WQ(wb_);                                                                                \
+        __m256i wa_ = MODE_ == SB_SIGNED ? _mm256_sign_epi8(wq_, wq_) : wq_;                                            \
+        __m128 ws_ = WSC(wb_);                                                                                \
+        SB_COL(0, ACC, b) SB_COL(1, ACC, b) SB_COL(2, ACC, b) SB_COL(3, ACC, b)                               \
+    } while (0)
+#define SB_OUT(c)                                                                                             \
+    if (NC_ > (c)) {                                                                                          \
+        float v_ = hsum8(_mm256_add_ps(acc##c, bcc##c));                                                      \
+        if (MODE_ == SB_MIN) v_ += _mm_cvtss_f32(_mm_movehdup_ps(accm##c));                                          \
+        float *o_ = out + (c) * os + r;                                                                       \
+        *o_ = add ? *o_ + v_ : v_;                                                                            \
+    }
+
+/* rows r of one segment (nb blocks) against NC columns whose scales are in xsc */
+#define SB_SEGK(NAME, WQ_, WSC_, BYTES_, MODE, NC)                                                         \
+    static void NAME##_seg##NC(int64_t nb, const uint8_t *w, uint64_t ws, int64_t nrows, const uint8_t *x,     \
+                               uint64_t xs, const float *xsc, float *out, int64_t os, int add) {              \
+        enum { NC_ = NC, BYTES = BYTES_ };                                                                   \
+        const int MODE_ = MODE;                                                \
+        const uint8_t *xr0 = x, *xr1 = x + xs, *xr2 = x + 2 * xs, *xr3 = x + 3 * xs;                          \
+        (void)xr1, (void)xr2, (void)xr3;                                                                      \
+        for (int64_t r = 0; r < nrows; r++) {                                                                 \
+            const uint8_t *wr = w + r * ws;                                                                   \
+            __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;                         \
+            __m256 bcc0 = acc0, bcc1 = acc0, bcc2 = acc0, bcc3 = acc0;                                        \
+            __m128 accm0 = _mm_setzero_ps(), accm1 = accm0, accm2 = accm0, accm3 = accm0;                     \
+            int64_t b = 0;                                                                                    \
+            if (NC_ == 1) /* two blocks per step: the FMA chain is the limit with one column */              \
+                for (; b + 1 < nb; b += 2) {                                                                  \
+                    SB_BLOCK(acc, b, WQ_, WSC_);                                                                         \
+                    SB_BLOCK(bcc, b + 1, WQ_, WSC_);                                                                     \
+                }                                                                                             \
+            for (; b < nb; b++) SB_BLOCK(acc, b, WQ_, WSC_);                                                             \
+            SB_OUT(0) SB_OUT(1) SB_OUT(2) SB_OUT(3)                                                           \
+        }                                                                                                     \
+    }
+#define SB_KERNEL(NAME, WQF, WSCF, BYTES_, MODE, OFF)                                                           \
+    SB_SEGK(NAME, WQF, WSCF, BYTES_, MODE, 1)                                                                 \
+    SB_SEGK(NAME, WQF, WSCF, BYTES_, MODE, 2)                                                                 \
+    SB_SEGK(NAME, WQF, WSCF, BYTES_, MODE, 3)                                                                 \
+    SB_SEGK(NAME, WQF, WSCF, BYTES_, MODE, 4)                                                                 \
+    static void NAME##_rows(int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, float *out) { \
+        float xsc[2 * SB_SEG];                                                                                \
+        int64_t nb = n / 32;                                                                                  \
+        for (int64_t b0 = 0; b0 < nb; b0 += SB_SEG) {                                                         \
+            int64_t m = nb - b0 < SB_SEG ? nb - b0 : SB_SEG;                                                  \
+            sb_prep((const uint8_t *)x + 34 * b0, m, xsc, MODE, OFF);                                               \
+            NAME##_seg1(m, (const uint8_t *)w + b0 * BYTES_, ws, nrows, (const uint8_t *)x + 34 * b0, 0, xsc, out, 0, b0 > 0); \
+        }                                                                                                     \
+    }                                                                                                         \
+    static void NAME##_tile(int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,  \
+                            int64_t ncols, float *out, int64_t os) {                                          \
+        float xsc[4 * 2 * SB_SEG];                                                                            \
+        int64_t nb = n / 32;                                                                                  \
+        for (int64_t c0 = 0; c0 < ncols; c0 += 4) {                                                           \
+            int nc = (int)(ncols - c0 < 4 ? ncols - c0 : 4);                                                  \
+            const uint8_t *xc = (const uint8_t *)x + c0 * xs;                                                 \
+            float *oc = out + c0 * os;                                                                        \
+            for (int64_t b0 = 0; b0 < nb; b0 += SB_SEG) {                                                     \
+                int64_t m = nb - b0 < SB_SEG ? nb - b0 : SB_SEG;                                              \
+                for (int c = 0; c < nc; c++) sb_prep(xc + c * xs + 34 * b0, m, xsc + 2 * SB_SEG * c, MODE, OFF); \
+                const uint8_t *wb = (const uint8_t *)w + b0 * BYTES_, *xb = xc + 34 * b0;                     \
+                switch (nc) {                                                                                 \
+                case 1: NAME##_seg1(m, wb, ws, nrows, xb, xs, xsc, oc, os, b0 > 0); break;                    \
+                case 2: NAME##_seg2(m, wb, ws, nrows, xb, xs, xsc, oc, os, b0 > 0); break;                    \
+                case 3: NAME##_seg3(m, wb, ws, nrows, xb, xs, xsc, oc, os, b0 > 0); break;                    \
+                default: NAME##_seg4(m, wb, ws, nrows, xb, xs, xsc, oc, os, b0 > 0); break;                   \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+
+SB_KERNEL(sb_q4_0, wq_q4_0, wsc_f16, 18, SB_OFF, 8)
+SB_KERNEL(sb_q4_1, wq_q4_1, wsc_f16, 20, SB_MIN, 0)
+SB_KERNEL(sb_q5_0, wq_q5_0, wsc_f16, 22, SB_OFF, 16)
+SB_KERNEL(sb_q5_1, wq_q5_1, wsc_f16, 24, SB_MIN, 0)
+SB_KERNEL(sb_q8_0, wq_q8_0, wsc_f16, 34, SB_SIGNED, 0)
+SB_KERNEL(sb_iq4_nl, wq_iq4_nl, wsc_f16, 18, SB_SIGNED, 0)
+SB_KERNEL(sb_mxfp4, wq_mxfp4, wsc_e8m0, 17, SB_OFF, 12)
+
 /* ------------------------------------------------------------------ */
 /* K-quants against Q8_K                                               */
 
@@ -517,6 +677,15 @@ void ts_q_fill_avx2(ts_q_kernels *k) {
     SET(F16, f16);
     SET(BF16, bf16);
 #undef SET
+#define SETM(T, name) k->rows[TS_TYPE_##T] = name##_rows, k->tile[TS_TYPE_##T] = name##_tile
+    SETM(Q4_0, sb_q4_0);
+    SETM(Q4_1, sb_q4_1);
+    SETM(Q5_0, sb_q5_0);
+    SETM(Q5_1, sb_q5_1);
+    SETM(Q8_0, sb_q8_0);
+    SETM(IQ4_NL, sb_iq4_nl);
+    SETM(MXFP4, sb_mxfp4);
+#undef SETM
     k->dequant[TS_TYPE_F16] = dq_f16;
     k->dequant[TS_TYPE_BF16] = dq_bf16;
     k->quantize[TS_TYPE_F16] = qz_f16;
