@@ -32,8 +32,25 @@ typedef struct cli_model {
     struct ts_model *model;
     struct tok_vocab *vocab;
 } cli_model;
-/* Loads MODEL and its tokenizer; on failure prints the error and returns false. */
-bool cli_model_load(const char *cmd, const char *path, cli_model *out);
+/* MoE flags shared by run/chat/bench/perplexity: --expert-residency,
+ * --expert-cache-slots, --expert-budget, --expert-policy. Returns 1 if argv[*i]
+ * was one of them (consumed, value parsed into the options), 0 if not, -1 on
+ * a bad value (error printed). */
+struct expert_cache_opts;
+typedef struct cli_expert_flags {
+    bool given;            /* any flag seen */
+    const char *residency, *slots, *budget, *policy;
+} cli_expert_flags;
+int cli_parse_expert_flag(const char *cmd, int argc, char **argv, int *i, cli_expert_flags *ef);
+#define CLI_EXPERT_USAGE                                                                             \
+    "  MoE models: --expert-residency resident|streamed|mapped|auto (default auto)\n"              \
+    "              --expert-cache-slots N|auto  --expert-budget BYTES (e.g. 8G)  --expert-policy lfu|lru\n"
+
+/* Loads MODEL and its tokenizer; on failure prints the error and returns
+ * false. For MoE models prints the residency choice and the cache line. */
+bool cli_model_load(const char *cmd, const char *path, const cli_expert_flags *ef, cli_model *out);
+/* MoE models: the end-of-run cache line (requests, hits, MiB/token). */
+void cli_model_report(const cli_model *m, uint64_t n_tokens);
 void cli_model_free(cli_model *m);
 /* Parses "1 2 3" into ids (space/comma separated), each in [0, n_vocab). */
 bool cli_parse_ids(const char *cmd, const char *s, int32_t n_vocab, int32_t **ids, int32_t *n);

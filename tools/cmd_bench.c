@@ -16,7 +16,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: turbospark bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]\n"
-               "  -p N  prompt-processing test of N tokens (0 skips); -n N: generation test of N tokens (0 skips)\n");
+               "  -p N  prompt-processing test of N tokens (0 skips); -n N: generation test of N tokens (0 skips)\n" CLI_EXPERT_USAGE);
 }
 
 static void mean_sd(const double *x, int n, double *m, double *sd) {
@@ -36,8 +36,12 @@ int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench", *model = NULL;
     int64_t p = 512, n = 128, r = 5, threads = 0;
     bool json = false;
+    cli_expert_flags ef = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int ex = cli_parse_expert_flag(cmd, argc, argv, &i, &ef);
+        if (ex < 0) return 1;
+        if (ex > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1; model = v; }
         else if (!strcmp(a, "-p")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 0, 1 << 20, &p)) return 1; }
@@ -50,7 +54,7 @@ int cmd_bench(int argc, char **argv) {
     if (!model) { return cli_error(cmd, "no model given (-m MODEL)"); }
     if (!p && !n) return cli_error(cmd, "nothing to measure (-p 0 and -n 0)");
     cli_model m;
-    if (!cli_model_load(cmd, model, &m)) return 1;
+    if (!cli_model_load(cmd, model, &ef, &m)) return 1;
     ts_session_opts so = ts_session_opts_default();
     so.n_ctx = (int32_t)(p > n ? p : n) + 1;
     so.n_threads = (int32_t)threads;
@@ -121,6 +125,7 @@ int cmd_bench(int argc, char **argv) {
         rows++;
     }
     if (json) printf("\n]\n");
+    if (!rc) cli_model_report(&m, (uint64_t)((p + n) * (r + 1)));
     if (!rc) fprintf(stderr, "bench: fed %lld seeded-random token ids (%d distinct); %lld reps after 1 warm-up\n", (long long)n_ids, distinct, (long long)r);
     if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_error(cmd, "writing output failed");
 done:

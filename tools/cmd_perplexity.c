@@ -18,14 +18,18 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: turbospark perplexity -m MODEL -f TEXT.txt [--ctx N (512)] [--chunks N] [--threads N]\n"
-               "                             [--save-logits FILE] [--kl-base FILE]\n");
+               "                             [--save-logits FILE] [--kl-base FILE]\n" CLI_EXPERT_USAGE);
 }
 
 int cmd_perplexity(int argc, char **argv) {
     const char *cmd = "perplexity", *model = NULL, *text_path = NULL, *save = NULL, *base = NULL;
     int64_t ctx = 512, threads = 0, max_chunks = 0;
+    cli_expert_flags ef = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int ex = cli_parse_expert_flag(cmd, argc, argv, &i, &ef);
+        if (ex < 0) return 1;
+        if (ex > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1; model = v; }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1; text_path = v; }
@@ -44,7 +48,7 @@ int cmd_perplexity(int argc, char **argv) {
     ts_logits_file bf = {0};
     if (base && ts_logits_file_open(base, &bf) != TS_OK) { free(text); return cli_error(cmd, "%s", ts_last_error()); }
     cli_model m;
-    if (!cli_model_load(cmd, model, &m)) { free(text); if (base) ts_logits_file_close(&bf); return 1; }
+    if (!cli_model_load(cmd, model, &ef, &m)) { free(text); if (base) ts_logits_file_close(&bf); return 1; }
     int rc = 0;
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -120,6 +124,7 @@ int cmd_perplexity(int argc, char **argv) {
             else fprintf(stderr, "wrote %llu logit rows to %s\n", (unsigned long long)pos_i, save);
         }
         if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_error(cmd, "writing output failed");
+        cli_model_report(&m, (uint64_t)(n_chunks * ctx));
     }
 done:
     if (writing) ts_logits_writer_abort(&w);

@@ -22,6 +22,7 @@ typedef struct run_opts {
     const char *stops[MAX_STOPS];
     size_t n_stops;
     sampler_params sp;
+    cli_expert_flags ef;
 } run_opts;
 
 static void usage(FILE *f) {
@@ -40,7 +41,7 @@ static void usage(FILE *f) {
             "  --stop STR            stop when STR appears in the output (repeatable)\n"
             "  --threads N           default: the number of cores; --ctx N: context (default: the model's)\n"
             "  --show-ids            print generated token ids instead of text\n"
-            "  --chat-template NAME  chatml, llama3, llama2, mistral, mistral-legacy, gemma\n");
+            "  --chat-template NAME  chatml, llama3, llama2, mistral, mistral-legacy, gemma\n" CLI_EXPERT_USAGE);
 }
 
 static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
@@ -53,6 +54,9 @@ static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
         int64_t n;
 #define VAL() \
     if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1
+        int ex = cli_parse_expert_flag(cmd, argc, argv, &i, &o->ef);
+        if (ex < 0) return 1;
+        if (ex > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return -1; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
         else if (!strcmp(a, "--prompt") || !strcmp(a, "-p")) { VAL(); o->prompt = v; }
@@ -284,7 +288,7 @@ static int run_main(const char *cmd, int argc, char **argv) {
     int r = parse_opts(cmd, argc, argv, &o);
     if (r) return r < 0 ? 0 : 1;
     cli_model m;
-    if (!cli_model_load(cmd, o.model, &m)) return 1;
+    if (!cli_model_load(cmd, o.model, &o.ef, &m)) return 1;
     ts_session_opts so = ts_session_opts_default();
     so.n_ctx = (int32_t)o.ctx;
     so.n_threads = (int32_t)o.threads;
@@ -333,6 +337,7 @@ static int run_main(const char *cmd, int argc, char **argv) {
     if (st) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
     if (os.write_errno) { rc = cli_error(cmd, "writing to stdout failed: %s", strerror(os.write_errno)); goto done; }
     footer(&res);
+    cli_model_report(&m, (uint64_t)res.n_prompt + (uint64_t)res.n_new);
 done:
     free(ids);
     sampler_free(smp);
