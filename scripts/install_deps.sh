@@ -3,7 +3,12 @@
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in cmake make gcc pkg-config libpcre2-dev libcjson-dev clang libclang-rt-14-dev python3 ${TS_EXTRA_PKGS:-}; do
+# chromium + a font: tests/cli_analyze.sh renders the `analyze --html` pages
+# headless and checks they are not blank (TS_NO_CHROMIUM=1 leaves them out;
+# that test then skips the render, or fails under CI=true).
+render_pkgs="chromium fonts-dejavu-core"
+[ "${TS_NO_CHROMIUM:-}" = "1" ] && render_pkgs=""
+for p in cmake make gcc pkg-config libpcre2-dev libcjson-dev clang libclang-rt-14-dev python3 $render_pkgs ${TS_EXTRA_PKGS:-}; do
   have_pkg "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
