@@ -405,8 +405,8 @@ static int analyze_cache(int argc, char **argv) {
     }
     printf("cache replay of %s: %d layers, %d experts, top_k %d, skip %lld passes\n", path, c.num_layers, c.num_experts, c.top_k,
            (long long)skip);
-    printf("%-7s %6s %9s %10s %12s %8s %8s %10s\n", "policy", "slots", "hit %", "requests", "miss/layer/pass", "cold", "evicted",
-           "prev-named");
+    printf("%-7s %6s %9s %10s %10s %10s %12s %8s %8s %10s\n", "policy", "slots", "hit %", "requests", "hits", "misses",
+           "miss/layer/pass", "cold", "evicted", "prev-named");
     int rc = 0;
     for (int pi = 0; pi < n_pols && !rc; pi++)
         for (int si = 0; si < n_slots && !rc; si++) {
@@ -431,8 +431,9 @@ static int analyze_cache(int argc, char **argv) {
                                tot.requests ? 100.0 * tot.hits / tot.requests : NAN, (unsigned long long)tot.requests,
                                layers && passes ? tot.misses / (double)layers / passes : NAN, (unsigned long long)tot.cold_misses,
                                (unsigned long long)tot.evict_misses, tot.misses ? 100.0 * tot.prev_named / tot.misses : NAN);
-            printf("%-7s %6lld %8.2f%% %10llu %12.3f %8llu %8llu %9.1f%%\n", pname[pols[pi]], (long long)slots[si],
+            printf("%-7s %6lld %8.2f%% %10llu %10llu %10llu %12.3f %8llu %8llu %9.1f%%\n", pname[pols[pi]], (long long)slots[si],
                    tot.requests ? 100.0 * tot.hits / tot.requests : NAN, (unsigned long long)tot.requests,
+                   (unsigned long long)tot.hits, (unsigned long long)tot.misses,
                    layers && passes ? tot.misses / (double)layers / passes : NAN, (unsigned long long)tot.cold_misses,
                    (unsigned long long)tot.evict_misses, tot.misses ? 100.0 * tot.prev_named / tot.misses : NAN);
         }

@@ -126,6 +126,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (json) printf("\n]\n");
     if (!rc) cli_model_report(&m, (uint64_t)((p + n) * (r + 1)));
+    if (!rc && ts_model_instruments_finish(m.model, stderr) != TS_OK) rc = 1;
     if (!rc) fprintf(stderr, "bench: fed %lld seeded-random token ids (%d distinct); %lld reps after 1 warm-up\n", (long long)n_ids, distinct, (long long)r);
     if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_error(cmd, "writing output failed");
 done:

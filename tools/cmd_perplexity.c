@@ -125,6 +125,7 @@ int cmd_perplexity(int argc, char **argv) {
         }
         if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_error(cmd, "writing output failed");
         cli_model_report(&m, (uint64_t)(n_chunks * ctx));
+        if (ts_model_instruments_finish(m.model, stderr) != TS_OK && !rc) rc = 1;
     }
 done:
     if (writing) ts_logits_writer_abort(&w);

@@ -247,6 +247,7 @@ static int run_chat(const char *cmd, const run_opts *o, cli_model *m, ts_session
         fflush(stdout);
         if (st) { free(ids); free(res.ids); rc = cli_error(cmd, "%s", ts_last_error()); break; }
         footer(&res);
+        ts_model_phase_add_sampling(m->model, res.sample_s);
         if (os.write_errno) { free(ids); free(res.ids); rc = cli_error(cmd, "writing to stdout failed: %s", strerror(os.write_errno)); break; }
         /* KV now holds ids + all generated tokens but the last one. */
         size_t need = n_ids + (size_t)res.n_new;
@@ -299,7 +300,11 @@ static int run_main(const char *cmd, int argc, char **argv) {
     size_t n_ids = 0;
     if (ts_session_new(m.model, &so, &s) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
     if (sampler_new(&o.sp, ts_session_n_vocab(s), &smp) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
-    if (o.chat) { rc = run_chat(cmd, &o, &m, s, smp); goto done; }
+    if (o.chat) {
+        rc = run_chat(cmd, &o, &m, s, smp);
+        if (ts_model_instruments_finish(m.model, stderr) != TS_OK && !rc) rc = 1;
+        goto done;
+    }
     if (o.prompt) {
         if (tok_encode(m.vocab, o.prompt, strlen(o.prompt), true, true, &ids, &n_ids) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
     } else if (o.prompt_ids) {
@@ -338,6 +343,8 @@ static int run_main(const char *cmd, int argc, char **argv) {
     if (os.write_errno) { rc = cli_error(cmd, "writing to stdout failed: %s", strerror(os.write_errno)); goto done; }
     footer(&res);
     cli_model_report(&m, (uint64_t)res.n_prompt + (uint64_t)res.n_new);
+    ts_model_phase_add_sampling(m.model, res.sample_s);
+    if (ts_model_instruments_finish(m.model, stderr) != TS_OK) rc = 1;
 done:
     free(ids);
     sampler_free(smp);

@@ -56,6 +56,12 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
         ts_model_free(m);
         return st;
     }
+    if ((st = ts_diag_from_env(&m->diag)) != TS_OK ||
+        (m->diag && (st = ts_diag_bind(m->diag, m->desc.hp.n_layer, m->desc.has_moe ? m->desc.hp.n_expert : 0,
+                                       m->desc.hp.n_expert_used, m->desc.fam->name)) != TS_OK)) {
+        ts_model_free(m);
+        return st;
+    }
     if (m->desc.has_moe) {
         expert_cache_opts eo;
         if (o.experts) eo = *o.experts;
@@ -94,6 +100,7 @@ ts_status ts_model_load(const char *path, const ts_model_opts *opts, ts_model **
 void ts_model_free(ts_model *m) {
     if (!m) return;
     expert_cache_free(m->ecache);
+    ts_diag_free(m->diag);
     ts_model_desc_free(&m->desc);
     gguf_close(m->gguf);
     free(m);
@@ -106,6 +113,57 @@ int32_t ts_model_n_vocab(const ts_model *m) { return m->desc.hp.n_vocab; }
 int32_t ts_model_n_ctx_train(const ts_model *m) { return m->desc.hp.n_ctx_train; }
 uint64_t ts_model_weight_bytes(const ts_model *m) { return ts_model_desc_weight_bytes(&m->desc); }
 expert_cache *ts_model_expert_cache(const ts_model *m) { return m->ecache; }
+
+void ts_model_phase_add_sampling(ts_model *m, double seconds) {
+    if (m->diag && m->diag->phases) {
+        m->diag->phase_s[TS_PHASE_LM_HEAD] += seconds;
+        m->diag->total_s += seconds;
+    }
+}
+
+static void phases_footer(const ts_model *m, FILE *log) {
+    const ts_diag *d = m->diag;
+    static const char *names[TS_PHASE_COUNT] = {"attention", "dense FFN", "router + top-k", "expert I/O wait", "expert compute",
+                                                "LM head + sampling"};
+    double named = 0, N = d->passes ? (double)d->passes : 1;
+    for (int p = 0; p < TS_PHASE_COUNT; p++) named += d->phase_s[p];
+    double total = d->total_s > named ? d->total_s : named;
+    fprintf(log, "[phases over %llu forward passes, %.1f ms total]\n", (unsigned long long)d->passes, total * 1e3);
+    fprintf(log, "  %-20s %12s %7s %12s\n", "phase", "ms total", "%", "ms/token");
+    for (int p = 0; p <= TS_PHASE_COUNT; p++) {
+        double v = p < TS_PHASE_COUNT ? d->phase_s[p] : total - named;
+        fprintf(log, "  %-20s %12.2f %6.1f%% %12.3f\n", p < TS_PHASE_COUNT ? names[p] : "rest", v * 1e3, total > 0 ? 100 * v / total : 0,
+                v * 1e3 / N);
+    }
+    if (m->ecache) {
+        expert_cache_stats st;
+        expert_cache_get_stats(m->ecache, -1, &st);
+        fprintf(log, "  expert cache: %llu requests, %llu hits (%.1f%%), %llu misses\n", (unsigned long long)st.requests,
+                (unsigned long long)st.hits, st.requests ? 100.0 * (double)st.hits / (double)st.requests : 0.0,
+                (unsigned long long)st.misses);
+        const char *dio = getenv("TURBOSPARK_EXPERT_DISK_IO");
+        if (dio && *dio && strcmp(dio, "0") != 0) {
+            uint64_t phys;
+            double req = (double)st.bytes_requested / (1024.0 * 1024.0) / N;
+            if (expert_cache_physical_bytes(m->ecache, &phys) == TS_OK)
+                fprintf(log, "  expert bytes: %.3f MiB/token requested, %.3f MiB/token physical, ratio %.3f\n", req,
+                        (double)phys / (1024.0 * 1024.0) / N, st.bytes_requested ? (double)phys / (double)st.bytes_requested : 0.0);
+            else
+                fprintf(log, "  expert bytes: %.3f MiB/token requested, physical n/a\n", req);
+        }
+    }
+}
+
+ts_status ts_model_instruments_finish(ts_model *m, FILE *log) {
+    if (!m->diag) return TS_OK;
+    if (m->diag->phases) phases_footer(m, log);
+    return ts_diag_finish(m->diag, log);
+}
+
+static void diag_tap(void *user, ts_tap_point point, int32_t layer, const float *rows, int32_t n_tok, int32_t width, bool final) {
+    (void)point;
+    ts_diag_ffn_observe(user, layer, rows, n_tok, width, final);
+}
 
 /* ---- session ---- */
 
@@ -150,6 +208,10 @@ static void layout(ts_session *s, carver *c) {
         s->exp_gate = carve(c, sizeof(float) * FE);
         s->exp_up = carve(c, sizeof(float) * FE);
         s->exp_out = carve(c, sizeof(float) * E);
+        if (s->model->diag && s->model->diag->pilot) {
+            s->pilot_h = carve(c, sizeof(float) * B * E);
+            s->pilot_r = carve(c, sizeof(float) * B * NE);
+        }
         if (SF) {
             s->sh_act = carve(c, sizeof(float) * B * SF);
             s->sh_up = carve(c, sizeof(float) * B * SF);
@@ -201,8 +263,9 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     if (hp->n_ff_shexp > max_in) max_in = hp->n_ff_shexp;
     if (m->desc.has_moe) {
         s->router_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
+        s->pilot_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
         s->sh_gate_host = ts_calloc((size_t)n_batch, sizeof(float));
-        if (!s->router_host || !s->sh_gate_host) {
+        if (!s->router_host || !s->sh_gate_host || !s->pilot_host) {
             st = TS_ERR_NOMEM;
             goto fail;
         }
@@ -220,6 +283,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     }
     c = (carver){.base = s->arena};
     layout(s, &c);
+    if (m->diag && m->diag->ffn_path) ts_session_set_tap(s, diag_tap, m->diag);
     *out = s;
     return TS_OK;
 fail:
@@ -237,6 +301,7 @@ void ts_session_free(ts_session *s) {
     free(s->pos);
     free(s->out);
     free(s->router_host);
+    free(s->pilot_host);
     free(s->sh_gate_host);
     free(s);
 }
@@ -275,6 +340,10 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
         done += chunk;
     }
     double dt = ts_now() - t0;
+    if (s->model->diag) {
+        s->model->diag->passes += (uint64_t)n;
+        s->model->diag->total_s += dt;
+    }
     if (n == 1) {
         s->timings.decode_tokens++;
         s->timings.decode_s += dt;

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/base.h"
 #include "experts/expert_cache.h"
@@ -62,6 +63,14 @@ uint64_t ts_model_weight_bytes(const ts_model *m);
 /* The routed-expert cache of a MoE model (NULL for a dense model): for the
  * start/end lines and statistics (experts/expert_cache.h). */
 expert_cache *ts_model_expert_cache(const ts_model *m);
+
+/* Instruments (TURBOSPARK_* variables, read once at load; docs/INSTRUMENTS.md).
+ * At the end of a run the command calls ts_model_instruments_finish, which
+ * writes the captures and prints "[tag] wrote PATH" (or "[tag] FAILED ...")
+ * lines, and the phase footer when TURBOSPARK_PHASES is set, to log. Time
+ * the caller spends sampling is added with ts_model_phase_add_sampling. */
+ts_status ts_model_instruments_finish(ts_model *m, FILE *log);
+void ts_model_phase_add_sampling(ts_model *m, double seconds);
 
 typedef struct ts_session_opts {
     int32_t n_ctx;     /* positions; 0 = the model's context_length */

@@ -31,6 +31,21 @@ ts_status ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_ro
         op->rope_table(be, md->rope_swa.freq, md->rope_swa.n_rot, s->pos, n, md->rope_swa.mscale, s->rope_cs[1]);
 
     op->embed(be, &md->tok_embd, ids, n, hp->embd_scale, s->x);
+    s->chunk_final = is_final_chunk;
+
+    /* phases (TURBOSPARK_PHASES): wall time between named points; the CPU
+     * backend is synchronous, so an op's time ends when it returns */
+    ts_diag *dg = s->model->diag;
+    const bool ph = dg && dg->phases;
+    double tph = ph ? ts_now() : 0;
+#define PHASE(p)                                 \
+    do {                                         \
+        if (ph) {                                \
+            double t2_ = ts_now();               \
+            if ((p) >= 0) dg->phase_s[p] += t2_ - tph; \
+            tph = t2_;                           \
+        }                                        \
+    } while (0)
 
     for (int l = 0; l < hp->n_layer; l++) {
         const ts_layer *L = &md->layers[l];
@@ -69,13 +84,19 @@ ts_status ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_ro
         op->matmul(be, 1, wo, &s->xb2, s->att, n);
         if (L->attn_post_norm) op->rmsnorm(be, s->xb2, L->attn_post_norm, E, n, eps, s->xb2);
         op->add(be, s->x, s->xb2, (int64_t)n * E);
+        PHASE(TS_PHASE_ATTENTION);
+        if (TS_UNLIKELY(dg != NULL) && dg->pilot) {
+            ts_forward_pilot(s, l, n);
+            PHASE(-1); /* the probe's own cost is not the engine's */
+        }
 
         /* ---- feed-forward ---- */
         op->rmsnorm(be, s->x, L->ffn_norm, E, n, eps, s->xb);
         if (L->moe) {
-            ts_status st = ts_forward_moe(s, l, n);
+            ts_status st = ts_forward_moe(s, l, n); /* accounts its own phases */
             if (st != TS_OK) return st;
             op->add(be, s->x, s->xb2, (int64_t)n * E);
+            PHASE(-1);
             continue;
         }
         const ts_mat *gu[2] = {&L->ffn_gate, &L->ffn_up};
@@ -88,6 +109,7 @@ ts_status ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_ro
         op->matmul(be, 1, down, &s->xb2, s->ffn_act, n);
         if (L->ffn_post_norm) op->rmsnorm(be, s->xb2, L->ffn_post_norm, E, n, eps, s->xb2);
         op->add(be, s->x, s->xb2, (int64_t)n * E);
+        PHASE(TS_PHASE_DENSE_FFN);
     }
 
     /* ---- LM head: only the rows whose logits are wanted ---- */
@@ -97,5 +119,7 @@ ts_status ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_ro
     const ts_mat *head[1] = {&md->output};
     op->matmul(be, 1, head, &s->logits, s->xb, rows);
     if (hp->logit_softcap > 0) op->softcap(be, s->logits, (int64_t)rows * hp->n_vocab, hp->logit_softcap);
+    PHASE(TS_PHASE_LM_HEAD);
+#undef PHASE
     return TS_OK;
 }

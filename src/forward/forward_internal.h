@@ -4,12 +4,14 @@
 #define TS_FORWARD_INTERNAL_H
 
 #include "compute/backend.h"
+#include "diag/diag.h"
 #include "forward/engine.h"
 
 struct ts_model {
     gguf_file *gguf;     /* the open file; weights point into its mapping */
     ts_model_desc desc;  /* hyperparameters and bound weights */
     expert_cache *ecache;/* routed experts (MoE models), else NULL */
+    ts_diag *diag;       /* instruments from the environment; NULL = all off */
 };
 
 struct ts_session {
@@ -50,6 +52,10 @@ struct ts_session {
     float *sh_gate;       /* (n_batch, 1) shared expert gate logits */
     float *router_host;   /* (n_batch, n_expert) host copy of router logits */
     float *sh_gate_host;  /* (n_batch) host copy */
+    float *pilot_h;       /* (n_batch, n_embd) pilot probe: the residual through the target's norm */
+    float *pilot_r;       /* (n_batch, n_expert) pilot probe router logits */
+    float *pilot_host;    /* (n_batch, n_expert) host copy */
+    bool chunk_final;     /* the chunk being run is the last of its eval */
 
     /* host memory */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */
@@ -69,5 +75,10 @@ ts_status ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_ro
  * s->xb2 (n, n_embd). Experts run per token, in router rank order, the same
  * way whatever the residency, so output never depends on the cache. */
 ts_status ts_forward_moe(ts_session *s, int l, int n);
+
+/* TURBOSPARK_PILOT_PROBE: at layer l, with the post-attention residual in
+ * s->x, run the target layer's router (l+1, or l itself in self mode) through
+ * its own norm and record its top-k as that layer's "pred". Scratch only. */
+void ts_forward_pilot(ts_session *s, int l, int n);
 
 #endif

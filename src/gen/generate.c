@@ -88,7 +88,9 @@ ts_status gen_run(void *model, gen_eval_fn eval, int32_t n_vocab, const tok_voca
     double t1 = ts_now();
     while (!st) {
         if (out->n_new == p->max_new) { out->reason = GEN_STOP_LENGTH; break; }
+        double ts0 = ts_now();
         int32_t id = sampler_sample(smp, logits);
+        out->sample_s += ts_now() - ts0;
         if (id < 0 || id >= n_vocab) { st = ts_fail(TS_ERR_INTERNAL, "sampler returned no token: %s", ts_last_error()); break; }
         sampler_accept(smp, id);
         out->ids[out->n_new++] = id;

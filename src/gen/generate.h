@@ -49,6 +49,7 @@ typedef struct gen_result {
     int32_t n_prompt;       /* tokens prefilled */
     int32_t n_new;          /* tokens sampled (EOG included) */
     double prefill_s, decode_s;
+    double sample_s;        /* of decode_s, time in the sampler */
     int32_t *ids;           /* (n_new) generated ids; owned, free() */
 } gen_result;
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Instruments on real runs of the tiny fixture models:
+#  - stdout is byte-identical with every instrument on and off (greedy and seeded sampling);
+#  - PILOT_PROBE=self reads 100% recall (a mis-wired probe cannot);
+#  - replaying a run's own trace through the analyzer reproduces the run's own hits and misses;
+#  - captures from paths not wired for them fail loudly and leave no file;
+#  - the FFN census keeps sum(hist_count) = decode_passes x inter; the phase footer adds up.
+cli=$1; fix=$2
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+MOE="$fix/ref/tiny-qwen2moe-f32.gguf"
+DENSE="$fix/ref/tiny-llama-f32.gguf"
+ALL=(TURBOSPARK_PHASES=1 TURBOSPARK_EXPERT_DISK_IO=1 TURBOSPARK_ROUTER_HIST="$tmp/r.json" TURBOSPARK_ROUTER_TRACE=1
+     TURBOSPARK_PILOT_PROBE=1 TURBOSPARK_ROUTER_LOGITS_LAYER=1 TURBOSPARK_ROUTER_LOGITS_PASS=2 TURBOSPARK_FFN_HIST="$tmp/f.json")
+
+for model in "$MOE" "$DENSE"; do
+  for mode in "--temperature 0" "--temperature 1 --seed 11"; do
+    extra=""; [ "$model" = "$MOE" ] && extra="--expert-residency streamed --expert-cache-slots 2"
+    off=$("$cli" run -m "$model" --prompt "hello there" --max-new 40 $mode $extra 2>/dev/null | od -An -tx1)
+    on=$(env "${ALL[@]}" "$cli" run -m "$model" --prompt "hello there" --max-new 40 $mode $extra 2>"$tmp/err" | od -An -tx1)
+    [ -n "$off" ] && [ "$off" = "$on" ] && ok || bad "stdout differs with instruments on ($(basename "$model") $mode)"
+  done
+done
+
+# replay reproduces the engine's own counts, for two slot counts and both policies
+for pol in lfu lru; do
+  for slots in 2 3; do
+    env TURBOSPARK_ROUTER_HIST="$tmp/t.json" TURBOSPARK_ROUTER_TRACE=1 "$cli" run -m "$MOE" --prompt "count the hits" --max-new 48 \
+      --temperature 1 --seed 5 --expert-residency streamed --expert-cache-slots $slots --expert-policy $pol >/dev/null 2>"$tmp/e"
+    eng=$(grep -oE '^expert cache: [0-9]+ requests, [0-9]+ hits \([0-9.]+%\), [0-9]+ misses' "$tmp/e" | head -1 | awk '{print $3, $5, $8}')
+    rep=$("$cli" analyze cache "$tmp/t.json" --slots $slots --policy $pol | awk -v p=$pol '$1==p {print $4, $5, $6}')
+    [ -n "$eng" ] && [ "$eng" = "$rep" ] && ok || bad "replay $pol/$slots: engine [$eng] vs analyzer [$rep]"
+  done
+done
+
+# pilot self-test: aimed at its own layer, recall must be exactly 100%
+env TURBOSPARK_ROUTER_HIST="$tmp/s.json" TURBOSPARK_PILOT_PROBE=self "$cli" run -m "$MOE" --prompt "self test" --max-new 20 --seed 3 >/dev/null 2>&1
+"$cli" analyze cache "$tmp/s.json" --slots 2 | grep -q 'PILOT recall: 100.00%' && ok || bad "PILOT_PROBE=self recall is not 100%"
+# next-layer probe: a real (weaker) predictor, below 100% on random routers
+env TURBOSPARK_ROUTER_HIST="$tmp/n.json" TURBOSPARK_PILOT_PROBE=1 "$cli" run -m "$MOE" --prompt "self test" --max-new 20 --seed 3 >/dev/null 2>&1
+python3 - "$tmp/n.json" "$tmp/s.json" <<'PY' && ok || bad "pilot capture shape"
+import json, sys
+n, s = (json.load(open(p)) for p in sys.argv[1:3])
+for d in (n, s):
+    assert d["pred"][0] == [], "row 0 must stay empty"
+    for l in range(1, d["num_layers"]):
+        assert len(d["pred"][l]) == len(d["trace"][l]), "pred lines up with trace"
+    for l in range(d["num_layers"]):
+        passes = len(d["trace"][l]) // d["top_k"]
+        assert passes > 0 and sum(d["counts"][l]) == d["top_k"] * passes, "counts sum = top_k x passes"
+        assert [d["trace"][l].count(e) for e in range(d["num_experts"])] == d["counts"][l], "counts = histogram of the trace"
+assert s["pred"][1] == s["trace"][1]
+PY
+# router logits row: layer 1, pass 2
+python3 -c "
+import json,sys; d=json.load(open('$tmp/r.json')); r=d['router_logits']
+assert r['layer']==1 and r['pass']==2 and len(r['values'])==d['num_experts']" && ok || bad "router_logits row"
+
+# a dense model has no router: loud failure, no file, non-zero exit
+env TURBOSPARK_ROUTER_HIST="$tmp/d.json" "$cli" run -m "$DENSE" --prompt hi --max-new 3 >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -ne 0 ] && grep -q "^\[router-hist\] FAILED writing $tmp/d.json: .*no routed layers" "$tmp/e" && [ ! -e "$tmp/d.json" ] && ok || bad "dense router capture: rc=$rc $(cat "$tmp/e")"
+# a pure-MoE model without shared experts has no FFN to census: refused, no file
+env TURBOSPARK_FFN_HIST="$tmp/g.json" "$cli" run -m "$fix/ref/tiny-qwen3moe-f32.gguf" --prompt hi --max-new 3 >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -ne 0 ] && grep -q '^\[ffn-hist\] FAILED' "$tmp/e" && [ ! -e "$tmp/g.json" ] && ok || bad "moe census without shared expert: rc=$rc"
+# bad settings are refused before any work
+env TURBOSPARK_PILOT_PROBE=maybe TURBOSPARK_ROUTER_HIST="$tmp/x.json" "$cli" run -m "$MOE" --prompt hi >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$tmp/e")" -eq 1 ] && grep -q PILOT_PROBE "$tmp/e" && ok || bad "bad PILOT_PROBE accepted"
+env TURBOSPARK_ROUTER_TRACE=1 "$cli" run -m "$MOE" --prompt hi >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -ne 0 ] && grep -q ROUTER_HIST "$tmp/e" && ok || bad "trace without hist accepted"
+
+# FFN census invariant on a dense run, and the analyzer reads it
+env TURBOSPARK_FFN_HIST="$tmp/c.json" "$cli" run -m "$DENSE" --prompt "a census" --max-new 12 --seed 2 >/dev/null 2>&1
+python3 - "$tmp/c.json" <<'PY' && ok || bad "ffn census invariant"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["decode_passes"] == 12 and d["prefill_passes"] > 0, (d["decode_passes"], d["prefill_passes"])
+for l in range(d["num_layers"]):
+    assert sum(d["hist_count"][l]) == d["decode_passes"] * d["inter"]
+PY
+"$cli" analyze ffn "$tmp/c.json" | grep -q '^verdict:' && ok || bad "analyze ffn"
+
+# phases: rows add up to the total
+env TURBOSPARK_PHASES=1 "$cli" run -m "$MOE" --prompt "phases" --max-new 8 >/dev/null 2>"$tmp/e"
+python3 - "$tmp/e" <<'PY' && ok || bad "phase footer"
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r"\[phases over (\d+) forward passes, ([0-9.]+) ms total\]", t)
+assert m, t
+rows = re.findall(r"^  (attention|dense FFN|router \+ top-k|expert I/O wait|expert compute|LM head \+ sampling|rest)\s+([0-9.]+)\s+([0-9.]+)%", t, re.M)
+assert len(rows) == 7, rows
+assert abs(sum(float(r[1]) for r in rows) - float(m.group(2))) < 0.05 * float(m.group(2)) + 0.1
+assert abs(sum(float(r[2]) for r in rows) - 100) < 0.5
+assert re.search(r"expert cache: \d+ requests, \d+ hits", t)
+PY
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
