@@ -88,8 +88,9 @@ static void *cpu_alloc(ts_backend *be, size_t bytes) {
     (void)be;
     if (!bytes) bytes = 1;
     /* anonymous mappings are zero-filled and committed on first touch, so a
-     * long context costs memory only as far as it is used */
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+     * long context costs memory only as far as it is used (NORESERVE: a
+     * 128k-position cache must not be refused up front by overcommit) */
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         ts_fail(TS_ERR_NOMEM, "cannot allocate %zu bytes", bytes);
         return NULL;
