@@ -239,7 +239,9 @@ INLINE __m256i wq_mxfp4(const uint8_t *p) { /* codebook + 12 (>= 0), off 12 */
     if (NC_ > (c)) {                                                                                          \
         __m256i xq_ = loadu(xr##c + 34 * (b) + 2);                                                            \
         const float *xs_ = xsc + 2 * (c) * SB_SEG + 2 * (b);                                                  \
-        __m128 p_ = _mm_mul_ps(ws_, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)xs_)));                 \
+        /* lane 1 only where it holds floats: int bits there would be denormals (slow) */                     \
+        __m128 p_ = MODE_ == SB_MIN ? _mm_mul_ps(ws_, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)xs_))) \
+                                    : _mm_mul_ss(ws_, _mm_load_ss(xs_));                                      \
         __m256i i_ = MODE_ == SB_SIGNED ? _mm256_maddubs_epi16(wa_, _mm256_sign_epi8(xq_, wq_))               \
                                         : _mm256_maddubs_epi16(wq_, xq_);                                     \
         i_ = _mm256_madd_epi16(i_, _mm256_set1_epi16(1));                                                     \
