@@ -18,15 +18,15 @@ run() { out=$1; shift; if "$cli" analyze "$@" >"$out" 2>"$out.err"; then ok; els
 
 # ---- text output: hand-derived numbers ----
 run "$tmp/cache" cache "$cap/cache_hand.json" --slots 1,2,3 --skip 12
-has "$tmp/cache" '^lfu +1 +50\.00% +600 +0\.500 +0 +300 '
-has "$tmp/cache" '^lfu +2 +66\.67% +600 +0\.333 +0 +200 '
-has "$tmp/cache" '^lru +2 +50\.00% +600 +0\.500 +0 +300 '
-has "$tmp/cache" '^belady +2 +75\.00% +600 +0\.250 +0 +150 '
-has "$tmp/cache" '^lru +3 +100\.00% +600 +0\.000 '
+has "$tmp/cache" '^lfu +1 +50\.00% +600 +300 +300 +0\.500 +0 +300 '
+has "$tmp/cache" '^lfu +2 +66\.67% +600 +400 +200 +0\.333 +0 +200 '
+has "$tmp/cache" '^lru +2 +50\.00% +600 +300 +300 +0\.500 +0 +300 '
+has "$tmp/cache" '^belady +2 +75\.00% +600 +450 +150 +0\.250 +0 +150 '
+has "$tmp/cache" '^lru +3 +100\.00% +600 +600 +0 +0\.000 '
 has "$tmp/cache" '^belady +1 +50\.00% '
 # without skip the warm-up counts: 3 cold misses at 3 slots
 run "$tmp/cache0" cache "$cap/cache_hand.json" --slots 3 --policy lru
-has "$tmp/cache0" '^lru +3 +99\.51% +612 +0\.005 +3 +0 '
+has "$tmp/cache0" '^lru +3 +99\.51% +612 +609 +3 +0\.005 +3 +0 '
 hasnt "$tmp/cache0" '^(lfu|belady) '
 
 run "$tmp/win" window "$cap/cache_hand.json" --skip 5 --m 1,2,6,8

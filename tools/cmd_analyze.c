@@ -401,7 +401,7 @@ static int analyze_cache(int argc, char **argv) {
         html_para(H, NULL, "cache replay: %d layers, %d experts, top_k %d, skip %lld passes", c.num_layers, c.num_experts, c.top_k,
                   (long long)skip);
         html_table_begin(H, "Replay through the engine's policy code (all MoE layers together)",
-                         "policy\tslots\thit %\trequests\tmiss/layer/pass\tcold\tevicted\tprev-named");
+                         "policy\tslots\thit %\trequests\thits\tmisses\tmiss/layer/pass\tcold\tevicted\tprev-named");
     }
     printf("cache replay of %s: %d layers, %d experts, top_k %d, skip %lld passes\n", path, c.num_layers, c.num_experts, c.top_k,
            (long long)skip);
@@ -427,8 +427,9 @@ static int analyze_cache(int argc, char **argv) {
             if (rc) break;
             double passes = layers ? (double)tot.passes / layers : 0;
             if (H)
-                html_table_row(H, "%s\t%lld\t%.2f%%\t%llu\t%.3f\t%llu\t%llu\t%.1f%%", pname[pols[pi]], (long long)slots[si],
+                html_table_row(H, "%s\t%lld\t%.2f%%\t%llu\t%llu\t%llu\t%.3f\t%llu\t%llu\t%.1f%%", pname[pols[pi]], (long long)slots[si],
                                tot.requests ? 100.0 * tot.hits / tot.requests : NAN, (unsigned long long)tot.requests,
+                               (unsigned long long)tot.hits, (unsigned long long)tot.misses,
                                layers && passes ? tot.misses / (double)layers / passes : NAN, (unsigned long long)tot.cold_misses,
                                (unsigned long long)tot.evict_misses, tot.misses ? 100.0 * tot.prev_named / tot.misses : NAN);
             printf("%-7s %6lld %8.2f%% %10llu %10llu %10llu %12.3f %8llu %8llu %9.1f%%\n", pname[pols[pi]], (long long)slots[si],
@@ -480,7 +481,7 @@ static int analyze_cache(int argc, char **argv) {
         html_table_end(H);
         if (!rc) {
             html_para(H, NULL,
-                      "hit %%: requests served from a resident slot. miss/layer/pass: expert reads per MoE layer per token. cold: misses into an "
+                      "hit %%: requests served from a resident slot (hits, misses: the counts). miss/layer/pass: expert reads per MoE layer per token. cold: misses into an "
                       "empty slot (warm-up); evicted: misses that threw a resident expert out. prev-named: misses whose expert the previous "
                       "pass had also picked.");
             rc = cache_chart(H, &c, slots, n_slots, pols, n_pols, skip);
