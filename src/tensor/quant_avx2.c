@@ -466,15 +466,18 @@ INLINE __m128i q3k_scales(const uint8_t *p) {
         __m256 vx_ = _mm256_set1_ps(dx_);                                                                     \
         __m256i cv_ = _mm256_madd_epi16(corr, loadu(xb##c + offsetof(ts_block_q8_K, bsums)));                 \
         acc##c = _mm256_fmadd_ps(_mm256_mul_ps(vd_, vx_), _mm256_cvtepi32_ps(si##c), acc##c);                 \
-        acc##c = _mm256_fnmadd_ps(_mm256_mul_ps(vm_, vx_), _mm256_cvtepi32_ps(cv_), acc##c);                  \
+        if (NC_ == 1) /* one column: a second chain instead of two FMAs in a row */                          \
+            cc0 = _mm256_fmadd_ps(_mm256_mul_ps(vm_, vx_), _mm256_cvtepi32_ps(cv_), cc0);                     \
+        else                                                                                                  \
+            acc##c = _mm256_fnmadd_ps(_mm256_mul_ps(vm_, vx_), _mm256_cvtepi32_ps(cv_), acc##c);              \
     }
-#define KC_OUT(c) if (NC_ > (c)) out[(c) * os] = hsum8(acc##c);
+#define KC_OUT(c) if (NC_ > (c)) out[(c) * os] = hsum8(_mm256_sub_ps(acc##c, cc0));
 
 #define K_KERNEL_NC(NAME, P, BYTES, NC)                                                      \
     static void NAME##_k##NC(int64_t n, const void *w, const void *x, uint64_t xs, float *out, int64_t os) {  \
         enum { NC_ = NC };                                                                                    \
         const uint8_t *pw = w, *px = x;                                                                       \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;                             \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, cc0 = acc0;                 \
         for (int64_t i = 0; i < n / 256; i++) {                                                               \
             const uint8_t *blk = pw + i * BYTES;                                                              \
             P##_HEAD                                                                                          \
