@@ -32,7 +32,7 @@ struct gguf_writer {
 };
 
 static void wb_put(gguf_writer *w, wbuf *b, const void *src, size_t n) {
-    if (w->oom) return;
+    if (w->oom || n == 0) return;
     if (b->cap - b->n < n) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap - b->n < n) cap *= 2;
