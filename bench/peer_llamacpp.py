@@ -157,6 +157,12 @@ def cmd_bench(L, a):
     if not tests:
         die("nothing to run: every -p and -n is 0")
     random.seed(a.seed)
+    # Two spinning OpenMP threads on two shared CPUs collapse when anything
+    # else runs (tg can drop 20x), so say when the numbers are suspect.
+    load1 = os.getloadavg()[0]
+    if load1 > 0.5:
+        sys.stderr.write("peer_llamacpp: warning: 1-minute load average %.2f before the run; "
+                         "other work on this machine will distort these numbers\n" % load1)
     rows = []
     header = "| model | size | params | backend | threads | n_batch | n_ubatch | test | t/s |"
     if a.output == "md":
@@ -179,7 +185,8 @@ def cmd_bench(L, a):
             row = dict(model=desc, size=size, params=params, backend="CPU", threads=t,
                        n_batch=a.batch, n_ubatch=a.ubatch, test=name, avg_ts=avg,
                        stddev_ts=sd, samples_ns=[int(s * 1e9) for s in secs],
-                       model_path=path, llama_cpp_python=L.__version__)
+                       model_path=path, llama_cpp_python=L.__version__,
+                       load1_before=load1)
             rows.append(row)
             if a.output == "md":
                 print("| %s | %s | %s | CPU | %d | %d | %d | %s | %.2f ± %.2f |" % (
@@ -196,7 +203,8 @@ def cmd_bench(L, a):
             peer.llm.close()
         del peer
     if a.output == "md":
-        print("\nllama-cpp-python %s, model %s" % (L.__version__, path))
+        print("\nllama-cpp-python %s, model %s, load average before: %.2f"
+              % (L.__version__, path, load1))
     return 0
 
 
