@@ -72,6 +72,7 @@ def save(n, d): json.dump(d, open(f"{tmp}/{n}", "w"))
 d = load("router_a.json"); d["counts"][0][0] += 1; save("bad_topk.json", d)
 d = load("router_a.json"); d["counts"] = [[0] * 8 for _ in range(3)]; save("bad_zero.json", d)
 d = load("router_a.json"); d["counts"] = d["counts"][:2]; save("bad_rows.json", d)
+d = load("router_b.json"); d["counts"][1] = [0] * 8; save("b_quiet1.json", d)  # valid: B does not route at layer 1
 d = load("cache_hand.json"); d["trace"][0][4] = 3; save("bad_trace.json", d)
 d = load("cache_hand.json"); d["trace"][0][4] = 9; d["counts"][0].append(0); save("bad_id.json", d)
 d = load("moe.json"); d["pred"][1] = d["pred"][1][:-2]; save("bad_pred.json", d)
@@ -127,6 +128,7 @@ page() { # NAME ARGS...: writes $tmp/h/NAME.html; the text output must not chang
 }
 page router router "$cap/router_a.json" "$cap/router_b.json"
 page router1 router "$cap/router_a.json,$cap/router_a.json"
+page routerz router "$cap/router_a.json" "$tmp/b_quiet1.json"
 page cache cache "$cap/cache_hand.json" --slots 2 --skip 12
 page cachemoe cache "$cap/moe.json" --slots 4,8
 page window window "$cap/moe.json" --m 2,4,8
@@ -138,7 +140,7 @@ grep -q 'a&lt;b&gt;&amp;&quot;q&#39;.json' "$tmp/h/odd.html" && ok || bad "captu
 grep -q 'a<b>' "$tmp/h/odd.html" && bad "raw < in page" || ok
 ls "$tmp/h" | grep -q '\.tmp\.' && bad "temporary files left: $(ls "$tmp/h")" || ok
 
-for p in router router1 cache cachemoe window ffn odd; do
+for p in router router1 routerz cache cachemoe window ffn odd; do
   f=$tmp/h/$p.html
   [ -s "$f" ] || { bad "$p.html missing"; continue; }
   head -c 15 "$f" | grep -q '<!DOCTYPE html>' && tail -n 1 "$f" | grep -q '</html>' && ok || bad "$p.html is not a whole page"

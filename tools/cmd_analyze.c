@@ -106,7 +106,8 @@ static void router_charts(html_doc *h, const router_capture *a, const router_cap
         n++;
     }
     for (int32_t k = 0; k <= E; k++) x[k] = k;
-    for (int gi = 0; gi < ng; gi++)
+    for (int gi = 0; gi < ng; gi++) {
+        int used = 0; /* B may not route at a layer A routes at: its curve is empty there */
         for (int i = 0; i < n; i++) {
             const uint64_t *cnt = g[gi]->counts + (size_t)layers[i] * E;
             double *cv = cov + ((size_t)gi * L + i) * (E + 1);
@@ -115,8 +116,12 @@ static void router_charts(html_doc *h, const router_capture *a, const router_cap
             n95[gi * L + i] = st.n95;
             n99[gi * L + i] = st.n99;
             report_coverage_counts(cnt, E, cv);
-            for (int32_t k = 0; k <= E; k++) mean[gi * (E + 1) + k] += cv[k] / n;
+            if (E < 1 || isnan(cv[E])) continue;
+            for (int32_t k = 0; k <= E; k++) mean[gi * (E + 1) + k] += cv[k];
+            used++;
         }
+        for (int32_t k = 0; k <= E; k++) mean[gi * (E + 1) + k] = used ? mean[gi * (E + 1) + k] / used : NAN;
+    }
     int32_t pick[6];
     int np = pick_layers(layers, score, n, pick);
     int ns = 0, nm = 0;
