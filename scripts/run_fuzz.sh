@@ -4,6 +4,7 @@
 set -euo pipefail
 build=$(cd "${1:-build-fuzz}" && pwd)
 runs=${2:-20000}
+secs=${FUZZ_SECONDS:-60}  # wall-clock bound per harness, whichever comes first
 here=$(cd "$(dirname "$0")/.." && pwd)
 fail=0
 ran=0
@@ -20,7 +21,7 @@ for h in "$build"/fuzz_*; do
       find "$here/tests/fixtures/vocab" -name '*.inp' -exec cp {} "$corpus/" \; 2>/dev/null || true ;;
   esac
   echo "== $name: $runs runs, $(ls "$corpus" | wc -l) seeds"
-  if ! (cd "$corpus" && "$h" -runs="$runs" -max_len=65536 -rss_limit_mb=2048 -timeout=30 "$corpus" >"$corpus.log" 2>&1); then
+  if ! (cd "$corpus" && "$h" -runs="$runs" -max_total_time="$secs" -max_len=8192 -rss_limit_mb=2048 -timeout=30 "$corpus" >"$corpus.log" 2>&1); then
     echo "FAIL: $name"; tail -40 "$corpus.log"; fail=1
   else
     grep -E '^Done|stat::number_of_executed_units' "$corpus.log" | tail -1 || true

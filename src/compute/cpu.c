@@ -55,9 +55,8 @@ const ts_cpu_kernels *ts_cpu_kernels_get(void) {
 #if defined(__x86_64__)
         const char *force = getenv("TS_FORCE_ISA");
         bool scalar = force && strcmp(force, "scalar") == 0;
-        __builtin_cpu_init();
-        if (!scalar && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-            ts_cpu_kernels_avx2(&k);
+        /* the quant dispatcher's detection (AVX2 + FMA + F16C + BMI2) covers these kernels too */
+        if (!scalar && ts_kernels_isa_max() >= TS_ISA_AVX2) ts_cpu_kernels_avx2(&k);
 #endif
         g_kernels = k; /* idempotent: racing initialisers write the same table */
         g_kernels_init = 1;

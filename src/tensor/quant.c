@@ -3,6 +3,7 @@
  * kernel files provide, so a type without a SIMD kernel still works. The ISA
  * files are only entered after runtime CPU detection says they may be. */
 #define TS_QUANT_INTERNAL
+#include <stdbool.h>
 #include "tensor/quant.h"
 
 #include <pthread.h>
@@ -28,12 +29,22 @@ static void q_overlay(ts_q_kernels *dst, const ts_q_kernels *src) {
     }
 }
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+/* F16C from CPUID.1:ECX[29]: clang 14's __builtin_cpu_supports does not
+ * know the "f16c" name. */
+static bool q_has_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    return (c >> 29) & 1u;
+}
+#endif
+
 static int q_detect(void) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     int isa = TS_ISA_SCALAR;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-        __builtin_cpu_supports("bmi2"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && q_has_f16c() && __builtin_cpu_supports("bmi2"))
         isa = TS_ISA_AVX2;
     if (isa == TS_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
