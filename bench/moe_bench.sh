@@ -179,7 +179,7 @@ parse_ts() {
             [ "${oom:-0}" != 0 ] && [ "$oom" != unknown ] && { status=oom-killed; note="$oom OOM kill(s), exit $st"; }
         fi
     else
-        maxrss=$(awk -F= '/maxrss_kb/ { print $2 * 1024 }' "$out/$row.time" 2>/dev/null)
+        maxrss=$(awk -F= '/maxrss_kb/ { printf "%.0f\n", $2 * 1024 }' "$out/$row.time" 2>/dev/null)
     fi
     [ "$st" != 0 ] && [ "$status" = ok ] && { status="exit-$st"; note="$(grep -m1 -i 'error' "$logf")"; }
     local tm=- tsd=- dist=- fed=- hit=- req=- rd=- phys=- floor=-
@@ -287,13 +287,13 @@ row_peer() {
     if [ "$cap" != 0 ]; then
         if [ ! -f "$rep" ]; then status=refused; note="cap not set"; else
             peak=$(awk -F= '$1 == "peak_bytes" { print $2 }' "$rep")
-            maxrss=$(awk -F= '$1 == "maxrss_bytes" { print $2 }' "$rep")
+            maxrss=- # /usr/bin/time in run_capped measures `timeout`, not the peer
             local oom; oom=$(awk -F= '$1 == "oom_kills" { print $2 }' "$rep")
             if [ "${oom:-0}" != 0 ] && [ "$oom" != unknown ]; then status=oom-killed; note="$oom OOM kill(s), exit $st"
             elif [ "$st" = 137 ]; then status=time-limit; note="killed at the ${tlimit} s limit"; fi
         fi
     else
-        maxrss=$(awk -F= '/maxrss_kb/ { print $2 * 1024 }' "$out/$row.time" 2>/dev/null)
+        maxrss=$(awk -F= '/maxrss_kb/ { printf "%.0f\n", $2 * 1024 }' "$out/$row.time" 2>/dev/null)
     fi
     [ "$st" != 0 ] && [ "$status" = ok ] && { status="exit-$st"; note="$(grep -m1 -i 'error' "$logf")"; }
     local loadl; loadl=$(grep -m1 '^peer: loaded' "$logf" | sed 's/^peer: //')
