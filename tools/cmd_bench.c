@@ -37,12 +37,14 @@ int cmd_bench(int argc, char **argv) {
     int64_t p = 512, n = 128, r = 5, threads = 0;
     bool json = false;
     cli_expert_flags ef = {0};
+    bool precise = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int ex = cli_parse_expert_flag(cmd, argc, argv, &i, &ef);
         if (ex < 0) return 1;
         if (ex > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--precise")) precise = true;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1; model = v; }
         else if (!strcmp(a, "-p")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 0, 1 << 20, &p)) return 1; }
         else if (!strcmp(a, "-n")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 0, 1 << 20, &n)) return 1; }
@@ -58,6 +60,7 @@ int cmd_bench(int argc, char **argv) {
     ts_session_opts so = ts_session_opts_default();
     so.n_ctx = (int32_t)(p > n ? p : n) + 1;
     so.n_threads = (int32_t)threads;
+    so.precise = precise;
     so.n_batch = (int32_t)(p > 0 ? p : 1);
     ts_session *s = NULL;
     int rc = 0;

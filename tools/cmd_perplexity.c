@@ -25,12 +25,14 @@ int cmd_perplexity(int argc, char **argv) {
     const char *cmd = "perplexity", *model = NULL, *text_path = NULL, *save = NULL, *base = NULL;
     int64_t ctx = 512, threads = 0, max_chunks = 0;
     cli_expert_flags ef = {0};
+    bool precise = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int ex = cli_parse_expert_flag(cmd, argc, argv, &i, &ef);
         if (ex < 0) return 1;
         if (ex > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--precise")) precise = true;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1; model = v; }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1; text_path = v; }
         else if (!strcmp(a, "--save-logits")) { if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1; save = v; }
@@ -67,6 +69,7 @@ int cmd_perplexity(int argc, char **argv) {
     ts_session_opts so = ts_session_opts_default();
     so.n_ctx = (int32_t)ctx;
     so.n_threads = (int32_t)threads;
+    so.precise = precise;
     so.all_logits = true;
     if (ts_session_new(m.model, &so, &s) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
     int32_t nv = ts_session_n_vocab(s);

@@ -17,7 +17,7 @@
 
 typedef struct run_opts {
     const char *model, *prompt, *prompt_ids, *messages_file, *chat_template;
-    bool chat, show_ids;
+    bool chat, show_ids, precise;
     int64_t max_new, threads, ctx;
     const char *stops[MAX_STOPS];
     size_t n_stops;
@@ -41,6 +41,7 @@ static void usage(FILE *f) {
             "  --stop STR            stop when STR appears in the output (repeatable)\n"
             "  --threads N           default: the number of cores; --ctx N: context (default: the model's)\n"
             "  --show-ids            print generated token ids instead of text\n"
+            "  --precise             F32 activations in every matmul (reference precision; slower)\n"
             "  --chat-template NAME  chatml, llama3, llama2, mistral, mistral-legacy, gemma\n" CLI_EXPERT_USAGE);
 }
 
@@ -65,6 +66,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--chat-template")) { VAL(); o->chat_template = v; }
         else if (!strcmp(a, "--chat")) o->chat = true;
         else if (!strcmp(a, "--show-ids")) o->show_ids = true;
+        else if (!strcmp(a, "--precise")) o->precise = true;
         else if (!strcmp(a, "--max-new") || !strcmp(a, "-n")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 1 << 24, &o->max_new)) return 1; }
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 256, &o->threads)) return 1; }
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 1 << 24, &o->ctx)) return 1; }
@@ -293,6 +295,7 @@ static int run_main(const char *cmd, int argc, char **argv) {
     ts_session_opts so = ts_session_opts_default();
     so.n_ctx = (int32_t)o.ctx;
     so.n_threads = (int32_t)o.threads;
+    so.precise = o.precise;
     ts_session *s = NULL;
     sampler *smp = NULL;
     int rc = 0;

@@ -66,6 +66,9 @@ typedef struct ts_backend_reserve {
     int64_t max_in;     /* widest n_in of any matmul */
     int n_ctx;          /* longest attention span */
     int n_head;         /* query heads */
+    bool exact_act;     /* matmuls keep activations in F32 (weights dequantized
+                           per row) instead of quantizing them to Q8: the
+                           reference-precision mode, slower */
 } ts_backend_reserve;
 
 typedef struct ts_backend ts_backend;

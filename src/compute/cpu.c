@@ -79,6 +79,9 @@ typedef struct cpu_backend {
     size_t qbuf_stride;    /* bytes per slot */
     float *scores;         /* (n_threads, n_ctx) attention scores */
     int n_ctx;             /* capacity of one scores row */
+    bool exact_act;        /* F32 activations: dequantize weight rows instead of quantizing x */
+    float *wrow;           /* (n_threads, wrow_n) exact mode: one dequantized weight row per thread */
+    int64_t wrow_n;
 } cpu_backend;
 
 static cpu_backend *cpu(ts_backend *be) { return (cpu_backend *)be; }
@@ -112,6 +115,7 @@ static void cpu_destroy(ts_backend *be) {
     ts_pool_free(c->pool);
     free(c->qbuf);
     free(c->scores);
+    free(c->wrow);
     free(c);
 }
 
@@ -130,6 +134,16 @@ static ts_status cpu_reserve(ts_backend *be, const ts_backend_reserve *r) {
             return ts_fail(TS_ERR_NOMEM, "cpu backend: cannot allocate activation buffers");
         }
         c->qbuf_stride = stride;
+    }
+    c->exact_act = r->exact_act;
+    if (r->exact_act && r->max_in > c->wrow_n) {
+        free(c->wrow);
+        c->wrow = malloc(sizeof(float) * (size_t)r->max_in * (size_t)c->base.n_threads);
+        if (!c->wrow) {
+            c->wrow_n = 0;
+            return ts_fail(TS_ERR_NOMEM, "cpu backend: cannot allocate weight-row scratch");
+        }
+        c->wrow_n = r->max_in;
     }
     if (r->n_ctx > c->n_ctx) {
         free(c->scores);
@@ -246,7 +260,15 @@ static void mm_worker(void *arg, int ith, int nth) {
         ts_pool_split(w->n_out, CPU_ROW_GRAIN, ith, nth, &lo, &hi);
         if (lo >= hi) continue;
         const uint8_t *wd = (const uint8_t *)w->data;
-        if (j->n_tok == 1) {
+        if (j->c->exact_act && w->type != TS_TYPE_F32 && w->type != TS_TYPE_F16 && w->type != TS_TYPE_BF16) {
+            /* reference precision: the row dequantized once, dotted in F32 with every token */
+            float *row = j->c->wrow + (size_t)ith * (size_t)j->c->wrow_n;
+            for (int64_t r = lo; r < hi; r++) {
+                ts_dequant_row(w->type, wd + (uint64_t)r * w->row_bytes, row, n_in);
+                for (int t = 0; t < j->n_tok; t++)
+                    y[(int64_t)t * w->n_out + r] = ts_vec_dot(TS_TYPE_F32, n_in, row, j->x + (int64_t)t * n_in);
+            }
+        } else if (j->n_tok == 1) {
             ts_vec_dot_rows(w->type, n_in, wd + (uint64_t)lo * w->row_bytes, w->row_bytes, hi - lo, xq, y + lo);
         } else {
             /* row tiles stay in cache while every token passes over them */
@@ -281,7 +303,7 @@ static void cpu_matmul(ts_backend *be, int n_w, const ts_mat *const *w, float *c
     j.q_chunk = j.n_in;
     int64_t rows = 0;
     for (int i = 0; i < n_w; i++) {
-        uint32_t pt = ts_type_dot_partner(w[i]->type);
+        uint32_t pt = c->exact_act ? TS_TYPE_F32 : ts_type_dot_partner(w[i]->type);
         int s = 0;
         while (s < j.n_slots && j.slot_type[s] != pt) s++;
         if (s == j.n_slots) {

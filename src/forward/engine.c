@@ -270,7 +270,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
             goto fail;
         }
     }
-    ts_backend_reserve r = {.max_tokens = n_batch, .max_in = max_in, .n_ctx = n_ctx, .n_head = hp->n_head};
+    ts_backend_reserve r = {.max_tokens = n_batch, .max_in = max_in, .n_ctx = n_ctx, .n_head = hp->n_head, .exact_act = o.precise};
     if ((st = s->be->ops->reserve(s->be, &r)) != TS_OK) goto fail;
 
     carver c = {0};

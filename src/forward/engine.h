@@ -78,6 +78,9 @@ typedef struct ts_session_opts {
     int32_t n_batch;   /* most tokens per forward chunk (prefill); 0 = 256 */
     bool all_logits;   /* eval returns logits for every position it evaluated */
     bool kv_f32;       /* F32 KV cache instead of the default F16 */
+    bool precise;      /* reference precision: F32 activations in every matmul
+                          (quantized weight rows dequantized) instead of 8-bit
+                          activations; several times slower, for judging quality */
 } ts_session_opts;
 
 /* The defaults above. */
