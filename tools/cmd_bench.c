@@ -65,28 +65,24 @@ int cmd_bench(int argc, char **argv) {
     ts_session *s = NULL;
     int rc = 0;
     int32_t *ids = NULL;
-    double *tps = NULL;
     if (ts_session_new(m.model, &so, &s) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
     int32_t nv = ts_session_n_vocab(s);
     int64_t n_ids = p > n ? p : n;
     ids = malloc(sizeof *ids * (size_t)n_ids);
-    tps = malloc(sizeof *tps * (size_t)r);
     bool *seen = calloc((size_t)nv, 1);
-    if (!ids || !tps || !seen) { free(seen); rc = cli_error(cmd, "out of memory"); goto done; }
+    if (!ids || !seen) { free(seen); rc = cli_error(cmd, "out of memory"); goto done; }
+    /* fresh seeded-random ids for every run, warm-ups included (as llama-bench) */
     sample_rng rng;
     sample_rng_seed(&rng, 42);
-    int distinct = 0;
-    for (int64_t i = 0; i < n_ids; i++) {
-        ids[i] = (int32_t)(sample_rng_next(&rng) % (uint64_t)nv);
-        distinct += !seen[ids[i]];
-        seen[ids[i]] = true;
-    }
-    free(seen);
+    int distinct[2] = {0, 0};
     char size[32], desc[96];
-    fmt_size(size, sizeof size, (double)ts_model_weight_bytes(m.model));
     const gguf_file *gf = ts_model_gguf(m.model);
-    uint64_t params = 0;
-    for (uint64_t t = 0; t < gf->n_tensors; t++) params += gf->tensors[t].ne[0] * gf->tensors[t].ne[1] * gf->tensors[t].ne[2] * gf->tensors[t].ne[3];
+    uint64_t params = 0, file_bytes = 0;
+    for (uint64_t t = 0; t < gf->n_tensors; t++) {
+        params += gf->tensors[t].ne[0] * gf->tensors[t].ne[1] * gf->tensors[t].ne[2] * gf->tensors[t].ne[3];
+        file_bytes += gf->tensors[t].nbytes;
+    }
+    fmt_size(size, sizeof size, (double)file_bytes);
     snprintf(desc, sizeof desc, "%s", ts_model_arch(m.model));
     if (!json) {
         printf("| %-14s | %10s | %8s | %-7s | %7s | %8s | %20s |\n", "model", "size", "params", "backend", "threads", "test", "t/s");
@@ -94,47 +90,68 @@ int cmd_bench(int argc, char **argv) {
     } else {
         printf("[");
     }
+    /* warm-ups first, then the cache/instrument counters restart, so the
+     * end-of-run lines describe the timed runs only */
+    int64_t counts[2] = {p, n};
+    double *all_tps = calloc((size_t)(2 * r), sizeof *all_tps);
+    if (!all_tps) { free(seen); rc = cli_error(cmd, "out of memory"); goto done; }
+    for (int phase = 0; phase < 2 && !rc; phase++) {
+        for (int test = 0; test < 2 && !rc; test++) {
+            int64_t count = counts[test];
+            if (!count) continue;
+            int64_t reps = phase == 0 ? 1 : r;
+            for (int64_t rep = 0; rep < reps && !rc; rep++) {
+                for (int64_t i = 0; i < count; i++) {
+                    ids[i] = (int32_t)(sample_rng_next(&rng) % (uint64_t)nv);
+                    if (phase == 1 && !seen[ids[i]]) distinct[test]++, seen[ids[i]] = true;
+                }
+                ts_session_reset(s);
+                float *logits;
+                double t0 = ts_now();
+                if (test == 0) {
+                    if (ts_session_eval(s, ids, (int32_t)count, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
+                } else {
+                    for (int64_t i = 0; i < count && !rc; i++)
+                        if (ts_session_eval(s, ids + i, 1, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
+                }
+                if (phase == 1) all_tps[test * r + rep] = (double)count / (ts_now() - t0);
+            }
+            if (phase == 1) memset(seen, 0, (size_t)nv);
+        }
+        if (phase == 0 && ts_model_expert_cache(m.model)) expert_cache_reset_stats(ts_model_expert_cache(m.model));
+    }
+    free(seen);
     int rows = 0;
     for (int test = 0; test < 2 && !rc; test++) {
-        int64_t count = test == 0 ? p : n;
+        int64_t count = counts[test];
         if (!count) continue;
-        for (int64_t rep = -1; rep < r && !rc; rep++) { /* rep -1: warm-up */
-            ts_session_reset(s);
-            float *logits;
-            double t0 = ts_now();
-            if (test == 0) {
-                if (ts_session_eval(s, ids, (int32_t)count, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
-            } else {
-                for (int64_t i = 0; i < count && !rc; i++)
-                    if (ts_session_eval(s, ids + i, 1, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
-            }
-            double dt = ts_now() - t0;
-            if (rep >= 0) tps[rep] = (double)count / dt;
-        }
-        if (rc) break;
         double mean, sd;
-        mean_sd(tps, (int)r, &mean, &sd);
+        mean_sd(all_tps + test * r, (int)r, &mean, &sd);
         char test_name[32];
         snprintf(test_name, sizeof test_name, "%s%lld", test == 0 ? "pp" : "tg", (long long)count);
         if (!json)
             printf("| %-14s | %10s | %6.2f B | %-7s | %7d | %8s | %12.2f ± %5.2f |\n", desc, size, (double)params / 1e9, "CPU",
                    ts_session_n_threads(s), test_name, mean, sd);
         else
-            printf("%s\n  {\"model\": \"%s\", \"file\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"CPU\", \"threads\": %d, "
-                   "\"test\": \"%s\", \"n_tokens\": %lld, \"reps\": %lld, \"tps_mean\": %.4f, \"tps_sd\": %.4f, \"distinct_tokens\": %d}",
-                   rows ? "," : "", desc, model, (unsigned long long)ts_model_weight_bytes(m.model), (unsigned long long)params,
-                   ts_session_n_threads(s), test_name, (long long)count, (long long)r, mean, sd, distinct);
-        fflush(stdout);
+            printf("%s\n  {\"model\": \"%s\", \"file\": \"%s\", \"size_bytes\": %llu, \"active_bytes_per_token\": %llu, \"params\": %llu, "
+                   "\"backend\": \"CPU\", \"threads\": %d, \"test\": \"%s\", \"n_tokens\": %lld, \"reps\": %lld, \"tps_mean\": %.4f, "
+                   "\"tps_sd\": %.4f, \"distinct_tokens\": %d}",
+                   rows ? "," : "", desc, model, (unsigned long long)file_bytes, (unsigned long long)ts_model_weight_bytes(m.model),
+                   (unsigned long long)params, ts_session_n_threads(s), test_name, (long long)count, (long long)r, mean, sd, distinct[test]);
         rows++;
     }
+    free(all_tps);
     if (json) printf("\n]\n");
-    if (!rc) cli_model_report(&m, (uint64_t)((p + n) * (r + 1)));
+    fflush(stdout); /* the rows before the stderr lines */
+    if (!rc) cli_model_report(&m, (uint64_t)((p + n) * r));
     if (!rc && ts_model_instruments_finish(m.model, stderr) != TS_OK) rc = 1;
-    if (!rc) fprintf(stderr, "bench: fed %lld seeded-random token ids (%d distinct); %lld reps after 1 warm-up\n", (long long)n_ids, distinct, (long long)r);
+    if (!rc)
+        fprintf(stderr, "bench: fed fresh seeded-random ids every run: %d distinct of %lld (pp), %d distinct of %lld (tg) in the timed runs; "
+                        "%lld reps after 1 warm-up each\n",
+                distinct[0], (long long)(p * r), distinct[1], (long long)(n * r), (long long)r);
     if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_error(cmd, "writing output failed");
 done:
     free(ids);
-    free(tps);
     ts_session_free(s);
     cli_model_free(&m);
     return rc;
