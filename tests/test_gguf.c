@@ -242,6 +242,12 @@ static void test_broken(void) {
     expect_fail("dims overflow", &b, "overflows");
 
     header(&b, 3, 1, 0);
+    ne[0] = 1ull << 62; /* 2^62 elements fit int64, their 2^64 F32 bytes do not */
+    tinfo(&b, "t", 1, ne, TS_TYPE_F32, 0);
+    pad_to(&b, 32);
+    expect_fail("row bytes overflow", &b, "byte size overflows");
+
+    header(&b, 3, 1, 0);
     ne[0] = 32;
     tinfo(&b, "t", 1, ne, 77, 0);
     expect_fail("unknown tensor type", &b, "unknown type id 77");

@@ -256,7 +256,9 @@ static ts_status parse(gguf_file *f) {
         uint64_t rows = nel / (t->ne[0] ? t->ne[0] : 1);
         if (t->ne[0] == 0) rows = 0;
         uint64_t rb = t->ne[0] ? ts_type_row_bytes(t->type, t->ne[0]) : 0;
-        if (!ts_mul_u64(rb, rows, &t->nbytes)) { st = ts_fail(TS_ERR_FORMAT, "%s: tensor '%s': byte size overflows", f->path, name); goto out; }
+        /* ts_type_row_bytes is 0 when the row's bytes overflow: without this a
+         * 2^62-element F32 row would pass with nbytes 0 */
+        if ((t->ne[0] && !rb) || !ts_mul_u64(rb, rows, &t->nbytes)) { st = ts_fail(TS_ERR_FORMAT, "%s: tensor '%s': byte size overflows", f->path, name); goto out; }
         if (t->offset % f->alignment) { st = ts_fail(TS_ERR_FORMAT, "%s: tensor '%s': offset %llu is not aligned to %u", f->path, name, (unsigned long long)t->offset, f->alignment); goto out; }
     }
     free(seen.slots);
