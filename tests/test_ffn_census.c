@@ -73,6 +73,24 @@ int main(void) {
     fprintf(f, "]],\"mass\":[[0,0]]}");
     fclose(f);
     CHECK(ffn_capture_load(path, &cap) == TS_ERR_FORMAT && strstr(ts_last_error(), "degenerate"));
+    /* decode_passes 2^63 x inter 2 wraps to 0 in uint64, matching an all-zero
+     * histogram; counts past 2^53 (inexact in JSON, undefined past 2^64 as
+     * uint64) and fractional counts are refused */
+    const char *dp[3] = {"9223372036854775808", "1", "1"}, *hc0[3] = {"0", "1e300", "1.5"}, *want[3] = {"decode_passes", "hist_count[0][0]", "hist_count[0][0]"};
+    for (int t = 0; t < 3; t++) {
+        f = fopen(path, "w");
+        fprintf(f, "{\"num_layers\":1,\"inter\":2,\"decode_passes\":%s,\"prefill_passes\":0,\"bucket_exp_offset\":33,\"tapped\":[true],"
+                   "\"overlap_ks\":[2,2,2,2],\"overlap_pairs\":[[0,0,0,0]],\"overlap_hits\":[[0,0,0,0]],\"hist_count\":[[%s",
+                dp[t], hc0[t]);
+        for (int b = 1; b < 64; b++) fprintf(f, b == 33 && t ? ",2" : ",0");
+        fprintf(f, "]],\"hist_mass\":[[0");
+        for (int b = 1; b < 64; b++) fprintf(f, b == 33 ? ",3" : ",0");
+        fprintf(f, "]],\"mass\":[[1,2]]}");
+        fclose(f);
+        ts_status st = ffn_capture_load(path, &cap);
+        CHECKF(st == TS_ERR_FORMAT && strstr(ts_last_error(), want[t]), "case %d: %s", t, ts_last_error());
+        if (st == TS_OK) ffn_capture_free(&cap);
+    }
     unlink(path);
     return tu_finish();
 }

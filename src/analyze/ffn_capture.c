@@ -20,15 +20,19 @@ void ffn_capture_free(ffn_capture *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* Counts above 2^53 are not exact in JSON doubles, and converting a double
+ * past 2^64 to uint64_t is undefined: both are refused. */
+#define MAX_COUNT 9007199254740992.0
+
 static bool num_u64(const cJSON *o, const char *k, uint64_t *out) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(j) || j->valuedouble < 0 || j->valuedouble != floor(j->valuedouble)) return false;
+    if (!cJSON_IsNumber(j) || j->valuedouble < 0 || j->valuedouble != floor(j->valuedouble) || j->valuedouble > MAX_COUNT) return false;
     *out = (uint64_t)j->valuedouble;
     return true;
 }
 
-/* rows x cols numeric matrix; null allowed only when allow_null (non-finite mass). */
-static ts_status read_matrix(const char *path, const cJSON *root, const char *key, int64_t rows, int64_t cols, double *dst) {
+/* rows x cols matrix of non-negative numbers; counts (integer) must be whole and at most MAX_COUNT. */
+static ts_status read_matrix(const char *path, const cJSON *root, const char *key, int64_t rows, int64_t cols, bool integer, double *dst) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, key);
     char msg[160];
     if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != rows) {
@@ -45,8 +49,10 @@ static ts_status read_matrix(const char *path, const cJSON *root, const char *ke
         int64_t c = 0;
         const cJSON *v;
         cJSON_ArrayForEach(v, row) {
-            if (!cJSON_IsNumber(v) || v->valuedouble < 0) {
-                snprintf(msg, sizeof msg, "%s[%lld][%lld] is not a non-negative number", key, (long long)r, (long long)c);
+            if (!cJSON_IsNumber(v) || v->valuedouble < 0 ||
+                (integer && (v->valuedouble != floor(v->valuedouble) || v->valuedouble > MAX_COUNT))) {
+                snprintf(msg, sizeof msg, "%s[%lld][%lld] is not a non-negative %s", key, (long long)r, (long long)c,
+                         integer ? "integer count (at most 2^53)" : "number");
                 return bad(path, msg);
             }
             dst[r * cols + c++] = v->valuedouble;
@@ -70,7 +76,7 @@ ts_status ffn_capture_load(const char *path, ffn_capture *out) {
     if (!num_u64(root, "num_layers", &nl) || !num_u64(root, "inter", &inter) || nl < 1 || inter < 1 || nl > 100000 || inter > 10000000 ||
         !num_u64(root, "decode_passes", &out->decode_passes) || !num_u64(root, "prefill_passes", &out->prefill_passes) ||
         !num_u64(root, "bucket_exp_offset", &off)) {
-        st = bad(path, "num_layers, inter, decode_passes, prefill_passes and bucket_exp_offset must be non-negative integers");
+        st = bad(path, "num_layers, inter, decode_passes, prefill_passes and bucket_exp_offset must be non-negative integers (at most 2^53)");
         goto done;
     }
     if (off != FFN_BUCKET_EXP_OFFSET) { st = bad(path, "bucket_exp_offset is not 33: a capture from another layout"); goto done; }
@@ -100,14 +106,14 @@ ts_status ffn_capture_load(const char *path, ffn_capture *out) {
         if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > inter) { st = bad(path, "overlap_ks values must be in [1, inter]"); goto done; }
         out->overlap_k[k++] = (int32_t)v->valuedouble;
     }
-    if ((st = read_matrix(path, root, "overlap_pairs", L, FFN_N_OVERLAP_K, tmp))) goto done;
+    if ((st = read_matrix(path, root, "overlap_pairs", L, FFN_N_OVERLAP_K, true, tmp))) goto done;
     for (size_t i = 0; i < L * FFN_N_OVERLAP_K; i++) out->overlap_pairs[i] = (uint64_t)tmp[i];
-    if ((st = read_matrix(path, root, "overlap_hits", L, FFN_N_OVERLAP_K, tmp))) goto done;
+    if ((st = read_matrix(path, root, "overlap_hits", L, FFN_N_OVERLAP_K, true, tmp))) goto done;
     for (size_t i = 0; i < L * FFN_N_OVERLAP_K; i++) out->overlap_hits[i] = (uint64_t)tmp[i];
-    if ((st = read_matrix(path, root, "hist_count", L, FFN_BUCKETS, tmp))) goto done;
+    if ((st = read_matrix(path, root, "hist_count", L, FFN_BUCKETS, true, tmp))) goto done;
     for (size_t i = 0; i < L * FFN_BUCKETS; i++) out->hist_count[i] = (uint64_t)tmp[i];
-    if ((st = read_matrix(path, root, "hist_mass", L, FFN_BUCKETS, out->hist_mass))) goto done;
-    if ((st = read_matrix(path, root, "mass", L, I, out->mass))) goto done;
+    if ((st = read_matrix(path, root, "hist_mass", L, FFN_BUCKETS, false, out->hist_mass))) goto done;
+    if ((st = read_matrix(path, root, "mass", L, I, false, out->mass))) goto done;
     /* invariants */
     int n_tapped = 0;
     double total_mass = 0;
@@ -122,7 +128,8 @@ ts_status ffn_capture_load(const char *path, ffn_capture *out) {
             continue;
         }
         n_tapped++;
-        if (hs != out->decode_passes * inter) {
+        uint64_t want; /* decode_passes x inter must not wrap into agreement */
+        if (!ts_mul_u64(out->decode_passes, inter, &want) || hs != want) {
             snprintf(msg, sizeof msg, "layer %d: sum(hist_count) = %llu, but decode_passes x inter = %llu", l, (unsigned long long)hs,
                      (unsigned long long)(out->decode_passes * inter));
             st = bad(path, msg);
