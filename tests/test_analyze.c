@@ -2,6 +2,7 @@
  * are worked out by hand. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "analyze/router_capture.h"
@@ -108,6 +109,32 @@ int main(void) {
     text[tn] = 0;
     CHECK(strstr(text, "\"router_logits\":{\"layer\":2,\"pass\":1,\"values\":[1,-1,2,3.25,0,1]}") != NULL);
     unlink(wp);
+    /* non-finite router logits (a broken model is when the capture matters)
+     * are written as null, so the capture stays valid JSON */
+    CHECK(diag_router_init(&w, 1, 3, 1, false, false, 0, 0) == TS_OK);
+    float bad_lg[3] = {NAN, INFINITY, 1};
+    int32_t id0 = 0;
+    CHECK(diag_router_record(&w, 0, &id0, bad_lg) == TS_OK);
+    CHECKF(diag_router_write(&w, wp) == TS_OK, "%s", ts_last_error());
+    diag_router_free(&w);
+    CHECKF(router_capture_load(wp, &c) == TS_OK, "%s", ts_last_error());
+    if (c.num_layers) router_capture_free(&c);
+    rf = fopen(wp, "r");
+    tn = fread(text, 1, sizeof text - 1, rf);
+    fclose(rf);
+    text[tn] = 0;
+    CHECK(strstr(text, "\"values\":[null,null,1]") != NULL);
+    unlink(wp);
+    /* 18447 counts of 1e15 sum past 2^64: refused, not wrapped */
+    {
+        size_t cap = 20000 * 20 + 256, n = 0;
+        char *big = malloc(cap);
+        n += (size_t)snprintf(big + n, cap - n, "{\"num_layers\":1,\"num_experts\":18447,\"top_k\":1,\"counts\":[[");
+        for (int e = 0; e < 18447; e++) n += (size_t)snprintf(big + n, cap - n, e ? ",1000000000000000" : "1000000000000000");
+        snprintf(big + n, cap - n, "]]}");
+        expect_refused(big, "overflow");
+        free(big);
+    }
     /* a capture with no routed pass is refused at write time */
     CHECK(diag_router_init(&w, 2, 4, 1, false, false, -1, 0) == TS_OK);
     CHECK(diag_router_write(&w, wp) == TS_ERR_LIMIT && access(wp, F_OK) != 0);

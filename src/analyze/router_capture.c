@@ -101,14 +101,18 @@ ts_status router_capture_load(const char *path, router_capture *out) {
                 goto done;
             }
             out->counts[(size_t)l * out->num_experts + e++] = (uint64_t)v->valuedouble;
-            sum += (uint64_t)v->valuedouble;
+            if (!ts_add_u64(sum, (uint64_t)v->valuedouble, &sum)) {
+                snprintf(msg, sizeof msg, "layer %d counts overflow 64 bits", l);
+                st = bad(path, msg);
+                goto done;
+            }
         }
         if (sum % (uint64_t)out->top_k) {
             snprintf(msg, sizeof msg, "layer %d counts sum to %llu, not a multiple of top_k=%d", l, (unsigned long long)sum, out->top_k);
             st = bad(path, msg);
             goto done;
         }
-        total += sum;
+        if (!ts_add_u64(total, sum, &total)) { st = bad(path, "counts overflow 64 bits"); goto done; }
         l++;
     }
     if (total == 0) { st = bad(path, "no layer routed a single pass (all counts are zero): nothing to analyse"); goto done; }

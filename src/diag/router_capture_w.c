@@ -1,5 +1,6 @@
 #include "diag/router_capture_w.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,7 +102,11 @@ ts_status diag_router_write(const diag_router *r, const char *path) {
             json_out_printf(&j, ",\"router_logits\":null");
         } else {
             json_out_printf(&j, ",\"router_logits\":{\"layer\":%d,\"pass\":%lld,\"values\":[", r->logits_layer, (long long)r->logits_pass);
-            for (int32_t e = 0; e < r->num_experts; e++) json_out_printf(&j, e ? ",%.9g" : "%.9g", r->logits[e]);
+            for (int32_t e = 0; e < r->num_experts; e++) {
+                if (e) json_out_printf(&j, ",");
+                if (isfinite(r->logits[e])) json_out_printf(&j, "%.9g", r->logits[e]);
+                else json_out_printf(&j, "null"); /* JSON has no nan/inf: "nan" made the whole capture unreadable */
+            }
             json_out_printf(&j, "]}");
         }
     }
