@@ -78,6 +78,9 @@ head -c 3000 "$fix/vocab/ggml-vocab-llama-spm.gguf.inp" >"$tmp/t.txt"
 "$cli" perplexity -m "$M" -f "$tmp/t.txt" --ctx 64 --chunks 2 --kl-base "$tmp/l.bin" --threads 1 2>/dev/null | grep -q 'mean 0.000000.*same top-1 100.00%' && ok || bad "kl-base vs itself"
 expect_err "kl-base mismatch" "positions" -- "$cli" perplexity -m "$M" -f "$tmp/t.txt" --ctx 32 --chunks 2 --kl-base "$tmp/l.bin"
 "$cli" bench -m "$M" -p 16 -n 4 -r 1 --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); assert len(d)==2 and d[0]['test']=='pp16'" && ok || bad "bench --json"
+# a model path with a quote and a backslash stays valid JSON
+ln -s "$(cd "$(dirname "$M")" && pwd)/$(basename "$M")" "$tmp/q\"b\\s.gguf"
+"$cli" bench -m "$tmp/q\"b\\s.gguf" -p 4 -n 0 -r 1 --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); assert d[0]['file'].endswith('q\"b\\\\s.gguf')" && ok || bad "bench --json path escaping"
 # MoE: refusals before any work
 MOE="$fix/ref/tiny-qwen3moe-f32.gguf"
 expect_err "slots below top-k" "below top-k" -- "$cli" run -m "$MOE" --prompt hi --expert-residency streamed --expert-cache-slots 1

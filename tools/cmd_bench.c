@@ -27,6 +27,17 @@ static void mean_sd(const double *x, int n, double *m, double *sd) {
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
+/* A JSON string: the model path may hold '"', '\\' or control characters. */
+static void put_json_str(const char *v) {
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p < 0x20) printf("\\u%04x", *p);
+        else putchar(*p);
+    }
+    putchar('"');
+}
+
 static void fmt_size(char *b, size_t n, double bytes) {
     if (bytes >= 1024.0 * 1024 * 1024) snprintf(b, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
     else snprintf(b, n, "%.2f MiB", bytes / (1024.0 * 1024));
@@ -132,12 +143,15 @@ int cmd_bench(int argc, char **argv) {
         if (!json)
             printf("| %-14s | %10s | %6.2f B | %-7s | %7d | %8s | %12.2f ± %5.2f |\n", desc, size, (double)params / 1e9, "CPU",
                    ts_session_n_threads(s), test_name, mean, sd);
-        else
-            printf("%s\n  {\"model\": \"%s\", \"file\": \"%s\", \"size_bytes\": %llu, \"active_bytes_per_token\": %llu, \"params\": %llu, "
+        else {
+            printf("%s\n  {\"model\": \"%s\", \"file\": ", rows ? "," : "", desc);
+            put_json_str(model);
+            printf(", \"size_bytes\": %llu, \"active_bytes_per_token\": %llu, \"params\": %llu, "
                    "\"backend\": \"CPU\", \"threads\": %d, \"test\": \"%s\", \"n_tokens\": %lld, \"reps\": %lld, \"tps_mean\": %.4f, "
                    "\"tps_sd\": %.4f, \"distinct_tokens\": %d}",
-                   rows ? "," : "", desc, model, (unsigned long long)file_bytes, (unsigned long long)ts_model_weight_bytes(m.model),
+                   (unsigned long long)file_bytes, (unsigned long long)ts_model_weight_bytes(m.model),
                    (unsigned long long)params, ts_session_n_threads(s), test_name, (long long)count, (long long)r, mean, sd, distinct[test]);
+        }
         rows++;
     }
     free(all_tps);
