@@ -56,7 +56,7 @@ static int html_finish(html_doc *h) {
 
 /* Lists the files of a comma-separated group, one per line. */
 static void html_paths(html_doc *h, const char *label, const char *list) {
-    char buf[4096];
+    char buf[4096]; /* load_group already refused longer lists */
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) html_para(h, "mono", "%s%s", label, t);
 }
@@ -176,6 +176,7 @@ out:
 /* Splits "a,b,c" into at most max integers in [lo, hi]. */
 static int parse_int_list(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, int max) {
     char buf[1024];
+    if (strlen(s) >= sizeof buf) { cli_error("analyze", "%s: list too long", flag); return -1; }
     snprintf(buf, sizeof buf, "%s", s);
     int n = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -190,6 +191,7 @@ static int parse_int_list(const char *flag, const char *s, int64_t lo, int64_t h
 /* Loads a comma-separated group and sums its counts; all must agree in shape. */
 static int load_group(const char *list, router_capture *sum) {
     char buf[4096];
+    if (strlen(list) >= sizeof buf) return cli_error("analyze", "capture list too long (%zu characters)", strlen(list));
     snprintf(buf, sizeof buf, "%s", list);
     int n = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -376,9 +378,11 @@ static int analyze_cache(int argc, char **argv) {
             const char *v = cli_flag_value("analyze", argc, argv, &i);
             if (!v) return 1;
             char buf[256];
+            if (strlen(v) >= sizeof buf) return cli_error("analyze", "--policy: list too long");
             snprintf(buf, sizeof buf, "%s", v);
             n_pols = 0;
-            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n_pols < 3; t = strtok_r(NULL, ",", &save)) {
+            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (n_pols == 3) return cli_error("analyze", "--policy: at most three policies (lfu, lru, belady)");
                 if (!strcmp(t, "lfu")) pols[n_pols++] = REPLAY_LFU;
                 else if (!strcmp(t, "lru")) pols[n_pols++] = REPLAY_LRU;
                 else if (!strcmp(t, "belady")) pols[n_pols++] = REPLAY_BELADY;
@@ -728,6 +732,7 @@ static int analyze_ffn(int argc, char **argv) {
         if (argv[i][0] == '-') return cli_error("analyze", "unknown option '%s'", argv[i]);
     if (argc != 2) { return cli_error("analyze", "ffn takes one comma-separated list of captures"); }
     char buf[4096];
+    if (strlen(argv[1]) >= sizeof buf) return cli_error("analyze", "capture list too long (%zu characters)", strlen(argv[1]));
     snprintf(buf, sizeof buf, "%s", argv[1]);
     ffn_capture c;
     int n = 0;

@@ -268,6 +268,11 @@ static int run_chat(const char *cmd, const run_opts *o, cli_model *m, ts_session
         if (n_keep > 0 && tok_is_eog(m->vocab, res.ids[n_keep - 1])) n_keep--;
         char *clean = NULL;
         if (tok_decode(m->vocab, res.ids, (size_t)n_keep, 0, &reply, &rlen) == TS_OK) {
+            /* the history holds what the user saw: nothing from a stop string on */
+            for (size_t si = 0; si < o->n_stops; si++) {
+                char *at = memmem(reply, rlen, o->stops[si], strlen(o->stops[si]));
+                if (at) rlen = (size_t)(at - reply);
+            }
             clean = utf8_sanitize(reply, rlen);
             free(reply);
         }
@@ -342,7 +347,11 @@ static int run_main(const char *cmd, int argc, char **argv) {
         if (fflush(stdout) != 0) os.write_errno = errno ? errno : EIO;
     }
     free(res.ids);
-    if (st) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
+    if (st) {
+        rc = cli_error(cmd, "%s", ts_last_error());
+        ts_model_instruments_finish(m.model, stderr); /* what was captured before the error */
+        goto done;
+    }
     if (os.write_errno) { rc = cli_error(cmd, "writing to stdout failed: %s", strerror(os.write_errno)); goto done; }
     footer(&res);
     cli_model_report(&m, (uint64_t)res.n_prompt + (uint64_t)res.n_new);
