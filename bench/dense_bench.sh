@@ -115,7 +115,9 @@ rows = json.loads(txt) if txt.startswith("[") else [json.loads(l) for l in txt.s
 r = rows[0]
 mean = r.get("tps_mean", r.get("avg_ts"))
 sd = r.get("tps_sd", r.get("stddev_ts"))
-size = r.get("size_bytes", r.get("size"))
+# turbospark: bytes one decode step reads (active_bytes_per_token; builds
+# before f6839b8 gave it as size_bytes); the peer only gives its file size
+size = r.get("active_bytes_per_token", r.get("size_bytes", r.get("size")))
 print("\t".join(map(str, [name, path, r["test"], pair, eng, "%.4f" % mean, "%.4f" % sd, reps, size, l0, l1])))
 EOF
     tail -1 "$out/runs.tsv" | awk -F'\t' '{printf "'$me': %-10s %s %s pair %s: %.2f ± %.2f t/s (load %s -> %s)\n", $5, $1, $3, $4, $6, $7, $10, $11}' >&2
@@ -130,6 +132,7 @@ for spec in "${models[@]}"; do
     fi
     name=$(basename "$path" .gguf)
     cat "$path" > /dev/null
+    echo "turbospark $("$ts" --version 2>/dev/null | head -1) (binary $(stat -c %y "$ts" | cut -d. -f1))" >> "$out/machine.txt"
     for pair in $(seq 1 "$pairs"); do
         for test in ${tests//,/ }; do
             run_one ts "$path" "$name" "$test" "$pair" "$reps"
