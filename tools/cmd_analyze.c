@@ -361,6 +361,16 @@ static int cache_chart(html_doc *h, const router_capture *c, const int64_t *give
     return 0;
 }
 
+/* A router capture that must carry a trace (cache replay, windows). */
+static int load_trace(const char *path, router_capture *c) {
+    if (router_capture_load(path, c) != TS_OK) return cli_error("analyze", "%s", ts_last_error());
+    if (!c->has_trace) {
+        router_capture_free(c);
+        return cli_error("analyze", "%s: no trace in this capture (capture with TURBOSPARK_ROUTER_TRACE=1)", path);
+    }
+    return 0;
+}
+
 static int analyze_cache(int argc, char **argv) {
     const char *path = NULL, *html = NULL;
     int64_t slots[16] = {8, 16, 32}, skip = 0;
@@ -398,8 +408,7 @@ static int analyze_cache(int argc, char **argv) {
     }
     if (!path) { return cli_error("analyze", "cache needs a trace capture"); }
     router_capture c;
-    if (router_capture_load(path, &c) != TS_OK) return cli_error("analyze", "%s", ts_last_error());
-    if (!c.has_trace) { router_capture_free(&c); return cli_error("analyze", "%s: no trace in this capture (capture with TURBOSPARK_ROUTER_TRACE=1)", path); }
+    if (load_trace(path, &c)) return 1;
     static const char *pname[3] = {"lfu", "lru", "belady"};
     html_doc hd, *H = NULL;
     if (html) {
@@ -593,8 +602,7 @@ static int analyze_window(int argc, char **argv) {
     }
     if (!path) { return cli_error("analyze", "window needs a trace capture"); }
     router_capture c;
-    if (router_capture_load(path, &c) != TS_OK) return cli_error("analyze", "%s", ts_last_error());
-    if (!c.has_trace) { router_capture_free(&c); return cli_error("analyze", "%s: no trace in this capture (capture with TURBOSPARK_ROUTER_TRACE=1)", path); }
+    if (load_trace(path, &c)) return 1;
     html_doc hd, *H = NULL;
     if (html) {
         if (html_start(&hd, html, "turbospark analyze window: experts per speculative window")) { router_capture_free(&c); return 1; }
