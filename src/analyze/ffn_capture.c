@@ -1,3 +1,4 @@
+#include "analyze/json_in.h"
 #include "analyze/ffn_capture.h"
 
 #include <cjson/cJSON.h>
@@ -64,13 +65,9 @@ static ts_status read_matrix(const char *path, const cJSON *root, const char *ke
 
 ts_status ffn_capture_load(const char *path, ffn_capture *out) {
     memset(out, 0, sizeof *out);
-    char *text;
-    size_t len;
-    ts_status st = ts_read_all(path, &text, &len);
+    cJSON *root;
+    ts_status st = json_in_load(path, &root);
     if (st) return st;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!root) return ts_fail(TS_ERR_FORMAT, "%s: not valid JSON", path);
     uint64_t nl, inter, off;
     double *tmp = NULL;
     if (!num_u64(root, "num_layers", &nl) || !num_u64(root, "inter", &inter) || nl < 1 || inter < 1 || nl > 100000 || inter > 10000000 ||

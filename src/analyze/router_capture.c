@@ -1,3 +1,4 @@
+#include "analyze/json_in.h"
 #include "analyze/router_capture.h"
 
 #include <cjson/cJSON.h>
@@ -63,13 +64,9 @@ bool router_capture_layer_routes(const router_capture *c, int32_t l) { return ro
 
 ts_status router_capture_load(const char *path, router_capture *out) {
     memset(out, 0, sizeof *out);
-    char *text;
-    size_t len;
-    ts_status st = ts_read_all(path, &text, &len);
+    cJSON *root;
+    ts_status st = json_in_load(path, &root);
     if (st) return st;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!root) return ts_fail(TS_ERR_FORMAT, "%s: not valid JSON", path);
     out->path = strdup(path);
     char msg[256];
     if (!get_int(root, "num_layers", 1, 100000, &out->num_layers) || !get_int(root, "num_experts", 1, 1000000, &out->num_experts) ||
