@@ -1,5 +1,5 @@
-#include "analyze/json_in.h"
 #include "analyze/ffn_capture.h"
+#include "analyze/json_in.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -1,5 +1,5 @@
-#include "analyze/json_in.h"
 #include "analyze/router_capture.h"
+#include "analyze/json_in.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
