@@ -1,14 +1,43 @@
-/* turbospark: public API.
- * The library never exits and never prints to stdout: every call that can fail
- * returns a ts_status and leaves a one-line message for ts_last_error(). */
+/* turbospark: the public C API. docs/API.md walks through it.
+ *
+ * Ownership, in one picture:
+ *
+ *   ts_backend  made once by the caller (cpu, cuda). Owns device memory:
+ *               weights, KV caches, scratch, expert slots, staging buffers.
+ *   ts_model    loaded onto a backend. Immutable after load, shared by any
+ *               number of sessions on any threads. Owns its vocabulary and,
+ *               for MoE models, the expert cache (shared on purpose: its
+ *               point is memory; guarded by one mutex, docs/DESIGN.md).
+ *   ts_session  one conversation. Owns everything mutable: KV cache, scratch,
+ *               sampler, timings, instrument state and captures. Used by one
+ *               thread at a time; different sessions run concurrently.
+ *
+ * Free in reverse order: sessions, then the model, then the backend.
+ *
+ * Every call that can fail returns a ts_status and leaves a one-line message
+ * for ts_last_error() (per thread). The library never exits, never prints to
+ * stdout and never reads the environment: the command line maps its
+ * TURBOSPARK_* variables onto the option structs below.
+ *
+ * Memory the library hands out (token arrays, text) is freed with ts_free().
+ * Pointers returned as const belong to the object they came from. */
 #ifndef TURBOSPARK_H
 #define TURBOSPARK_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define TS_VERSION "0.2.0"
+
+/* ======================================================================
+ * Status and errors
+ * ====================================================================== */
 
 typedef enum ts_status {
     TS_OK = 0,
@@ -16,16 +45,92 @@ typedef enum ts_status {
     TS_ERR_FORMAT,      /* the file or input is malformed */
     TS_ERR_UNSUPPORTED, /* well-formed, but not something we run */
     TS_ERR_ARG,         /* a caller-supplied value is out of range */
-    TS_ERR_NOMEM,       /* allocation failed */
-    TS_ERR_LIMIT,       /* a size limit (context, budget) would be exceeded */
+    TS_ERR_NOMEM,       /* allocation failed (host or device) */
+    TS_ERR_LIMIT,       /* a size limit (context, budget, input cap) would be exceeded */
     TS_ERR_INTERNAL,
+    TS_ERR_DEVICE,      /* the accelerator failed (driver, kernel launch, lost device) */
+    TS_ERR_ABORTED,     /* a callback asked to stop */
 } ts_status;
 
 /* The message of the last failure on this thread ("" if none). */
 const char *ts_last_error(void);
 const char *ts_status_name(ts_status st);
 
-#define TS_VERSION "0.1.0"
+/* Frees memory the library allocated for the caller (NULL is fine). */
+void ts_free(void *p);
+
+/* ======================================================================
+ * Small helpers the command line and the server share with the library
+ * ====================================================================== */
+
+/* "1.5 GiB" (decimals 1), "12.00 MiB" (decimals 2), "512 B": binary units
+ * (KiB .. TiB), whole bytes below 1 KiB. Returns buf. */
+const char *ts_fmt_bytes(uint64_t bytes, int decimals, char *buf, size_t n);
+/* Parses "8G", "1.5GiB", "512M", "4096" (binary units); TS_ERR_ARG on junk. */
+ts_status ts_parse_bytes(const char *s, uint64_t *out);
+/* True when s[0..n) is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+bool ts_utf8_valid(const char *s, size_t n);
+/* A copy of s[0..n) with every invalid UTF-8 sequence (and NUL) replaced by
+ * U+FFFD; NUL-terminated, ts_free() it. */
+char *ts_utf8_sanitize(const char *s, size_t n);
+/* Reads a whole regular file, or stdin for "-", into a NUL-terminated buffer
+ * (ts_free). Refuses FIFOs, devices and directories without opening them for
+ * reading, and anything over max_bytes (TS_ERR_LIMIT naming the cap;
+ * 0 = TS_READ_DEFAULT_CAP). */
+#define TS_READ_DEFAULT_CAP ((uint64_t)256 << 20)
+ts_status ts_read_file(const char *path, uint64_t max_bytes, char **data, size_t *len);
+/* Monotonic clock, seconds. */
+double ts_now(void);
+
+/* RNG: xoshiro256** seeded through splitmix64 (docs/SAMPLING.md): the
+ * sampler's stream, exposed for seeded inputs (bench). */
+typedef struct ts_rng {
+    uint64_t s[4]; /* never all zero */
+} ts_rng;
+void ts_rng_seed(ts_rng *r, uint64_t seed);
+uint64_t ts_rng_next(ts_rng *r);
+
+/* ======================================================================
+ * Vocabulary and tokenizer
+ * ====================================================================== */
+
+typedef struct ts_vocab ts_vocab;
+
+/* A vocabulary on its own (a vocab-only GGUF, or any model file). */
+ts_status ts_vocab_load(const char *path, ts_vocab **out);
+void ts_vocab_free(ts_vocab *v);
+
+int32_t ts_vocab_n_tokens(const ts_vocab *v);
+const char *ts_vocab_kind(const ts_vocab *v);  /* "llama" (SentencePiece) or "gpt2" (byte-level BPE) */
+const char *ts_vocab_pre(const ts_vocab *v);   /* pre-tokenizer name ("default" if absent) */
+int32_t ts_token_bos(const ts_vocab *v);       /* -1 when the vocabulary has none */
+int32_t ts_token_eos(const ts_vocab *v);
+bool ts_token_is_eog(const ts_vocab *v, int32_t id);
+/* The raw vocabulary string ("Ġworld", "▁the", "<0x0A>"); NULL out of range. */
+const char *ts_token_piece(const ts_vocab *v, int32_t id, size_t *len);
+
+/* Text -> ids (ts_free *ids). add_special: BOS (and EOS) as the vocabulary
+ * says; parse_special: control tokens written in the text become their ids. */
+ts_status ts_tokenize(const ts_vocab *v, const char *text, size_t len, bool add_special, bool parse_special, int32_t **ids,
+                      size_t *n);
+
+enum {
+    TS_DETOK_SPECIAL = 1,     /* render control/unknown tokens as their text */
+    TS_DETOK_STRIP_SPACE = 2, /* drop the one leading space SentencePiece put before the text */
+};
+/* Ids -> bytes (ts_free *text; NUL-terminated, *len excludes it). */
+ts_status ts_detokenize(const ts_vocab *v, const int32_t *ids, size_t n, unsigned flags, char **text, size_t *len);
+
+/* Streaming detokenizer: never returns half a UTF-8 character. */
+typedef struct ts_detok ts_detok;
+ts_status ts_detok_new(const ts_vocab *v, unsigned flags, ts_detok **out);
+/* Bytes ready after one more token: valid until the next call. */
+const char *ts_detok_push(ts_detok *d, int32_t id, size_t *len);
+/* Whatever is still held back at the end. */
+const char *ts_detok_flush(ts_detok *d, size_t *len);
+void ts_detok_free(ts_detok *d);
+
+/* ---- engine (model, session, generation, chat): being moved here ---- */
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@ static void show_diff(const char *want, const char *got) {
 static void run_fixture(const char *path) {
     char *text = NULL;
     size_t len = 0;
-    if (ts_read_all(path, &text, &len) != TS_OK) {
+    if (ts_read_file(path, 0, &text, &len) != TS_OK) {
         CHECKF(0, "%s: %s", path, ts_last_error());
         return;
     }
@@ -121,7 +121,7 @@ static void test_default_system(void) {
     /* The SmolLM2 fixture's template carries its default system prompt. */
     char *text = NULL;
     size_t len;
-    if (ts_read_all(TS_FIXTURES "/chat/smollm2.json", &text, &len) != TS_OK) {
+    if (ts_read_file(TS_FIXTURES "/chat/smollm2.json", 0, &text, &len) != TS_OK) {
         CHECK(0);
         return;
     }

@@ -41,7 +41,7 @@ static int32_t *int_array(const cJSON *a, int *n) {
 static void check_fixture(const char *json_path) {
     char *text;
     size_t len;
-    if (ts_read_all(json_path, &text, &len) != TS_OK) { CHECK(0); return; }
+    if (ts_read_file(json_path, 0, &text, &len) != TS_OK) { CHECK(0); return; }
     cJSON *root = cJSON_Parse(text);
     free(text);
     CHECK(root != NULL);

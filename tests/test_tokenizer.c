@@ -19,7 +19,7 @@
 
 static char *read_file(const char *path, size_t *len) {
     char *d = NULL;
-    if (ts_read_all(path, &d, len) != TS_OK) return NULL;
+    if (ts_read_file(path, 0, &d, len) != TS_OK) return NULL;
     return d;
 }
 

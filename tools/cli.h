@@ -27,10 +27,10 @@ const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i);
 
 /* A model with its tokenizer, loaded for a command (progress on a terminal). */
 struct ts_model;
-struct tok_vocab;
+struct ts_vocab;
 typedef struct cli_model {
     struct ts_model *model;
-    struct tok_vocab *vocab;
+    struct ts_vocab *vocab;
 } cli_model;
 /* MoE flags shared by run/chat/bench/perplexity: --expert-residency,
  * --expert-cache-slots, --expert-budget, --expert-policy. Returns 1 if argv[*i]

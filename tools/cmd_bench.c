@@ -83,8 +83,8 @@ int cmd_bench(int argc, char **argv) {
     bool *seen = calloc((size_t)nv, 1);
     if (!ids || !seen) { free(seen); rc = cli_error(cmd, "out of memory"); goto done; }
     /* fresh seeded-random ids for every run, warm-ups included (as llama-bench) */
-    sample_rng rng;
-    sample_rng_seed(&rng, 42);
+    ts_rng rng;
+    ts_rng_seed(&rng, 42);
     int distinct[2] = {0, 0};
     char size[32], desc[96];
     const gguf_file *gf = ts_model_gguf(m.model);
@@ -113,7 +113,7 @@ int cmd_bench(int argc, char **argv) {
             int64_t reps = phase == 0 ? 1 : r;
             for (int64_t rep = 0; rep < reps && !rc; rep++) {
                 for (int64_t i = 0; i < count; i++) {
-                    ids[i] = (int32_t)(sample_rng_next(&rng) % (uint64_t)nv);
+                    ids[i] = (int32_t)(ts_rng_next(&rng) % (uint64_t)nv);
                     if (phase == 1 && !seen[ids[i]]) distinct[test]++, seen[ids[i]] = true;
                 }
                 ts_session_reset(s);

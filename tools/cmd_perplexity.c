@@ -46,7 +46,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (save && base && !strcmp(save, base)) return cli_error(cmd, "--save-logits and --kl-base name the same file");
     char *text;
     size_t len;
-    if (ts_read_all(text_path, &text, &len) != TS_OK) return cli_error(cmd, "%s", ts_last_error());
+    if (ts_read_file(text_path, 0, &text, &len) != TS_OK) return cli_error(cmd, "%s", ts_last_error());
     ts_logits_file bf = {0};
     if (base && ts_logits_file_open(base, &bf) != TS_OK) { free(text); return cli_error(cmd, "%s", ts_last_error()); }
     cli_model m;

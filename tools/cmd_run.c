@@ -322,7 +322,7 @@ static int run_main(const char *cmd, int argc, char **argv) {
     } else {
         char *json;
         size_t len;
-        if (ts_read_all(o.messages_file, &json, &len) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
+        if (ts_read_file(o.messages_file, 0, &json, &len) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
         chat_messages msgs;
         ts_status st = chat_messages_parse_json(json, len, &msgs);
         free(json);

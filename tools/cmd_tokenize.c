@@ -81,7 +81,7 @@ int cmd_tokenize(int argc, char **argv) {
 
     char *text = NULL;
     size_t len = 0;
-    if (ts_read_all("-", &text, &len) != TS_OK) {
+    if (ts_read_file("-", 0, &text, &len) != TS_OK) {
         tok_free(v);
         return cli_error("tokenize", "reading stdin: %s", ts_last_error());
     }

@@ -6,7 +6,7 @@ ts_status json_in_load(const char *path, cJSON **out) {
     *out = NULL;
     char *text;
     size_t len;
-    ts_status st = ts_read_all(path, &text, &len);
+    ts_status st = ts_read_file(path, 0, &text, &len);
     if (st) return st;
     *out = cJSON_ParseWithLength(text, len);
     free(text);

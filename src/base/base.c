@@ -25,17 +25,25 @@ const char *ts_status_name(ts_status st) {
     case TS_ERR_NOMEM: return "out of memory";
     case TS_ERR_LIMIT: return "limit exceeded";
     case TS_ERR_INTERNAL: return "internal error";
+    case TS_ERR_DEVICE: return "device error";
+    case TS_ERR_ABORTED: return "aborted";
     }
     return "unknown status";
 }
 
 ts_status ts_fail(ts_status st, const char *fmt, ...) {
+    /* format into a scratch buffer first: an argument may be ts_last_error()
+     * itself (vsnprintf into its own source is undefined) */
+    char tmp[sizeof ts_errbuf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ts_errbuf, sizeof ts_errbuf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(ts_errbuf, tmp, sizeof tmp);
     return st;
 }
+
+void ts_free(void *p) { free(p); }
 
 void ts_error_prefix(const char *fmt, ...) {
     char prefix[256];
@@ -107,42 +115,6 @@ void ts_unmap_file(ts_mapped_file *m) {
     m->data = NULL;
     m->size = 0;
     m->fd = -1;
-}
-
-ts_status ts_read_all(const char *path, char **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) return ts_fail(TS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = ts_malloc(cap);
-    if (!buf) goto nomem;
-    for (;;) {
-        if (cap - n < 2) {
-            if (cap > SIZE_MAX / 2) goto nomem;
-            char *nb = ts_realloc(buf, cap * 2);
-            if (!nb) goto nomem;
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) {
-        free(buf);
-        if (f != stdin) fclose(f);
-        return ts_fail(TS_ERR_IO, "%s: read error", path);
-    }
-    if (f != stdin) fclose(f);
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return TS_OK;
-nomem:
-    free(buf);
-    if (f != stdin) fclose(f);
-    return TS_ERR_NOMEM;
 }
 
 double ts_now(void) {

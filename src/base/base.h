@@ -42,12 +42,6 @@ typedef struct ts_mapped_file {
 ts_status ts_map_file(const char *path, ts_mapped_file *out);
 void ts_unmap_file(ts_mapped_file *m);
 
-/* Reads a whole file (or stdin when path is "-") into a NUL-terminated heap
- * buffer; *len excludes the NUL. */
-ts_status ts_read_all(const char *path, char **out, size_t *len);
-
-/* Monotonic clock in seconds. */
-double ts_now(void);
 
 /* Sets TS_ERR_NOMEM on failure, so callers only propagate. */
 void *ts_malloc(size_t n);

@@ -96,31 +96,9 @@ ts_status expert_cache_parse_policy(const char *s, cache_policy *out) {
 }
 
 ts_status expert_cache_parse_bytes(const char *s, uint64_t *out) {
-    if (!s || !isdigit((unsigned char)*s)) goto bad;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || !isfinite(v) || v < 0) goto bad;
-    double mul = 1;
-    char u = (char)tolower((unsigned char)*end);
-    if (u == 'k') mul = 1024.0;
-    else if (u == 'm') mul = 1024.0 * 1024;
-    else if (u == 'g') mul = 1024.0 * 1024 * 1024;
-    else if (u == 't') mul = 1024.0 * 1024 * 1024 * 1024;
-    if (mul > 1) {
-        end++;
-        if (*end == 'i' || *end == 'I') end++;
-        if (*end == 'b' || *end == 'B') end++;
-    } else if (u == 'b') {
-        end++;
-    }
-    if (*end) goto bad;
-    v *= mul;
-    if (v >= 9.2e18) goto bad;
-    *out = (uint64_t)v;
-    return TS_OK;
-bad:
-    return ts_fail(TS_ERR_ARG, "--expert-budget '%s': expected bytes, e.g. 12G, 1.5GiB, 800M or 1073741824", s ? s : "");
+    ts_status st = ts_parse_bytes(s, out);
+    if (st != TS_OK) ts_error_prefix("--expert-budget");
+    return st;
 }
 
 void expert_cache_opts_default(expert_cache_opts *o) {
@@ -130,13 +108,7 @@ void expert_cache_opts_default(expert_cache_opts *o) {
     expert_io_config_default(&o->io);
 }
 
-static void fmt_bytes(char *b, size_t n, uint64_t v) {
-    double x = (double)v;
-    if (x >= 1024.0 * 1024 * 1024) snprintf(b, n, "%.1f GiB", x / (1024.0 * 1024 * 1024));
-    else if (x >= 1024.0 * 1024) snprintf(b, n, "%.1f MiB", x / (1024.0 * 1024));
-    else if (x >= 1024.0) snprintf(b, n, "%.1f KiB", x / 1024.0);
-    else snprintf(b, n, "%" PRIu64 " B", v);
-}
+static void fmt_bytes(char *b, size_t n, uint64_t v) { ts_fmt_bytes(v, 1, b, n); }
 
 /* ------------------------------------------------------------ available memory */
 

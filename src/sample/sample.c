@@ -15,7 +15,7 @@ uint64_t sample_splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-void sample_rng_seed(sample_rng *r, uint64_t seed) {
+void ts_rng_seed(ts_rng *r, uint64_t seed) {
     uint64_t st = seed;
     for (int i = 0; i < 4; i++) r->s[i] = sample_splitmix64(&st);
     /* splitmix64 is a bijection of its counter, so four outputs cannot all be
@@ -25,7 +25,7 @@ void sample_rng_seed(sample_rng *r, uint64_t seed) {
 
 static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-uint64_t sample_rng_next(sample_rng *r) {
+uint64_t ts_rng_next(ts_rng *r) {
     uint64_t *s = r->s;
     const uint64_t result = rotl64(s[1] * 5, 7) * 9;
     const uint64_t t = s[1] << 17;
@@ -38,8 +38,8 @@ uint64_t sample_rng_next(sample_rng *r) {
     return result;
 }
 
-double sample_rng_uniform(sample_rng *r) {
-    return (double)(sample_rng_next(r) >> 11) * 0x1.0p-53;
+double sample_rng_uniform(ts_rng *r) {
+    return (double)(ts_rng_next(r) >> 11) * 0x1.0p-53;
 }
 
 /* ---------------------------------------------------------------- sampler */
@@ -52,7 +52,7 @@ typedef struct cand {
 struct sampler {
     sampler_params p;
     int32_t n_vocab;
-    sample_rng rng;
+    ts_rng rng;
     cand *cands;     /* (n_vocab) candidate scratch */
     cand *cands2;    /* (n_vocab) the top-k survivors in id order */
     double *w;       /* (n_vocab) exp weights of the sorted candidates */
@@ -116,7 +116,7 @@ void sampler_free(sampler *s) {
 void sampler_reset(sampler *s) {
     s->n_recent = 0;
     s->recent_pos = 0;
-    sample_rng_seed(&s->rng, s->p.seed);
+    ts_rng_seed(&s->rng, s->p.seed);
 }
 
 void sampler_accept(sampler *s, int32_t id) {

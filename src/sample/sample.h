@@ -15,17 +15,11 @@
 
 /* --- RNG: xoshiro256** seeded through splitmix64 (Blackman & Vigna). --- */
 
-typedef struct sample_rng {
-    uint64_t s[4]; /* xoshiro256** state; never all zero */
-} sample_rng;
-
-/* One splitmix64 step: advances *state by 0x9e3779b97f4a7c15 and returns the mix. */
 uint64_t sample_splitmix64(uint64_t *state);
-/* s[0..3] = four successive splitmix64 outputs from state = seed. */
-void sample_rng_seed(sample_rng *r, uint64_t seed);
-uint64_t sample_rng_next(sample_rng *r);
+/* ts_rng_seed (public header): s[0..3] = four successive splitmix64 outputs
+ * from state = seed; ts_rng_next: one xoshiro256** step. */
 /* (next >> 11) * 2^-53: a double in [0, 1) built exactly from the top 53 bits. */
-double sample_rng_uniform(sample_rng *r);
+double sample_rng_uniform(ts_rng *r);
 
 /* --- Sampler --- */
 

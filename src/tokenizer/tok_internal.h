@@ -36,7 +36,7 @@ typedef struct tok_trie_node {
     int32_t token;   /* special-list index ending here, -1 none */
 } tok_trie_node;
 
-struct tok_vocab {
+struct ts_vocab {
     tok_kind kind;
     char model[32];      /* tokenizer.ggml.model */
     char pre[64];        /* tokenizer.ggml.pre in use */

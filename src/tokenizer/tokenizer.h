@@ -26,7 +26,7 @@
 #include "base/base.h"
 #include "gguf/gguf.h"
 
-typedef struct tok_vocab tok_vocab;
+typedef struct ts_vocab tok_vocab; /* the public ts_vocab */
 
 typedef enum tok_kind {
     TOK_KIND_SPM = 0, /* tokenizer.ggml.model = "llama" */
