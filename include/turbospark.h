@@ -91,6 +91,39 @@ void ts_rng_seed(ts_rng *r, uint64_t seed);
 uint64_t ts_rng_next(ts_rng *r);
 
 /* ======================================================================
+ * Backend
+ * ====================================================================== */
+
+typedef struct ts_backend ts_backend;
+
+typedef enum ts_backend_kind {
+    TS_BACKEND_AUTO = 0, /* cuda when built in and a GPU is present, else cpu */
+    TS_BACKEND_CPU = 1,
+    TS_BACKEND_CUDA = 2,
+} ts_backend_kind;
+
+typedef struct ts_backend_opts {
+    ts_backend_kind kind;
+    int32_t n_threads; /* cpu: threads per session unless the session says; 0 = one per core */
+    int32_t device;    /* cuda: device ordinal */
+} ts_backend_opts;
+
+ts_backend_opts ts_backend_opts_default(void);
+/* "cpu" / "cuda" / "auto" -> kind; TS_ERR_ARG otherwise. */
+ts_status ts_backend_kind_parse(const char *s, ts_backend_kind *out);
+/* TS_ERR_UNSUPPORTED when cuda is asked of a build without it, TS_ERR_DEVICE
+ * when no usable GPU or driver is found (the message says which). */
+ts_status ts_backend_new(const ts_backend_opts *opts, ts_backend **out);
+void ts_backend_free(ts_backend *be);
+ts_backend_kind ts_backend_kind_of(const ts_backend *be);
+const char *ts_backend_name(const ts_backend *be); /* "cpu" / "cuda" */
+/* One line for a start-up message: "cpu: AVX-512 VNNI, 2 threads" or
+ * "cuda: NVIDIA H200 (sm_90), 139.2 GiB free of 139.8 GiB". */
+const char *ts_backend_describe(const ts_backend *be, char *buf, size_t n);
+/* True when this build carries the CUDA backend. */
+bool ts_backend_cuda_built(void);
+
+/* ======================================================================
  * Vocabulary and tokenizer
  * ====================================================================== */
 
@@ -130,7 +163,375 @@ const char *ts_detok_push(ts_detok *d, int32_t id, size_t *len);
 const char *ts_detok_flush(ts_detok *d, size_t *len);
 void ts_detok_free(ts_detok *d);
 
-/* ---- engine (model, session, generation, chat): being moved here ---- */
+/* ======================================================================
+ * Model
+ * ====================================================================== */
+
+typedef struct ts_model ts_model;
+
+typedef enum ts_expert_residency {
+    TS_EXPERTS_AUTO = 0,     /* chosen from the budget or available memory; the reason is reported */
+    TS_EXPERTS_RESIDENT = 1, /* every expert in memory */
+    TS_EXPERTS_STREAMED = 2, /* per-layer slot cache filled from the file */
+    TS_EXPERTS_MAPPED = 3,   /* in place from the mapping; the OS page cache is the cache */
+} ts_expert_residency;
+
+typedef enum ts_cache_policy {
+    TS_CACHE_LFU = 0,
+    TS_CACHE_LRU = 1,
+} ts_cache_policy;
+
+/* Load progress in bytes (weights read, faulted in or uploaded). Called from
+ * the loading thread, at most about 100 times per load, and once at the end
+ * with done == total. */
+typedef void (*ts_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+typedef struct ts_model_opts {
+    ts_backend *backend;     /* where the weights go; NULL: a CPU backend the model makes and owns */
+    bool prefault;           /* read every non-expert weight page now, reported as progress */
+    ts_progress_fn progress; /* NULL: no reports */
+    void *progress_user;
+    /* MoE models (ignored by dense ones, which ts_model_opts_check refuses
+     * when any of these differs from the default) */
+    ts_expert_residency expert_residency;
+    int32_t expert_slots;        /* slots per MoE layer in streamed mode; 0 = from the budget */
+    uint64_t expert_budget;      /* bytes the experts may take; 0 = from available memory */
+    ts_cache_policy expert_policy;
+    bool expert_mlock;           /* resident: try to mlock the expert pages */
+    bool expert_direct_io;       /* streamed: O_DIRECT reads (the page cache is not polluted) */
+    bool expert_disk_io;         /* account physical bytes read (/proc/self/io) beside requested */
+    int32_t expert_io_threads;   /* -1 = default, 0 = the waiting thread reads */
+} ts_model_opts;
+
+ts_model_opts ts_model_opts_default(void);
+/* "resident|streamed|mapped|auto", "lfu|lru", "N|auto" (auto -> 0). */
+ts_status ts_expert_residency_parse(const char *s, ts_expert_residency *out);
+ts_status ts_cache_policy_parse(const char *s, ts_cache_policy *out);
+const char *ts_expert_residency_name(ts_expert_residency r);
+const char *ts_cache_policy_name(ts_cache_policy p);
+
+/* Opens the GGUF at path, reads the hyperparameters, binds every weight on
+ * the backend and loads the tokenizer. Refuses unsupported architectures,
+ * missing tensors, wrong shapes, unsupported types and a tokenizer that does
+ * not match the output layer, with one clear message naming the file. */
+ts_status ts_model_load(const char *path, const ts_model_opts *opts, ts_model **out);
+void ts_model_free(ts_model *m);
+
+typedef struct ts_model_info {
+    const char *arch;          /* "llama", "qwen2", "qwen3moe", ... */
+    const char *name;          /* general.name, or "" */
+    int32_t n_vocab;           /* rows of the output layer */
+    int32_t n_ctx_train;       /* trained context length */
+    int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+    int32_t n_expert;          /* routed experts per MoE layer; 0 = dense */
+    int32_t n_expert_used;     /* top-k */
+    uint64_t n_params;         /* elements of every tensor in the file */
+    uint64_t file_bytes;       /* bytes of every tensor in the file */
+    uint64_t active_bytes;     /* weight bytes one token reads (top-k experts only) */
+    uint64_t kv_bytes_per_pos; /* KV cache bytes per position (F16 cache) */
+} ts_model_info;
+
+void ts_model_get_info(const ts_model *m, ts_model_info *out);
+const ts_vocab *ts_model_vocab(const ts_model *m);
+ts_backend *ts_model_backend(const ts_model *m);
+/* A string metadata value ("general.name", "tokenizer.chat_template"):
+ * TS_ERR_ARG when absent or not a string. *val points into the model. */
+ts_status ts_model_meta_str(const ts_model *m, const char *key, const char **val, size_t *len);
+
+/* MoE expert cache (all false/empty for dense models). */
+typedef struct ts_expert_stats {
+    uint64_t passes;          /* routed passes */
+    uint64_t requests;        /* experts requested */
+    uint64_t hits, misses, cold_misses, evict_misses;
+    uint64_t bytes_requested; /* gate+up+down bytes of the requested experts */
+    uint64_t bytes_read;      /* bytes read from the file into slots */
+    double io_wait_s;         /* time spent waiting for reads */
+} ts_expert_stats;
+bool ts_model_has_experts(const ts_model *m);
+/* "expert residency: streamed (auto: ...)" and "expert cache: streamed, 16
+ * slots/layer (lfu), ..."; "" for dense models. */
+const char *ts_model_expert_choice(const ts_model *m);
+const char *ts_model_expert_start_line(const ts_model *m, char *buf, size_t n);
+/* "expert cache: 4800 requests, 3900 hits (81.3%), ..." over n_tokens. */
+const char *ts_model_expert_end_line(const ts_model *m, uint64_t n_tokens, char *buf, size_t n);
+void ts_model_expert_stats(const ts_model *m, ts_expert_stats *out);
+/* Zeroes the counters (e.g. after warm-ups); the cache contents stay. */
+void ts_model_expert_reset_stats(ts_model *m);
+
+/* ======================================================================
+ * Instruments (per session; docs/INSTRUMENTS.md)
+ * ====================================================================== */
+
+typedef enum ts_pilot_mode {
+    TS_PILOT_OFF = 0,
+    TS_PILOT_NEXT = 1, /* guess layer l+1's experts from layer l's residual */
+    TS_PILOT_SELF = 2, /* aim at the layer's own router: recall must read 100% */
+} ts_pilot_mode;
+
+typedef struct ts_instruments {
+    const char *router_path;     /* router histogram capture (JSON); NULL = off */
+    bool router_trace;           /* add every pass's top-k ids */
+    ts_pilot_mode pilot;         /* pilot probe, recorded as "pred" */
+    int32_t router_logits_layer; /* one router-logit row: layer (-1 = off) */
+    int64_t router_logits_pass;  /* ... and pass */
+    const char *ffn_path;        /* FFN activation census (JSON); NULL = off */
+    bool phases;                 /* phase timings, for the footer */
+} ts_instruments;
+
+/* Everything off. */
+ts_instruments ts_instruments_default(void);
+
+/* ======================================================================
+ * Sampling
+ * ====================================================================== */
+
+typedef struct ts_sampler_params {
+    float temperature;     /* <= 0: greedy (argmax, ties to the lowest id) */
+    int32_t top_k;         /* <= 0 or >= n_vocab: off */
+    float top_p;           /* >= 1: off; must be > 0 */
+    float min_p;           /* <= 0: off; must be <= 1 */
+    float repeat_penalty;  /* 1: off; must be > 0 */
+    int32_t repeat_last_n; /* accepted ids the penalty looks back over */
+    uint64_t seed;         /* the RNG stream is specified in docs/SAMPLING.md */
+} ts_sampler_params;
+
+/* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0x5eed. */
+ts_sampler_params ts_sampler_params_default(void);
+
+/* ======================================================================
+ * Session: one conversation's state, and the step API
+ * ====================================================================== */
+
+typedef struct ts_session ts_session;
+
+typedef struct ts_session_opts {
+    int32_t n_ctx;     /* positions; 0 = the model's trained context */
+    int32_t n_threads; /* cpu: 0 = the backend's default */
+    int32_t n_batch;   /* most tokens per forward chunk; 0 = 256 */
+    bool all_logits;   /* eval returns logits for every position it evaluated */
+    bool kv_f32;       /* F32 KV cache instead of F16 */
+    bool precise;      /* reference precision: F32 activations in every matmul */
+    const ts_instruments *instruments; /* NULL = all off; copied */
+} ts_session_opts;
+
+ts_session_opts ts_session_opts_default(void);
+
+/* Refuses (before allocating anything large) an instrument path that two
+ * captures share, a capture whose directory does not exist or is not
+ * writable, a capture this model cannot produce (a router capture on a dense
+ * model), and a context that does not fit the backend's memory (saying how
+ * much was needed and how much is free). */
+ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **out);
+void ts_session_free(ts_session *s);
+ts_model *ts_session_model(const ts_session *s);
+
+/* Appends n tokens to the context and runs the transformer over them.
+ * *logits: n_vocab floats for the last token, or (n, n_vocab) in all-logits
+ * mode; owned by the session, valid until its next call; the caller may
+ * modify them. TS_ERR_LIMIT (nothing evaluated) when they do not fit. */
+ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **logits);
+/* Rewinds the context to its first n_past tokens. */
+ts_status ts_session_truncate(ts_session *s, int32_t n_past);
+void ts_session_reset(ts_session *s);
+/* Keeps the longest prefix of the context equal to ids[0..n), at most n-1
+ * tokens (one must be evaluated for fresh logits), drops the rest, and
+ * returns how many were kept. */
+int32_t ts_session_reuse_prefix(ts_session *s, const int32_t *ids, int32_t n);
+/* The ids in the context, in order (n_past of them). */
+const int32_t *ts_session_tokens(const ts_session *s, int32_t *n_past);
+
+int32_t ts_session_n_ctx(const ts_session *s);
+int32_t ts_session_n_past(const ts_session *s);
+int32_t ts_session_n_vocab(const ts_session *s);
+int32_t ts_session_n_threads(const ts_session *s);
+
+/* The session's sampler: validates p (TS_ERR_ARG naming the field) and resets. */
+ts_status ts_session_set_sampler(ts_session *s, const ts_sampler_params *p);
+/* Forgets accepted ids and reseeds. */
+void ts_session_sampler_reset(ts_session *s);
+/* Records an id for the repetition penalty. */
+void ts_session_sampler_accept(ts_session *s, int32_t id);
+/* Samples the next token from the last logits of the last eval (modifying
+ * them: the penalty is applied in place). Does not accept it. */
+ts_status ts_session_sample(ts_session *s, int32_t *id);
+
+/* Wall-clock counters: evals of one token count as decode, longer as prefill. */
+typedef struct ts_timings {
+    int64_t prefill_tokens;
+    double prefill_s;
+    int64_t decode_tokens;
+    double decode_s;
+    double sample_s; /* time in ts_session_sample */
+} ts_timings;
+ts_timings ts_session_timings(const ts_session *s);
+void ts_session_timings_reset(ts_session *s);
+
+/* Writes the session's captures and prints "[tag] wrote PATH" / "[tag]
+ * FAILED writing PATH: reason" per requested capture, and the phase footer,
+ * to log. partial marks the captures "partial": true (an interrupted run).
+ * TS_OK when every requested capture was written. Later calls write again
+ * (the captures keep accumulating). */
+ts_status ts_session_instruments_finish(ts_session *s, FILE *log, bool partial);
+
+/* ======================================================================
+ * Generation
+ * ====================================================================== */
+
+typedef enum ts_stop_reason {
+    TS_STOP_NONE = 0,
+    TS_STOP_EOG,    /* the model produced an end-of-generation token */
+    TS_STOP_STRING, /* a stop string appeared in the text */
+    TS_STOP_LENGTH, /* max_new tokens generated */
+    TS_STOP_CTX,    /* the context is full */
+    TS_STOP_ABORT,  /* a callback returned false */
+} ts_stop_reason;
+const char *ts_stop_reason_name(ts_stop_reason r); /* "eos", "stop", "length", "ctx", "abort", "none" */
+
+#define TS_MAX_TOP_LOGPROBS 20
+
+/* One generated token, as the token callback sees it. */
+typedef struct ts_token_event {
+    int32_t id;
+    float logprob;                                  /* log p(id) under the model (before sampling's filters); 0 unless asked */
+    int32_t n_top;                                  /* entries in top_* (gen params' top_logprobs) */
+    int32_t top_id[TS_MAX_TOP_LOGPROBS];            /* (n_top) most likely ids, descending */
+    float top_logprob[TS_MAX_TOP_LOGPROBS];         /* (n_top) */
+} ts_token_event;
+
+/* Text as it becomes final: never half a UTF-8 character, never a piece that
+ * may still turn into a stop string. Return false to stop. */
+typedef bool (*ts_text_fn)(void *user, const char *text, size_t len);
+typedef bool (*ts_token_fn)(void *user, const ts_token_event *ev);
+
+typedef struct ts_gen_params {
+    int32_t max_new;           /* tokens to generate at most (> 0) */
+    const char *const *stops;  /* (n_stops) stop strings, matched on the generated text */
+    size_t n_stops;
+    ts_sampler_params sampler; /* applied at the start (the sampler is reset) */
+    bool reuse_prefix;         /* the prompt is the whole context: keep the longest prefix already
+                                  evaluated (ts_session_reuse_prefix); else it is appended */
+    bool logprobs;             /* fill ts_token_event.logprob */
+    int32_t top_logprobs;      /* 0..TS_MAX_TOP_LOGPROBS alternatives per token */
+} ts_gen_params;
+
+ts_gen_params ts_gen_params_default(void);
+
+typedef struct ts_gen_result {
+    ts_stop_reason reason;
+    int32_t n_prompt;  /* prompt tokens given */
+    int32_t n_cached;  /* of those, kept from the context (reuse_prefix) */
+    int32_t n_new;     /* tokens sampled (an EOG that ended the run included) */
+    double prefill_s, decode_s, sample_s;
+    int32_t *ids;      /* (n_new) generated ids; ts_free() */
+} ts_gen_result;
+
+/* Prefill, then sample / stream / stop on EOG, a stop string, max_new or the
+ * context. The tokens fed (and generated) are accepted by the sampler. On
+ * error the partial result is still filled in (free its ids). */
+ts_status ts_session_generate(ts_session *s, const int32_t *prompt, int32_t n_prompt, const ts_gen_params *p, ts_text_fn on_text,
+                              ts_token_fn on_token, void *user, ts_gen_result *out);
+
+/* ======================================================================
+ * Chat templates and conversations
+ * ====================================================================== */
+
+typedef enum ts_chat_role {
+    TS_ROLE_SYSTEM = 0,
+    TS_ROLE_USER = 1,
+    TS_ROLE_ASSISTANT = 2,
+} ts_chat_role;
+
+typedef struct ts_chat_message {
+    ts_chat_role role;
+    const char *content; /* NUL-terminated UTF-8 */
+} ts_chat_message;
+
+const char *ts_chat_role_name(ts_chat_role r);
+bool ts_chat_role_parse(const char *s, ts_chat_role *out);
+
+typedef struct ts_chat_template ts_chat_template;
+
+/* The model's own template (tokenizer.chat_template), recognised by content;
+ * TS_ERR_UNSUPPORTED naming what was seen when it is not one we render exactly. */
+ts_status ts_chat_template_from_model(const ts_model *m, ts_chat_template **out);
+/* "chatml", "llama3", "llama2", "mistral", "mistral-legacy", "gemma". */
+ts_status ts_chat_template_from_name(const char *name, ts_chat_template **out);
+void ts_chat_template_free(ts_chat_template *t);
+const char *ts_chat_template_name(const ts_chat_template *t);
+/* "chatml, llama3, ...": for messages. */
+const char *ts_chat_template_names(void);
+
+/* Renders msgs as the template does (text: ts_free). */
+ts_status ts_chat_render(const ts_chat_template *t, const ts_vocab *v, const ts_chat_message *msgs, size_t n,
+                         bool add_generation_prompt, char **text, size_t *len);
+/* Renders and tokenizes with exactly one BOS (ids: ts_free). */
+ts_status ts_chat_tokenize(const ts_chat_template *t, const ts_vocab *v, const ts_chat_message *msgs, size_t n,
+                           bool add_generation_prompt, int32_t **ids, size_t *n_ids);
+
+/* A JSON array of {"role", "content"} (every content its own heap string;
+ * free with ts_chat_messages_free). Malformed JSON, unknown roles or keys,
+ * an empty array, NUL characters and invalid UTF-8 are TS_ERR_FORMAT. */
+ts_status ts_chat_messages_parse_json(const char *json, size_t len, ts_chat_message **msgs, size_t *n);
+void ts_chat_messages_free(ts_chat_message *msgs, size_t n);
+
+/* A conversation on a session: keeps the history, renders it with the
+ * template, re-uses the KV prefix the previous turn left, and records the
+ * reply as the user saw it (nothing from a stop string on, invalid UTF-8
+ * replaced). When the next turn would not fit the context, the oldest turns
+ * after any system message are dropped (counted in ts_chat_turn.dropped). */
+typedef struct ts_chat ts_chat;
+ts_status ts_chat_new(ts_session *s, const ts_chat_template *t, ts_chat **out);
+void ts_chat_free(ts_chat *c);
+/* Adds a message (copied). */
+ts_status ts_chat_add(ts_chat *c, ts_chat_role role, const char *content);
+typedef struct ts_chat_turn {
+    ts_gen_result gen;  /* of the reply; gen.ids is ts_free'd by ts_chat_turn_free */
+    int32_t dropped;    /* messages dropped to make room */
+} ts_chat_turn;
+/* Generates the assistant's reply to the history and appends it. */
+ts_status ts_chat_reply(ts_chat *c, const ts_gen_params *p, ts_text_fn on_text, ts_token_fn on_token, void *user,
+                        ts_chat_turn *out);
+void ts_chat_turn_free(ts_chat_turn *t);
+size_t ts_chat_n_messages(const ts_chat *c);
+const ts_chat_message *ts_chat_messages(const ts_chat *c);
+
+/* ======================================================================
+ * Perplexity and saved logits
+ * ====================================================================== */
+
+typedef struct ts_perplexity_opts {
+    int32_t n_ctx;             /* tokens per chunk (0 = 512); each chunk starts from an empty context with
+                                  BOS as its first token, and its second half is scored (llama.cpp's method) */
+    int64_t max_chunks;        /* 0 = all */
+    const char *save_logits;   /* write every scored row here (docs/CLI.md format, atomically); NULL = no */
+    const char *kl_base;       /* compare with a saved file: KL(base || ours) and top-1 agreement; NULL = no */
+} ts_perplexity_opts;
+
+typedef struct ts_perplexity_progress {
+    size_t n_tokens;           /* of the text */
+    int64_t n_chunks;          /* that will be scored */
+    int32_t chunk_len;         /* tokens per chunk (the text's length when shorter than n_ctx) */
+    int32_t first_scored;      /* first scored position of a chunk */
+    int64_t chunks_done;       /* 0 before the first chunk */
+    double ppl;                /* so far (when chunks_done > 0) */
+} ts_perplexity_progress;
+typedef void (*ts_perplexity_fn)(void *user, const ts_perplexity_progress *p);
+
+typedef struct ts_perplexity_result {
+    double ppl;                /* exp(mean NLL) over the scored positions */
+    uint64_t n_scored;         /* positions scored */
+    int64_t n_chunks;
+    int32_t chunk_len;
+    bool have_kl;              /* with kl_base: */
+    double kl_mean, kl_median, kl_p99, same_top1_pct;
+} ts_perplexity_result;
+
+/* Scores ids (the tokenized text) chunk by chunk. The session must have
+ * all_logits and n_ctx >= the chunk length (min(opts->n_ctx, n)); it is reset.
+ * Refuses a text under 4 tokens, a save path equal to the base path, and a
+ * base file of another vocabulary or length or text. */
+ts_status ts_perplexity(ts_session *s, const int32_t *ids, size_t n, const ts_perplexity_opts *opts, ts_perplexity_fn on_progress,
+                        void *user, ts_perplexity_result *out);
 
 #ifdef __cplusplus
 }

@@ -95,7 +95,7 @@ int main(void) {
         }
     char wp[] = "/tmp/ts_rcapXXXXXX";
     close(mkstemp(wp));
-    CHECKF(diag_router_write(&w, wp) == TS_OK, "%s", ts_last_error());
+    CHECKF(diag_router_write(&w, wp, false) == TS_OK, "%s", ts_last_error());
     diag_router_free(&w);
     CHECKF(router_capture_load(wp, &c) == TS_OK, "%s", ts_last_error());
     CHECK(c.has_trace && c.has_pred && router_capture_passes(&c, 1) == 50 && !router_capture_layer_routes(&c, 0));
@@ -115,7 +115,7 @@ int main(void) {
     float bad_lg[3] = {NAN, INFINITY, 1};
     int32_t id0 = 0;
     CHECK(diag_router_record(&w, 0, &id0, bad_lg) == TS_OK);
-    CHECKF(diag_router_write(&w, wp) == TS_OK, "%s", ts_last_error());
+    CHECKF(diag_router_write(&w, wp, false) == TS_OK, "%s", ts_last_error());
     diag_router_free(&w);
     CHECKF(router_capture_load(wp, &c) == TS_OK, "%s", ts_last_error());
     if (c.num_layers) router_capture_free(&c);
@@ -137,7 +137,7 @@ int main(void) {
     }
     /* a capture with no routed pass is refused at write time */
     CHECK(diag_router_init(&w, 2, 4, 1, false, false, -1, 0) == TS_OK);
-    CHECK(diag_router_write(&w, wp) == TS_ERR_LIMIT && access(wp, F_OK) != 0);
+    CHECK(diag_router_write(&w, wp, false) == TS_ERR_LIMIT && access(wp, F_OK) != 0);
     diag_router_free(&w);
     return tu_finish();
 }

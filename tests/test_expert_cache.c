@@ -255,6 +255,7 @@ static void run_trace(const gguf_file *f, const expert_map *m, const run_cfg *cf
                     /* Slots place each slice congruent to its file offset (O_DIRECT in place). */
                     if (streamed) bad_cong += ((uintptr_t)w[p][i] - expert_map_slice(m, l, ids[i], p)->offset) % 4096 != 0;
                 }
+            if (!split) expert_cache_release(c, b, &pass); /* fetch pinned the slots; the plan stays readable */
 
             /* Replay through policy.h directly. */
             uint64_t breq = 0, bread = 0;
@@ -602,6 +603,7 @@ static void test_read_error(const char *src_path, bool per_expert) {
         CHECKF(st == TS_OK, "%s", ts_last_error());
         CHECK(!pass.plan.hit[0] && pass.plan.evicted[0] == -1 && pass.plan.hit[1]);
         CHECK(slice_ok(g[0], 3, 1, 0) && slice_ok(u[0], 3, 1, 1) && slice_ok(d[0], 3, 1, 2) && slice_ok(d[1], 3, 0, 2));
+        expert_cache_release(c, 3, &pass);
         /* Other layers are untouched. */
         int32_t o2[2] = {5, 6};
         CHECK(expert_cache_fetch(c, 1, o2, 2, g, u, d, NULL) == TS_OK && slice_ok(d[1], 1, 6, 2));

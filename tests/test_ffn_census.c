@@ -42,7 +42,7 @@ int main(void) {
     char path[] = "/tmp/ts_ffnXXXXXX";
     int fd = mkstemp(path);
     close(fd);
-    CHECKF(ffn_census_write(&c, path) == TS_OK, "%s", ts_last_error());
+    CHECKF(ffn_census_write(&c, path, false) == TS_OK, "%s", ts_last_error());
     ffn_capture cap;
     CHECKF(ffn_capture_load(path, &cap) == TS_OK, "%s", ts_last_error());
     ffn_layer_stats s;

@@ -23,12 +23,9 @@ typedef struct mode {
 /* Generates N_GEN tokens after a fixed prompt; writes ids and a checksum of
  * every logit bit pattern. */
 static bool generate(const char *path, const mode *md, float temperature, int32_t *ids, uint64_t *logit_hash, char *start_line) {
-    expert_cache_opts eo;
-    expert_cache_opts_default(&eo);
-    expert_io_config_from_env(&eo.io);
-    eo.residency = md->res;
-    eo.io.nocache = md->nocache;
-    ts_model_opts mo = {.experts = &eo};
+    ts_model_opts mo = ts_model_opts_default();
+    mo.expert_residency = (ts_expert_residency)md->res;
+    mo.expert_direct_io = md->nocache;
     ts_model *m;
     gguf_file *f;
     if (gguf_open(path, &f) != TS_OK) return false;
@@ -44,7 +41,7 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
         snprintf(key, sizeof key, "%.*s.expert_count", (int)a.len, a.ptr);
         if (gguf_get_u32(f, key, &v) == GGUF_GET_OK) ne = (int32_t)v;
     }
-    if (md->res == EXPERT_RESIDENCY_STREAMED) eo.n_slots = md->slots == 0 ? k : ne;
+    if (md->res == EXPERT_RESIDENCY_STREAMED) mo.expert_slots = md->slots == 0 ? k : ne;
     if (ts_model_load_gguf(f, &mo, &m) != TS_OK) {
         fprintf(stderr, "%s [%s]: %s\n", path, md->name, ts_last_error());
         return false;

@@ -1,12 +1,15 @@
 /* The command line: one file per subcommand (tools/cmd_<name>.c). The CLI
- * parses flags, calls the library and decides what to print; it computes
- * nothing itself. Errors: one line on stderr, "turbospark <cmd>: <message>",
- * and a non-zero exit. */
+ * parses flags, maps the TURBOSPARK_* variables onto the library's option
+ * structs, calls the public API (include/turbospark.h, the only header it may
+ * include) and decides what to print; it computes nothing itself. Errors: one
+ * line on stderr, "turbospark <cmd>: <message>", and a non-zero exit. */
 #ifndef TS_CLI_H
 #define TS_CLI_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include <turbospark.h>
 
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -25,34 +28,57 @@ bool cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, 
 /* Fetches the value of a flag that takes one: argv[*i+1], advancing *i. */
 const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i);
 
-/* A model with its tokenizer, loaded for a command (progress on a terminal). */
-struct ts_model;
-struct ts_vocab;
-typedef struct cli_model {
-    struct ts_model *model;
-    struct ts_vocab *vocab;
-} cli_model;
-/* MoE flags shared by run/chat/bench/perplexity: --expert-residency,
- * --expert-cache-slots, --expert-budget, --expert-policy. Returns 1 if argv[*i]
- * was one of them (consumed, value parsed into the options), 0 if not, -1 on
- * a bad value (error printed). */
-struct expert_cache_opts;
-typedef struct cli_expert_flags {
-    bool given;            /* any flag seen */
-    const char *residency, *slots, *budget, *policy;
-} cli_expert_flags;
-int cli_parse_expert_flag(const char *cmd, int argc, char **argv, int *i, cli_expert_flags *ef);
-#define CLI_EXPERT_USAGE                                                                             \
-    "  MoE models: --expert-residency resident|streamed|mapped|auto (default auto)\n"              \
+/* The flags every model-running command shares: -m, -t, -c, --precise,
+ * --backend and the --expert-* options. */
+typedef struct cli_common {
+    const char *model;      /* -m / --model */
+    int64_t threads;        /* -t / --threads; 0 = the backend's default */
+    int64_t ctx;            /* -c / --ctx; 0 = the model's (or the command's own default) */
+    bool precise;           /* --precise */
+    ts_backend_kind backend;/* --backend cpu|cuda|auto */
+    bool expert_given;      /* any --expert-* flag seen */
+    ts_model_opts mo;       /* expert options parsed into it */
+} cli_common;
+
+void cli_common_init(cli_common *c);
+/* Returns 1 if argv[*i] was one of the shared flags (consumed, value
+ * checked), 0 if not, -1 on a bad value (error printed). */
+int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *c);
+#define CLI_COMMON_USAGE                                                                               \
+    "  common: -m MODEL  -t/--threads N  -c/--ctx N  --precise  --backend cpu|cuda|auto (default auto)\n" \
+    "  MoE models: --expert-residency resident|streamed|mapped|auto (default auto)\n"                   \
     "              --expert-cache-slots N|auto  --expert-budget BYTES (e.g. 8G)  --expert-policy lfu|lru\n"
 
-/* Loads MODEL and its tokenizer; on failure prints the error and returns
- * false. For MoE models prints the residency choice and the cache line. */
-bool cli_model_load(const char *cmd, const char *path, const cli_expert_flags *ef, cli_model *out);
+/* The TURBOSPARK_* variables (docs/INSTRUMENTS.md), read once by the command
+ * before any work: instruments, and the expert I/O settings into mo. A
+ * malformed value is an error naming the variable. */
+bool cli_env_instruments(const char *cmd, ts_instruments *out);
+bool cli_env_model_opts(const char *cmd, ts_model_opts *mo);
+
+/* A loaded model and the backend it runs on. */
+typedef struct cli_model {
+    ts_backend *be;
+    ts_model *model;
+    const ts_vocab *vocab; /* the model's; NULL when the file has none */
+} cli_model;
+/* Makes the backend, prints the start line ("backend: ..."), loads MODEL
+ * (progress with bytes, rate and ETA on a terminal); for MoE models prints
+ * the residency choice and the cache line. On failure prints the error and
+ * returns false. */
+bool cli_model_load(const char *cmd, const cli_common *c, cli_model *out);
 /* MoE models: the end-of-run cache line (requests, hits, MiB/token). */
 void cli_model_report(const cli_model *m, uint64_t n_tokens);
 void cli_model_free(cli_model *m);
+/* Session options from the common flags; warns on stderr when the context
+ * exceeds the trained one, with the KV memory it takes. */
+ts_session_opts cli_session_opts(const char *cmd, const cli_common *c, const cli_model *m, const ts_instruments *ins);
 /* Parses "1 2 3" into ids (space/comma separated), each in [0, n_vocab). */
 bool cli_parse_ids(const char *cmd, const char *s, int32_t n_vocab, int32_t **ids, int32_t *n);
+
+/* SIGINT/SIGTERM: the first sets cli_interrupted (the command stops at the
+ * next token and writes what its captures hold, marked partial); a second
+ * one exits at once. */
+extern volatile int cli_interrupted;
+void cli_catch_interrupts(void);
 
 #endif

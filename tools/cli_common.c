@@ -1,111 +1,219 @@
-/* Helpers shared by the subcommands that load a model. */
+/* Helpers shared by the subcommands that load a model: the common flags,
+ * the TURBOSPARK_* variables, loading with progress, interrupts. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "forward/engine.h"
-#include "tokenizer/tokenizer.h"
 
-static void progress(void *user, float frac) {
-    int *last = user;
-    int pct = (int)(frac * 100.0f);
-    if (pct == *last) return;
-    *last = pct;
-    fprintf(stderr, "\rloading model: %3d%%", pct);
-    if (pct >= 100) fputs("\r\033[K", stderr);
-    fflush(stderr);
+void cli_common_init(cli_common *c) {
+    memset(c, 0, sizeof *c);
+    c->backend = TS_BACKEND_AUTO;
+    c->mo = ts_model_opts_default();
 }
 
-int cli_parse_expert_flag(const char *cmd, int argc, char **argv, int *i, cli_expert_flags *ef) {
-    const char *a = argv[*i];
-    const char **dst = !strcmp(a, "--expert-residency")    ? &ef->residency
-                       : !strcmp(a, "--expert-cache-slots") ? &ef->slots
-                       : !strcmp(a, "--expert-budget")      ? &ef->budget
-                       : !strcmp(a, "--expert-policy")      ? &ef->policy
-                                                            : NULL;
-    if (!dst) return 0;
-    const char *v = cli_flag_value(cmd, argc, argv, i);
-    if (!v) return -1;
-    *dst = v;
-    ef->given = true;
-    /* validate now, so a bad value is refused before any work */
-    expert_cache_opts eo;
-    expert_cache_opts_default(&eo);
-    ts_status st = TS_OK;
-    if (dst == &ef->residency) st = expert_cache_parse_residency(v, &eo.residency);
-    else if (dst == &ef->slots) st = expert_cache_parse_slots(v, &eo.n_slots);
-    else if (dst == &ef->budget) st = expert_cache_parse_bytes(v, &eo.budget_bytes);
-    else st = expert_cache_parse_policy(v, &eo.policy);
-    if (st != TS_OK) {
-        const char *msg = ts_last_error();
-        if (strncmp(msg, a, strlen(a)) == 0) cli_error(cmd, "%s", msg);
-        else cli_error(cmd, "%s: %s", a, msg);
-        return -1;
+int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *c) {
+    const char *a = argv[*i], *v;
+#define VAL()                                                        \
+    do {                                                             \
+        if (!(v = cli_flag_value(cmd, argc, argv, i))) return -1;    \
+    } while (0)
+    if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+        VAL();
+        c->model = v;
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        VAL();
+        if (!cli_parse_i64(cmd, a, v, 1, 256, &c->threads)) return -1;
+    } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+        VAL();
+        if (!cli_parse_i64(cmd, a, v, 1, 1 << 24, &c->ctx)) return -1;
+    } else if (!strcmp(a, "--precise")) {
+        c->precise = true;
+    } else if (!strcmp(a, "--backend")) {
+        VAL();
+        if (ts_backend_kind_parse(v, &c->backend) != TS_OK) return cli_error(cmd, "--backend %s", ts_last_error()), -1;
+    } else if (!strcmp(a, "--expert-residency")) {
+        VAL();
+        if (ts_expert_residency_parse(v, &c->mo.expert_residency) != TS_OK) return cli_error(cmd, "%s", ts_last_error()), -1;
+        c->expert_given = true;
+    } else if (!strcmp(a, "--expert-cache-slots")) {
+        VAL();
+        int64_t n = 0;
+        if (strcmp(v, "auto") && !cli_parse_i64(cmd, a, v, 1, 1 << 20, &n)) return -1;
+        c->mo.expert_slots = (int32_t)n;
+        c->expert_given = true;
+    } else if (!strcmp(a, "--expert-budget")) {
+        VAL();
+        if (ts_parse_bytes(v, &c->mo.expert_budget) != TS_OK) return cli_error(cmd, "--expert-budget %s", ts_last_error()), -1;
+        c->expert_given = true;
+    } else if (!strcmp(a, "--expert-policy")) {
+        VAL();
+        if (ts_cache_policy_parse(v, &c->mo.expert_policy) != TS_OK) return cli_error(cmd, "--expert-policy %s", ts_last_error()), -1;
+        c->expert_given = true;
+    } else {
+        return 0;
     }
+#undef VAL
     return 1;
 }
 
-static bool expert_opts(const char *cmd, const cli_expert_flags *ef, expert_cache_opts *eo) {
-    expert_cache_opts_default(eo);
-    ts_status st = expert_io_config_from_env(&eo->io);
-    if (!st && ef && ef->residency) st = expert_cache_parse_residency(ef->residency, &eo->residency);
-    if (!st && ef && ef->slots) st = expert_cache_parse_slots(ef->slots, &eo->n_slots);
-    if (!st && ef && ef->budget) st = expert_cache_parse_bytes(ef->budget, &eo->budget_bytes);
-    if (!st && ef && ef->policy) st = expert_cache_parse_policy(ef->policy, &eo->policy);
-    if (st) cli_error(cmd, "%s", ts_last_error());
-    return st == TS_OK;
+/* ---- TURBOSPARK_* ---- */
+
+/* On: set, non-empty and not "0". */
+static bool env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static const char *env_str(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static bool env_int(const char *cmd, const char *name, int64_t lo, int64_t hi, int64_t *out, bool *set) {
+    const char *v = getenv(name);
+    *set = false;
+    if (!v || !*v) return true;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (*end || x < lo || x > hi) {
+        cli_error(cmd, "%s=%s: expected an integer in [%lld, %lld]", name, v, (long long)lo, (long long)hi);
+        return false;
+    }
+    *out = x;
+    *set = true;
+    return true;
+}
+
+bool cli_env_instruments(const char *cmd, ts_instruments *out) {
+    *out = ts_instruments_default();
+    out->router_path = env_str("TURBOSPARK_ROUTER_HIST");
+    out->router_trace = env_on("TURBOSPARK_ROUTER_TRACE");
+    out->ffn_path = env_str("TURBOSPARK_FFN_HIST");
+    out->phases = env_on("TURBOSPARK_PHASES");
+    const char *pp = getenv("TURBOSPARK_PILOT_PROBE");
+    if (pp && *pp && strcmp(pp, "0") != 0) {
+        if (!strcmp(pp, "1")) out->pilot = TS_PILOT_NEXT;
+        else if (!strcmp(pp, "self")) out->pilot = TS_PILOT_SELF;
+        else return cli_error(cmd, "TURBOSPARK_PILOT_PROBE=%s: expected 1 (next layer) or self", pp), false;
+    }
+    int64_t v;
+    bool set_l, set_p;
+    if (!env_int(cmd, "TURBOSPARK_ROUTER_LOGITS_LAYER", 0, 1 << 20, &v, &set_l)) return false;
+    if (set_l) out->router_logits_layer = (int32_t)v;
+    if (!env_int(cmd, "TURBOSPARK_ROUTER_LOGITS_PASS", 0, INT64_MAX, &out->router_logits_pass, &set_p)) return false;
+    if (set_p && !set_l) return cli_error(cmd, "TURBOSPARK_ROUTER_LOGITS_PASS needs TURBOSPARK_ROUTER_LOGITS_LAYER"), false;
+    return true;
+}
+
+bool cli_env_model_opts(const char *cmd, ts_model_opts *mo) {
+    int64_t v;
+    bool set;
+    if (!env_int(cmd, "TURBOSPARK_EXPERT_NOCACHE", 0, 1, &v, &set)) return false;
+    if (set) mo->expert_direct_io = v == 1;
+    if (!env_int(cmd, "TURBOSPARK_EXPERT_DISK_IO", 0, 1, &v, &set)) return false;
+    if (set) mo->expert_disk_io = v == 1;
+    if (!env_int(cmd, "TURBOSPARK_EXPERT_IO_THREADS", 0, 64, &v, &set)) return false;
+    if (set) mo->expert_io_threads = (int32_t)v;
+    return true;
+}
+
+/* ---- loading ---- */
+
+typedef struct load_progress {
+    double t0;
+    int last_pct;
+} load_progress;
+
+/* "loading model: 42% 1.9 GiB / 4.6 GiB, 1.2 GiB/s, ETA 2 s" on one line */
+static void progress(void *user, uint64_t done, uint64_t total) {
+    load_progress *p = user;
+    int pct = total ? (int)(100.0 * (double)done / (double)total) : 100;
+    if (pct == p->last_pct) return;
+    p->last_pct = pct;
+    double dt = ts_now() - p->t0, rate = dt > 0 ? (double)done / dt : 0;
+    char b1[32], b2[32], b3[32];
+    fprintf(stderr, "\rloading model: %3d%% %s / %s", pct, ts_fmt_bytes(done, 1, b1, sizeof b1), ts_fmt_bytes(total, 1, b2, sizeof b2));
+    if (rate > 0 && done < total)
+        fprintf(stderr, ", %s/s, ETA %.0f s", ts_fmt_bytes((uint64_t)rate, 1, b3, sizeof b3), (double)(total - done) / rate);
+    fputs("\033[K", stderr);
+    if (done >= total) fputs("\r\033[K", stderr);
+    fflush(stderr);
 }
 
 void cli_model_report(const cli_model *m, uint64_t n_tokens) {
-    expert_cache *ec = m->model ? ts_model_expert_cache(m->model) : NULL;
-    if (!ec) return;
+    if (!m->model || !ts_model_has_experts(m->model)) return;
     char line[512];
-    expert_cache_format_end(ec, n_tokens, line, sizeof line);
-    fprintf(stderr, "%s\n", line);
+    fprintf(stderr, "%s\n", ts_model_expert_end_line(m->model, n_tokens, line, sizeof line));
 }
 
-bool cli_model_load(const char *cmd, const char *path, const cli_expert_flags *ef, cli_model *out) {
+bool cli_model_load(const char *cmd, const cli_common *c, cli_model *out) {
     memset(out, 0, sizeof *out);
-    int last = -1;
-    expert_cache_opts eo;
-    if (!expert_opts(cmd, ef, &eo)) return false;
-    ts_model_opts mo = {.experts = &eo};
+    if (!c->model) return cli_error(cmd, "no model given (-m MODEL)"), false;
+    ts_model_opts mo = c->mo;
+    if (!cli_env_model_opts(cmd, &mo)) return false;
+    ts_backend_opts bo = ts_backend_opts_default();
+    bo.kind = c->backend;
+    bo.n_threads = (int32_t)c->threads;
+    if (ts_backend_new(&bo, &out->be) != TS_OK) return cli_error(cmd, "%s", ts_last_error()), false;
+    if (ts_backend_kind_of(out->be) != TS_BACKEND_CPU) {
+        char d[256];
+        fprintf(stderr, "backend: %s\n", ts_backend_describe(out->be, d, sizeof d));
+    }
+    mo.backend = out->be;
+    load_progress lp = {.t0 = ts_now(), .last_pct = -1};
     if (isatty(STDERR_FILENO)) {
         mo.progress = progress;
-        mo.progress_user = &last;
+        mo.progress_user = &lp;
         mo.prefault = true;
     }
-    if (ts_model_load(path, &mo, &out->model) != TS_OK) {
-        if (last >= 0) fputs("\r\033[K", stderr);
+    if (ts_model_load(c->model, &mo, &out->model) != TS_OK) {
+        if (lp.last_pct >= 0) fputs("\r\033[K", stderr);
         cli_error(cmd, "%s", ts_last_error());
+        ts_backend_free(out->be);
+        out->be = NULL;
         return false;
     }
-    expert_cache *ec = ts_model_expert_cache(out->model);
-    if (ec) {
+    if (c->expert_given && !ts_model_has_experts(out->model)) {
+        cli_error(cmd, "--expert-* options apply to mixture-of-experts models; %s is dense", c->model);
+        cli_model_free(out);
+        return false;
+    }
+    if (ts_model_has_experts(out->model)) {
         char line[512];
-        expert_cache_format_start(ec, line, sizeof line);
-        fprintf(stderr, "%s\n%s\n", expert_cache_choice(ec), line);
-    } else if (ef && ef->given) {
-        cli_error(cmd, "--expert-* options apply to mixture-of-experts models; %s is dense", path);
-        ts_model_free(out->model);
-        out->model = NULL;
-        return false;
+        fprintf(stderr, "%s\n%s\n", ts_model_expert_choice(out->model), ts_model_expert_start_line(out->model, line, sizeof line));
     }
-    if (tok_load(ts_model_gguf(out->model), &out->vocab) != TS_OK) {
-        cli_error(cmd, "%s", ts_last_error());
-        ts_model_free(out->model);
-        out->model = NULL;
+    out->vocab = ts_model_vocab(out->model);
+    if (!out->vocab) {
+        cli_error(cmd, "%s has no tokenizer (tokenizer.ggml.*)", c->model);
+        cli_model_free(out);
         return false;
     }
     return true;
 }
 
 void cli_model_free(cli_model *m) {
-    tok_free(m->vocab);
     ts_model_free(m->model);
+    ts_backend_free(m->be);
     memset(m, 0, sizeof *m);
+}
+
+ts_session_opts cli_session_opts(const char *cmd, const cli_common *c, const cli_model *m, const ts_instruments *ins) {
+    ts_session_opts so = ts_session_opts_default();
+    so.n_ctx = (int32_t)c->ctx;
+    so.n_threads = (int32_t)c->threads;
+    so.precise = c->precise;
+    so.instruments = ins;
+    ts_model_info mi;
+    ts_model_get_info(m->model, &mi);
+    if (c->ctx > mi.n_ctx_train) {
+        char b[32];
+        fprintf(stderr, "turbospark %s: warning: --ctx %lld exceeds the model's trained context of %d; the KV cache takes %s\n", cmd,
+                (long long)c->ctx, mi.n_ctx_train, ts_fmt_bytes(mi.kv_bytes_per_pos * (uint64_t)c->ctx, 1, b, sizeof b));
+    }
+    return so;
 }
 
 bool cli_parse_ids(const char *cmd, const char *s, int32_t n_vocab, int32_t **ids, int32_t *n) {
@@ -141,4 +249,27 @@ fail:
     free(*ids);
     *ids = NULL;
     return false;
+}
+
+/* ---- interrupts ---- */
+
+volatile int cli_interrupted;
+
+static void on_signal(int sig) {
+    if (cli_interrupted) {
+        /* a second signal: stop now, leaving any capture unwritten (never half-written) */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    cli_interrupted = 1;
+}
+
+void cli_catch_interrupts(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }

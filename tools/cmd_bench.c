@@ -11,12 +11,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "forward/engine.h"
-#include "sample/sample.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: turbospark bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]\n"
-               "  -p N  prompt-processing test of N tokens (0 skips); -n N: generation test of N tokens (0 skips)\n" CLI_EXPERT_USAGE);
+               "  -p N  prompt-processing test of N tokens (0 skips); -n N: generation test of N tokens (0 skips)\n" CLI_COMMON_USAGE);
 }
 
 static void mean_sd(const double *x, int n, double *m, double *sd) {
@@ -38,40 +36,33 @@ static void put_json_str(const char *v) {
     putchar('"');
 }
 
-static void fmt_size(char *b, size_t n, double bytes) {
-    if (bytes >= 1024.0 * 1024 * 1024) snprintf(b, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-    else snprintf(b, n, "%.2f MiB", bytes / (1024.0 * 1024));
-}
-
 int cmd_bench(int argc, char **argv) {
-    const char *cmd = "bench", *model = NULL;
-    int64_t p = 512, n = 128, r = 5, threads = 0;
+    const char *cmd = "bench";
+    int64_t p = 512, n = 128, r = 5;
     bool json = false;
-    cli_expert_flags ef = {0};
-    bool precise = false;
+    cli_common cc;
+    cli_common_init(&cc);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        int ex = cli_parse_expert_flag(cmd, argc, argv, &i, &ef);
-        if (ex < 0) return 1;
-        if (ex > 0) continue;
+        int cf = cli_common_flag(cmd, argc, argv, &i, &cc);
+        if (cf < 0) return 1;
+        if (cf > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--precise")) precise = true;
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1; model = v; }
         else if (!strcmp(a, "-p")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 0, 1 << 20, &p)) return 1; }
         else if (!strcmp(a, "-n")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 0, 1 << 20, &n)) return 1; }
         else if (!strcmp(a, "-r")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 1, 1000, &r)) return 1; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 1, 256, &threads)) return 1; }
         else if (!strcmp(a, "--json")) json = true;
         else { return cli_error(cmd, "unknown option '%s'", a); }
     }
+    const char *model = cc.model;
     if (!model) { return cli_error(cmd, "no model given (-m MODEL)"); }
     if (!p && !n) return cli_error(cmd, "nothing to measure (-p 0 and -n 0)");
+    ts_instruments ins;
+    if (!cli_env_instruments(cmd, &ins)) return 1;
     cli_model m;
-    if (!cli_model_load(cmd, model, &ef, &m)) return 1;
-    ts_session_opts so = ts_session_opts_default();
+    if (!cli_model_load(cmd, &cc, &m)) return 1;
+    ts_session_opts so = cli_session_opts(cmd, &cc, &m, &ins);
     so.n_ctx = (int32_t)(p > n ? p : n) + 1;
-    so.n_threads = (int32_t)threads;
-    so.precise = precise;
     so.n_batch = (int32_t)(p > 0 ? p : 1);
     ts_session *s = NULL;
     int rc = 0;
@@ -86,15 +77,15 @@ int cmd_bench(int argc, char **argv) {
     ts_rng rng;
     ts_rng_seed(&rng, 42);
     int distinct[2] = {0, 0};
-    char size[32], desc[96];
-    const gguf_file *gf = ts_model_gguf(m.model);
-    uint64_t params = 0, file_bytes = 0;
-    for (uint64_t t = 0; t < gf->n_tensors; t++) {
-        params += gf->tensors[t].ne[0] * gf->tensors[t].ne[1] * gf->tensors[t].ne[2] * gf->tensors[t].ne[3];
-        file_bytes += gf->tensors[t].nbytes;
-    }
-    fmt_size(size, sizeof size, (double)file_bytes);
-    snprintf(desc, sizeof desc, "%s", ts_model_arch(m.model));
+    char size[32], desc[96], backend[16];
+    ts_model_info mi;
+    ts_model_get_info(m.model, &mi);
+    uint64_t params = mi.n_params, file_bytes = mi.file_bytes;
+    /* llama-bench's units: GiB, else MiB */
+    if (file_bytes >= (1ull << 30)) snprintf(size, sizeof size, "%.2f GiB", (double)file_bytes / (1024.0 * 1024 * 1024));
+    else snprintf(size, sizeof size, "%.2f MiB", (double)file_bytes / (1024.0 * 1024));
+    snprintf(desc, sizeof desc, "%s", mi.arch);
+    snprintf(backend, sizeof backend, "%s", ts_backend_kind_of(m.be) == TS_BACKEND_CUDA ? "CUDA" : "CPU");
     if (!json) {
         printf("| %-14s | %10s | %8s | %-7s | %7s | %8s | %20s |\n", "model", "size", "params", "backend", "threads", "test", "t/s");
         printf("| %-14s | %10s | %8s | %-7s | %7s | %8s | %20s |\n", "---", "---:", "---:", "---", "---:", "---:", "---:");
@@ -129,7 +120,7 @@ int cmd_bench(int argc, char **argv) {
             }
             if (phase == 1) memset(seen, 0, (size_t)nv);
         }
-        if (phase == 0 && ts_model_expert_cache(m.model)) expert_cache_reset_stats(ts_model_expert_cache(m.model));
+        if (phase == 0) ts_model_expert_reset_stats(m.model);
     }
     free(seen);
     int rows = 0;
@@ -141,16 +132,16 @@ int cmd_bench(int argc, char **argv) {
         char test_name[32];
         snprintf(test_name, sizeof test_name, "%s%lld", test == 0 ? "pp" : "tg", (long long)count);
         if (!json)
-            printf("| %-14s | %10s | %6.2f B | %-7s | %7d | %8s | %12.2f ± %5.2f |\n", desc, size, (double)params / 1e9, "CPU",
+            printf("| %-14s | %10s | %6.2f B | %-7s | %7d | %8s | %12.2f ± %5.2f |\n", desc, size, (double)params / 1e9, backend,
                    ts_session_n_threads(s), test_name, mean, sd);
         else {
             printf("%s\n  {\"model\": \"%s\", \"file\": ", rows ? "," : "", desc);
             put_json_str(model);
             printf(", \"size_bytes\": %llu, \"active_bytes_per_token\": %llu, \"params\": %llu, "
-                   "\"backend\": \"CPU\", \"threads\": %d, \"test\": \"%s\", \"n_tokens\": %lld, \"reps\": %lld, \"tps_mean\": %.4f, "
+                   "\"backend\": \"%s\", \"threads\": %d, \"test\": \"%s\", \"n_tokens\": %lld, \"reps\": %lld, \"tps_mean\": %.4f, "
                    "\"tps_sd\": %.4f, \"distinct_tokens\": %d}",
-                   (unsigned long long)file_bytes, (unsigned long long)ts_model_weight_bytes(m.model),
-                   (unsigned long long)params, ts_session_n_threads(s), test_name, (long long)count, (long long)r, mean, sd, distinct[test]);
+                   (unsigned long long)file_bytes, (unsigned long long)mi.active_bytes,
+                   (unsigned long long)params, backend, ts_session_n_threads(s), test_name, (long long)count, (long long)r, mean, sd, distinct[test]);
         }
         rows++;
     }
@@ -158,7 +149,7 @@ int cmd_bench(int argc, char **argv) {
     if (json) printf("\n]\n");
     fflush(stdout); /* the rows before the stderr lines */
     if (!rc) cli_model_report(&m, (uint64_t)((p + n) * r));
-    if (!rc && ts_model_instruments_finish(m.model, stderr) != TS_OK) rc = 1;
+    if (!rc && ts_session_instruments_finish(s, stderr, false) != TS_OK) rc = 1;
     if (!rc)
         fprintf(stderr, "bench: fed fresh seeded-random ids every run: %d distinct of %lld (pp), %d distinct of %lld (tg) in the timed runs; "
                         "%lld reps after 1 warm-up each\n",

@@ -1,7 +1,8 @@
 /* The op set the forward pass runs on. A backend (CPU now, CUDA later)
  * implements these few ops; the forward pass only calls them and does
- * pointer arithmetic on the buffers it got from the backend's alloc, so it
- * never knows where the data lives or how many threads run an op.
+ * pointer arithmetic on the buffers it got from the backend (alloc,
+ * weight_bind), which it never dereferences: it never knows where the data
+ * lives or how many threads run an op.
  *
  * Shapes are (rows, cols) row-major with cols fastest, rows = tokens for
  * activations. Every op is deterministic: its result does not depend on the
@@ -14,12 +15,13 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "tensor/types.h"
 
 /* A weight matrix bound in place from the file: GGUF ne = [n_in, n_out], so
  * each output feature is one contiguous quantized row of n_in elements. */
 typedef struct ts_mat {
     const void *data;   /* (n_out, row_bytes) in `type` */
-    uint32_t type;      /* ts_type of the rows */
+    ts_type type;       /* of the rows */
     int64_t n_in;       /* elements per row (GGUF ne[0]) */
     int64_t n_out;      /* rows (GGUF ne[1]) */
     uint64_t row_bytes; /* bytes per row */
@@ -56,11 +58,11 @@ typedef struct ts_attn_desc {
     int n_ctx;         /* positions per head in the cache (its stride) */
     int window;        /* sliding window in positions, 0 = global */
     float scale;       /* multiplies q.k before the softmax */
-    uint32_t kv_type;  /* TS_TYPE_F16 or TS_TYPE_F32 */
+    ts_type kv_type;   /* TS_TYPE_F16 or TS_TYPE_F32 */
 } ts_attn_desc;
 
-/* What a session will ask of the backend, so it can size its own scratch
- * (quantized activations, attention scores) once, up front. */
+/* What a session will ask of its stream, so the backend can size the
+ * stream's scratch (quantized activations, attention scores) once, up front. */
 typedef struct ts_backend_reserve {
     int64_t max_tokens; /* most rows of any activation passed to an op */
     int64_t max_in;     /* widest n_in of any matmul */
@@ -71,58 +73,103 @@ typedef struct ts_backend_reserve {
                            reference-precision mode, slower */
 } ts_backend_reserve;
 
-typedef struct ts_backend ts_backend;
+/* An execution context: the ops of one session run on it, in order. The CPU
+ * backend gives each stream its own thread pool and scratch, a GPU backend
+ * its own device stream and scratch, so sessions never share mutable state
+ * through the backend. A stream is used by one thread at a time. */
+typedef struct ts_stream ts_stream;
+/* A point on a stream's timeline (phase timings): host clock on the CPU,
+ * a device event on a GPU. */
+typedef struct ts_event ts_event;
 
 typedef struct ts_backend_ops {
     const char *name;
     void (*destroy)(ts_backend *be);
-    ts_status (*reserve)(ts_backend *be, const ts_backend_reserve *r);
-    /* Memory the ops read and write: zero-filled; NULL (error set) on failure. */
+    /* One line: "cpu: avx512, 2 threads" */
+    void (*describe)(const ts_backend *be, char *buf, size_t n);
+
+    /* ---- memory; thread-safe, callable from any thread ---- */
+    /* Device memory the ops read and write: zero-filled; NULL (error set) on failure. */
     void *(*alloc)(ts_backend *be, size_t bytes);
     void (*dealloc)(ts_backend *be, void *p, size_t bytes);
-    /* Copies n floats from backend memory to host memory. */
-    void (*download)(ts_backend *be, float *host, const float *src, size_t n);
+    /* Host memory the device can copy from/to fast (pinned on a GPU; plain
+     * page-aligned memory on the CPU): staging and expert slots filled by pread. */
+    void *(*host_alloc)(ts_backend *be, size_t bytes);
+    void (*host_free)(ts_backend *be, void *p, size_t bytes);
+    /* Makes bytes of host memory that stay valid for the model's life (a
+     * tensor in the file mapping) readable by the ops and returns the
+     * address the ops take: the CPU returns host itself (zero-copy, nothing
+     * repacked), a GPU uploads a copy it owns. unbind releases it. */
+    ts_status (*weight_bind)(ts_backend *be, const void *host, size_t bytes, const void **dev);
+    void (*weight_unbind)(ts_backend *be, const void *dev, size_t bytes);
 
+    /* ---- streams ---- */
+    ts_status (*stream_new)(ts_backend *be, int n_threads, ts_stream **out);
+    void (*stream_free)(ts_stream *st);
+    ts_status (*reserve)(ts_stream *st, const ts_backend_reserve *r);
+    /* Copies, ordered with the stream's ops: to_host returns when the bytes
+     * are in host memory; to_device may return before the copy is done (the
+     * host buffer must stay unchanged until the next sync). */
+    void (*to_host)(ts_stream *st, void *host, const void *dev, size_t bytes);
+    void (*to_device)(ts_stream *st, void *dev, const void *host, size_t bytes);
+    /* Waits for everything enqueued; reports a device failure (TS_ERR_DEVICE
+     * naming the op) that happened since the last sync. */
+    ts_status (*sync)(ts_stream *st);
+    ts_event *(*event_new)(ts_backend *be);
+    void (*event_free)(ts_backend *be, ts_event *ev);
+    void (*event_record)(ts_stream *st, ts_event *ev);
+    /* Seconds from a to b, both recorded (waits for b). */
+    double (*event_elapsed)(ts_event *a, ts_event *b);
+
+    /* ---- compute, enqueued on a stream ---- */
     /* out (n, emb->n_in) = rows ids of emb, dequantized, times scale */
-    void (*embed)(ts_backend *be, const ts_mat *emb, const int32_t *ids, int n, float scale, float *out);
+    void (*embed)(ts_stream *st, const ts_mat *emb, const int32_t *ids, int n, float scale, float *out);
     /* For each i: y[i] (n_tok, w[i]->n_out) = x (n_tok, n_in) . w[i]^T (+ bias).
      * All w[i] share x and its n_in; x is converted to each weight type's
      * partner format once. */
-    void (*matmul)(ts_backend *be, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok);
+    void (*matmul)(ts_stream *st, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok);
     /* out (rows, n) = x / rms(x) * w, per row; out may equal x */
-    void (*rmsnorm)(ts_backend *be, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out);
+    void (*rmsnorm)(ts_stream *st, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out);
     /* cs (n_tok, n_rot/2, 2): cos/sin of pos[t] * freq[i], times mscale */
-    void (*rope_table)(ts_backend *be, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs);
+    void (*rope_table)(ts_stream *st, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs);
     /* x (n_tok, n_head, head_dim): rotates the first n_rot dims of each head */
-    void (*rope)(ts_backend *be, float *x, int n_tok, int n_head, int head_dim, int n_rot, const float *cs, ts_rope_mode mode);
+    void (*rope)(ts_stream *st, float *x, int n_tok, int n_head, int head_dim, int n_rot, const float *cs, ts_rope_mode mode);
     /* Stores k, v (n_tok, n_head_kv, head_dim) at positions pos0.. in the cache. */
-    void (*kv_store)(ts_backend *be, const ts_kv_layer *kv, const ts_attn_desc *d, const float *k, const float *v);
+    void (*kv_store)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *k, const float *v);
     /* out (n_tok, n_head, head_dim) = softmax(scale q.K^T + mask) V */
-    void (*attention)(ts_backend *be, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out);
+    void (*attention)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out);
     /* out (n) = act(gate) * up; out may equal gate */
-    void (*act_mul)(ts_backend *be, ts_act act, const float *gate, const float *up, int64_t n, float *out);
+    void (*act_mul)(ts_stream *st, ts_act act, const float *gate, const float *up, int64_t n, float *out);
     /* x (n) += y */
-    void (*add)(ts_backend *be, float *x, const float *y, int64_t n);
+    void (*add)(ts_stream *st, float *x, const float *y, int64_t n);
     /* x (n) += a * y (MoE: an expert's output times its router weight) */
-    void (*scale_add)(ts_backend *be, float *x, const float *y, float a, int64_t n);
+    void (*scale_add)(ts_stream *st, float *x, const float *y, float a, int64_t n);
     /* x (n) = a * y */
-    void (*scale)(ts_backend *be, float *x, const float *y, float a, int64_t n);
+    void (*scale)(ts_stream *st, float *x, const float *y, float a, int64_t n);
     /* x (n) = cap * tanh(x / cap) */
-    void (*softcap)(ts_backend *be, float *x, int64_t n, float cap);
+    void (*softcap)(ts_stream *st, float *x, int64_t n, float cap);
 } ts_backend_ops;
 
+/* The public ts_backend (include/turbospark.h): made once by the caller,
+ * owns device memory; backends extend it. */
 struct ts_backend {
     const ts_backend_ops *ops;
-    bool host_memory; /* alloc'd buffers are plain host memory (no download needed) */
-    int n_threads;
+    ts_backend_kind kind;
+    bool host_memory;  /* alloc'd buffers are plain host memory (no copies needed) */
+    int n_threads;     /* cpu: a stream's default thread count */
 };
 
-/* The CPU backend: SIMD kernels over a persistent pool of n_threads threads
- * (<= 0: one per available core). */
-ts_status ts_backend_cpu_new(int n_threads, ts_backend **out);
+/* Backends extend it; ops reach their backend through be. */
+struct ts_stream {
+    ts_backend *be;
+    int n_threads;     /* cpu: threads of this stream's pool */
+};
 
-static inline void ts_backend_free(ts_backend *be) {
-    if (be) be->ops->destroy(be);
-}
+/* The CPU backend: SIMD kernels; each stream has a persistent pool of
+ * n_threads threads (<= 0: one per available core). */
+ts_status ts_backend_cpu_new(int n_threads, ts_backend **out);
+#if defined(TS_HAVE_CUDA)
+ts_status ts_backend_cuda_new(int device, ts_backend **out);
+#endif
 
 #endif

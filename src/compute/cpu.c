@@ -5,6 +5,8 @@
  * with work split on fixed block boundaries that do not depend on the thread
  * count, so results are bit-identical for any number of threads. */
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -46,21 +48,19 @@ void ts_cpu_kernels_ref(ts_cpu_kernels *k) {
 }
 
 static ts_cpu_kernels g_kernels;
-static int g_kernels_init;
+static pthread_once_t g_kernels_once = PTHREAD_ONCE_INIT;
+
+static void kernels_init(void) {
+    ts_cpu_kernels_ref(&g_kernels);
+#if defined(__x86_64__)
+    /* the quant dispatcher's choice (CPU detection and TS_FORCE_ISA) covers
+     * these kernels too: AVX2 + FMA + F16C + BMI2 */
+    if (strcmp(ts_kernels_isa(), "scalar") != 0) ts_cpu_kernels_avx2(&g_kernels);
+#endif
+}
 
 const ts_cpu_kernels *ts_cpu_kernels_get(void) {
-    if (!g_kernels_init) {
-        ts_cpu_kernels k;
-        ts_cpu_kernels_ref(&k);
-#if defined(__x86_64__)
-        const char *force = getenv("TS_FORCE_ISA");
-        bool scalar = force && strcmp(force, "scalar") == 0;
-        /* the quant dispatcher's detection (AVX2 + FMA + F16C + BMI2) covers these kernels too */
-        if (!scalar && ts_kernels_isa_max() >= TS_ISA_AVX2) ts_cpu_kernels_avx2(&k);
-#endif
-        g_kernels = k; /* idempotent: racing initialisers write the same table */
-        g_kernels_init = 1;
-    }
+    pthread_once(&g_kernels_once, kernels_init);
     return &g_kernels;
 }
 
@@ -71,8 +71,15 @@ const ts_cpu_kernels *ts_cpu_kernels_get(void) {
 #define CPU_TOK_TILE 16    /* activation rows per gemm tile */
 #define CPU_ROW_TILE 128   /* weight rows per gemm tile: stay in L2 while all tokens pass (16-row tiles ran ~25% slower) */
 
+/* The backend itself holds nothing mutable: weights are the file's own
+ * bytes, memory comes from mmap, and every stream has its own pool and
+ * scratch, so sessions on different threads never contend here. */
 typedef struct cpu_backend {
     ts_backend base;
+} cpu_backend;
+
+typedef struct cpu_stream {
+    ts_stream base;
     ts_pool *pool;
     const ts_cpu_kernels *k;
     uint8_t *qbuf;         /* (CPU_MAX_MATS, qbuf_stride) partner-format activations */
@@ -82,9 +89,15 @@ typedef struct cpu_backend {
     bool exact_act;        /* F32 activations: dequantize weight rows instead of quantizing x */
     float *wrow;           /* (n_threads, wrow_n) exact mode: one dequantized weight row per thread */
     int64_t wrow_n;
-} cpu_backend;
+} cpu_stream;
 
-static cpu_backend *cpu(ts_backend *be) { return (cpu_backend *)be; }
+/* CPU events are host timestamps: the ops are synchronous, so an op's time
+ * ends when it returns. */
+struct ts_event {
+    double t;
+};
+
+static cpu_stream *cstream(ts_stream *st) { return (cpu_stream *)st; }
 
 static void *cpu_alloc(ts_backend *be, size_t bytes) {
     (void)be;
@@ -105,13 +118,44 @@ static void cpu_dealloc(ts_backend *be, void *p, size_t bytes) {
     if (p) munmap(p, bytes ? bytes : 1);
 }
 
-static void cpu_download(ts_backend *be, float *host, const float *src, size_t n) {
+static ts_status cpu_weight_bind(ts_backend *be, const void *host, size_t bytes, const void **dev) {
     (void)be;
-    if (host != src) memcpy(host, src, n * sizeof(float));
+    (void)bytes;
+    *dev = host; /* zero-copy: the ops read the mapped file in place */
+    return TS_OK;
 }
 
-static void cpu_destroy(ts_backend *be) {
-    cpu_backend *c = cpu(be);
+static void cpu_weight_unbind(ts_backend *be, const void *dev, size_t bytes) {
+    (void)be;
+    (void)dev;
+    (void)bytes;
+}
+
+static void cpu_describe(const ts_backend *be, char *buf, size_t n) {
+    snprintf(buf, n, "cpu: %s, %d threads", ts_kernels_isa(), be->n_threads);
+}
+
+static void cpu_destroy(ts_backend *be) { free(be); }
+
+static ts_status cpu_stream_new(ts_backend *be, int n_threads, ts_stream **out) {
+    *out = NULL;
+    cpu_stream *c = ts_calloc(1, sizeof *c);
+    if (!c) return TS_ERR_NOMEM;
+    ts_status st = ts_pool_new(n_threads > 0 ? n_threads : be->n_threads, &c->pool);
+    if (st != TS_OK) {
+        free(c);
+        return st;
+    }
+    c->base.be = be;
+    c->base.n_threads = ts_pool_size(c->pool);
+    c->k = ts_cpu_kernels_get();
+    *out = &c->base;
+    return TS_OK;
+}
+
+static void cpu_stream_free(ts_stream *st) {
+    if (!st) return;
+    cpu_stream *c = cstream(st);
     ts_pool_free(c->pool);
     free(c->qbuf);
     free(c->scores);
@@ -119,8 +163,40 @@ static void cpu_destroy(ts_backend *be) {
     free(c);
 }
 
-static ts_status cpu_reserve(ts_backend *be, const ts_backend_reserve *r) {
-    cpu_backend *c = cpu(be);
+static void cpu_to_host(ts_stream *st, void *host, const void *dev, size_t bytes) {
+    (void)st;
+    if (host != dev) memcpy(host, dev, bytes);
+}
+
+static void cpu_to_device(ts_stream *st, void *dev, const void *host, size_t bytes) {
+    (void)st;
+    if (host != dev) memcpy(dev, host, bytes);
+}
+
+static ts_status cpu_sync(ts_stream *st) {
+    (void)st;
+    return TS_OK;
+}
+
+static ts_event *cpu_event_new(ts_backend *be) {
+    (void)be;
+    return ts_calloc(1, sizeof(ts_event));
+}
+
+static void cpu_event_free(ts_backend *be, ts_event *ev) {
+    (void)be;
+    free(ev);
+}
+
+static void cpu_event_record(ts_stream *st, ts_event *ev) {
+    (void)st;
+    ev->t = ts_now();
+}
+
+static double cpu_event_elapsed(ts_event *a, ts_event *b) { return b->t - a->t; }
+
+static ts_status cpu_reserve(ts_stream *st, const ts_backend_reserve *r) {
+    cpu_stream *c = cstream(st);
     /* widest partner row: Q8_K (292 B / 256 elements) beats Q8_0 (34 B / 32);
      * F32 partners are read from x directly */
     int64_t in = (r->max_in + 255) / 256 * 256;
@@ -174,7 +250,7 @@ static void range_worker(void *arg, int ith, int nth) {
     if (lo < hi) j->fn(j->ctx, lo, hi, ith);
 }
 
-static void cpu_for(cpu_backend *c, int64_t n, int64_t grain, int64_t min_share, range_fn fn, void *ctx) {
+static void cpu_for(cpu_stream *c, int64_t n, int64_t grain, int64_t min_share, range_fn fn, void *ctx) {
     if (n <= 0) return;
     int64_t want = min_share > 0 ? n / min_share : n;
     int nth = ts_pool_size(c->pool);
@@ -207,14 +283,14 @@ static void embed_range(void *arg, int64_t lo, int64_t hi, int ith) {
     }
 }
 
-static void cpu_embed(ts_backend *be, const ts_mat *emb, const int32_t *ids, int n, float scale, float *out) {
+static void cpu_embed(ts_stream *be, const ts_mat *emb, const int32_t *ids, int n, float scale, float *out) {
     embed_ctx e = {emb, ids, scale, out};
-    cpu_for(cpu(be), n, 1, 4, embed_range, &e);
+    cpu_for(cstream(be), n, 1, 4, embed_range, &e);
 }
 
 /* ---- matmul ---- */
 typedef struct {
-    cpu_backend *c;
+    cpu_stream *c;
     int n_w;
     const ts_mat *const *w;
     float *const *y;
@@ -289,8 +365,8 @@ static void mm_worker(void *arg, int ith, int nth) {
     }
 }
 
-static void cpu_matmul(ts_backend *be, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok) {
-    cpu_backend *c = cpu(be);
+static void cpu_matmul(ts_stream *be, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok) {
+    cpu_stream *c = cstream(be);
     mm_job j;
     memset(&j, 0, sizeof j);
     j.c = c;
@@ -345,9 +421,9 @@ static void norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
     }
 }
 
-static void cpu_rmsnorm(ts_backend *be, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out) {
+static void cpu_rmsnorm(ts_stream *be, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out) {
     norm_ctx a = {x, w, n, eps, out};
-    cpu_for(cpu(be), rows, 1, n >= 1024 ? 2 : 4096 / (n ? n : 1) + 1, norm_range, &a);
+    cpu_for(cstream(be), rows, 1, n >= 1024 ? 2 : 4096 / (n ? n : 1) + 1, norm_range, &a);
 }
 
 /* ---- rope ---- */
@@ -374,9 +450,9 @@ static void rtab_range(void *arg, int64_t lo, int64_t hi, int ith) {
     }
 }
 
-static void cpu_rope_table(ts_backend *be, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs) {
+static void cpu_rope_table(ts_stream *be, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs) {
     rtab_ctx a = {freq, n_rot / 2, pos, mscale, cs};
-    cpu_for(cpu(be), n_tok, 1, 16, rtab_range, &a);
+    cpu_for(cstream(be), n_tok, 1, 16, rtab_range, &a);
 }
 
 typedef struct {
@@ -413,14 +489,14 @@ static void rope_range(void *arg, int64_t lo, int64_t hi, int ith) {
     }
 }
 
-static void cpu_rope(ts_backend *be, float *x, int n_tok, int n_head, int head_dim, int n_rot, const float *cs, ts_rope_mode mode) {
+static void cpu_rope(ts_stream *be, float *x, int n_tok, int n_head, int head_dim, int n_rot, const float *cs, ts_rope_mode mode) {
     rope_ctx a = {x, n_head, head_dim, n_rot, cs, mode};
-    cpu_for(cpu(be), n_tok, 1, 16, rope_range, &a);
+    cpu_for(cstream(be), n_tok, 1, 16, rope_range, &a);
 }
 
 /* ---- KV cache and attention ---- */
 typedef struct {
-    cpu_backend *c;
+    cpu_stream *c;
     const ts_kv_layer *kv;
     const ts_attn_desc *d;
     const float *k, *v;
@@ -447,13 +523,13 @@ static void kvs_range(void *arg, int64_t lo, int64_t hi, int ith) {
     }
 }
 
-static void cpu_kv_store(ts_backend *be, const ts_kv_layer *kv, const ts_attn_desc *d, const float *k, const float *v) {
-    kvs_ctx a = {cpu(be), kv, d, k, v};
-    cpu_for(cpu(be), d->n_tok, 1, 16, kvs_range, &a);
+static void cpu_kv_store(ts_stream *be, const ts_kv_layer *kv, const ts_attn_desc *d, const float *k, const float *v) {
+    kvs_ctx a = {cstream(be), kv, d, k, v};
+    cpu_for(cstream(be), d->n_tok, 1, 16, kvs_range, &a);
 }
 
 typedef struct {
-    cpu_backend *c;
+    cpu_stream *c;
     const ts_kv_layer *kv;
     const ts_attn_desc *d;
     const float *q;
@@ -503,9 +579,9 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int ith) {
     }
 }
 
-static void cpu_attention(ts_backend *be, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out) {
-    attn_ctx a = {cpu(be), kv, d, q, out};
-    cpu_for(cpu(be), (int64_t)d->n_tok * d->n_head, 1, 1, attn_range, &a);
+static void cpu_attention(ts_stream *be, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out) {
+    attn_ctx a = {cstream(be), kv, d, q, out};
+    cpu_for(cstream(be), (int64_t)d->n_tok * d->n_head, 1, 1, attn_range, &a);
 }
 
 /* ---- element-wise ---- */
@@ -535,9 +611,9 @@ static void actmul_range(void *arg, int64_t lo, int64_t hi, int ith) {
     }
 }
 
-static void cpu_act_mul(ts_backend *be, ts_act act, const float *gate, const float *up, int64_t n, float *out) {
+static void cpu_act_mul(ts_stream *be, ts_act act, const float *gate, const float *up, int64_t n, float *out) {
     ew_ctx a = {.act = act, .gate = gate, .up = up, .out = out};
-    cpu_for(cpu(be), n, 256, 4096, actmul_range, &a);
+    cpu_for(cstream(be), n, 256, 4096, actmul_range, &a);
 }
 
 static void add_range(void *arg, int64_t lo, int64_t hi, int ith) {
@@ -546,9 +622,9 @@ static void add_range(void *arg, int64_t lo, int64_t hi, int ith) {
     for (int64_t i = lo; i < hi; i++) a->x[i] += a->y[i];
 }
 
-static void cpu_add(ts_backend *be, float *x, const float *y, int64_t n) {
+static void cpu_add(ts_stream *be, float *x, const float *y, int64_t n) {
     ew_ctx a = {.x = x, .y = y};
-    cpu_for(cpu(be), n, 256, 32768, add_range, &a);
+    cpu_for(cstream(be), n, 256, 32768, add_range, &a);
 }
 
 static void scale_add_range(void *arg, int64_t lo, int64_t hi, int ith) {
@@ -557,9 +633,9 @@ static void scale_add_range(void *arg, int64_t lo, int64_t hi, int ith) {
     for (int64_t i = lo; i < hi; i++) a->x[i] += a->cap * a->y[i];
 }
 
-static void cpu_scale_add(ts_backend *be, float *x, const float *y, float a, int64_t n) {
+static void cpu_scale_add(ts_stream *be, float *x, const float *y, float a, int64_t n) {
     ew_ctx c = {.x = x, .y = y, .cap = a};
-    cpu_for(cpu(be), n, 256, 32768, scale_add_range, &c);
+    cpu_for(cstream(be), n, 256, 32768, scale_add_range, &c);
 }
 
 static void scale_range(void *arg, int64_t lo, int64_t hi, int ith) {
@@ -568,9 +644,9 @@ static void scale_range(void *arg, int64_t lo, int64_t hi, int ith) {
     for (int64_t i = lo; i < hi; i++) a->x[i] = a->cap * a->y[i];
 }
 
-static void cpu_scale(ts_backend *be, float *x, const float *y, float a, int64_t n) {
+static void cpu_scale(ts_stream *be, float *x, const float *y, float a, int64_t n) {
     ew_ctx c = {.x = x, .y = y, .cap = a};
-    cpu_for(cpu(be), n, 256, 32768, scale_range, &c);
+    cpu_for(cstream(be), n, 256, 32768, scale_range, &c);
 }
 
 static void softcap_range(void *arg, int64_t lo, int64_t hi, int ith) {
@@ -579,18 +655,31 @@ static void softcap_range(void *arg, int64_t lo, int64_t hi, int ith) {
     for (int64_t i = lo; i < hi; i++) a->x[i] = a->cap * tanhf(a->x[i] / a->cap);
 }
 
-static void cpu_softcap(ts_backend *be, float *x, int64_t n, float cap) {
+static void cpu_softcap(ts_stream *be, float *x, int64_t n, float cap) {
     ew_ctx a = {.x = x, .cap = cap};
-    cpu_for(cpu(be), n, 256, 8192, softcap_range, &a);
+    cpu_for(cstream(be), n, 256, 8192, softcap_range, &a);
 }
 
 static const ts_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
-    .reserve = cpu_reserve,
+    .describe = cpu_describe,
     .alloc = cpu_alloc,
     .dealloc = cpu_dealloc,
-    .download = cpu_download,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_dealloc,
+    .weight_bind = cpu_weight_bind,
+    .weight_unbind = cpu_weight_unbind,
+    .stream_new = cpu_stream_new,
+    .stream_free = cpu_stream_free,
+    .reserve = cpu_reserve,
+    .to_host = cpu_to_host,
+    .to_device = cpu_to_device,
+    .sync = cpu_sync,
+    .event_new = cpu_event_new,
+    .event_free = cpu_event_free,
+    .event_record = cpu_event_record,
+    .event_elapsed = cpu_event_elapsed,
     .embed = cpu_embed,
     .matmul = cpu_matmul,
     .rmsnorm = cpu_rmsnorm,
@@ -607,17 +696,13 @@ static const ts_backend_ops cpu_ops = {
 
 ts_status ts_backend_cpu_new(int n_threads, ts_backend **out) {
     *out = NULL;
-    cpu_backend *c = calloc(1, sizeof *c);
-    if (!c) return ts_fail(TS_ERR_NOMEM, "cpu backend: out of memory");
-    ts_status st = ts_pool_new(n_threads, &c->pool);
-    if (st != TS_OK) {
-        free(c);
-        return st;
-    }
+    cpu_backend *c = ts_calloc(1, sizeof *c);
+    if (!c) return TS_ERR_NOMEM;
     c->base.ops = &cpu_ops;
+    c->base.kind = TS_BACKEND_CPU;
     c->base.host_memory = true;
-    c->base.n_threads = ts_pool_size(c->pool);
-    c->k = ts_cpu_kernels_get();
+    c->base.n_threads = n_threads > 0 ? (n_threads > TS_POOL_MAX_THREADS ? TS_POOL_MAX_THREADS : n_threads) : ts_pool_default_threads();
+    ts_cpu_kernels_get(); /* one-time kernel selection happens here, at creation */
     *out = &c->base;
     return TS_OK;
 }

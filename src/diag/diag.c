@@ -1,58 +1,76 @@
 #include "diag/diag.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
-static char *env_dup(const char *name) {
-    const char *v = getenv(name);
-    return v && *v ? strdup(v) : NULL;
-}
-
-static ts_status env_int(const char *name, int64_t lo, int64_t hi, int64_t *out, bool *set) {
-    const char *v = getenv(name);
-    *set = false;
-    if (!v || !*v) return TS_OK;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (*end || x < lo || x > hi) return ts_fail(TS_ERR_ARG, "%s=%s: expected an integer in [%lld, %lld]", name, v, (long long)lo, (long long)hi);
-    *out = x;
-    *set = true;
+/* A capture path must be writable before the run starts, not found out at
+ * its end: its directory must exist and take new files (the writers put a
+ * temporary beside the target and rename it), and the path itself must not
+ * be a directory or something other than a regular file. */
+static ts_status check_out_path(const char *what, const char *path) {
+    if (!*path) return ts_fail(TS_ERR_ARG, "%s: empty path", what);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return ts_fail(TS_ERR_ARG, "%s=%s: %s", what, path, S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0) return ts_fail(TS_ERR_ARG, "%s=%s: directory %s: %s", what, path, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return ts_fail(TS_ERR_ARG, "%s=%s: %s is not a directory", what, path, dir);
+    if (access(dir, W_OK | X_OK) != 0) return ts_fail(TS_ERR_ARG, "%s=%s: cannot create files in %s: %s", what, path, dir, strerror(errno));
+    /* /proc, /sys: directories that exist but take no new files */
+    struct statfs fs;
+    if (statfs(dir, &fs) == 0 && (fs.f_type == 0x9fa0 /* PROC_SUPER_MAGIC */ || fs.f_type == 0x62656572 /* SYSFS_MAGIC */))
+        return ts_fail(TS_ERR_ARG, "%s=%s: %s is not a place for files", what, path, dir);
     return TS_OK;
 }
 
-ts_status ts_diag_from_env(ts_diag **out) {
+/* Two captures on one path would overwrite each other, each reporting
+ * "wrote": the same name, or two names for one existing file. */
+static bool same_path(const char *a, const char *b) {
+    if (!strcmp(a, b)) return true;
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+ts_instruments ts_instruments_default(void) {
+    ts_instruments i = {.router_path = NULL, .router_trace = false, .pilot = TS_PILOT_OFF, .router_logits_layer = -1,
+                        .router_logits_pass = 0, .ffn_path = NULL, .phases = false};
+    return i;
+}
+
+ts_status ts_diag_new(const ts_instruments *ins, ts_diag **out) {
     *out = NULL;
+    if (!ins) return TS_OK;
+    const bool router = ins->router_path != NULL, ffn = ins->ffn_path != NULL;
+    if ((ins->router_trace || ins->pilot != TS_PILOT_OFF || ins->router_logits_layer >= 0) && !router)
+        return ts_fail(TS_ERR_ARG, "TURBOSPARK_ROUTER_TRACE, _PILOT_PROBE and _ROUTER_LOGITS_* add to the router capture: set "
+                                   "TURBOSPARK_ROUTER_HIST=/path.json too");
+    if (ins->pilot < TS_PILOT_OFF || ins->pilot > TS_PILOT_SELF) return ts_fail(TS_ERR_ARG, "instruments: unknown pilot mode %d", (int)ins->pilot);
+    if (ins->router_logits_pass < 0) return ts_fail(TS_ERR_ARG, "TURBOSPARK_ROUTER_LOGITS_PASS=%lld: negative", (long long)ins->router_logits_pass);
+    ts_status st;
+    if (router && (st = check_out_path("TURBOSPARK_ROUTER_HIST", ins->router_path)) != TS_OK) return st;
+    if (ffn && (st = check_out_path("TURBOSPARK_FFN_HIST", ins->ffn_path)) != TS_OK) return st;
+    if (router && ffn && same_path(ins->router_path, ins->ffn_path))
+        return ts_fail(TS_ERR_ARG, "TURBOSPARK_ROUTER_HIST and TURBOSPARK_FFN_HIST both name %s: one capture would overwrite the other",
+                       ins->router_path);
+    if (!router && !ffn && !ins->phases) return TS_OK;
     ts_diag *d = ts_calloc(1, sizeof *d);
     if (!d) return TS_ERR_NOMEM;
-    d->router_path = env_dup("TURBOSPARK_ROUTER_HIST");
-    d->router_trace = getenv("TURBOSPARK_ROUTER_TRACE") != NULL;
-    d->ffn_path = env_dup("TURBOSPARK_FFN_HIST");
-    const char *ph = getenv("TURBOSPARK_PHASES");
-    d->phases = ph && *ph && strcmp(ph, "0") != 0;
-    d->logits_layer = -1;
-    ts_status st = TS_OK;
-    const char *pp = getenv("TURBOSPARK_PILOT_PROBE");
-    if (pp && *pp && strcmp(pp, "0") != 0) {
-        if (!strcmp(pp, "1")) d->pilot = TS_PILOT_NEXT;
-        else if (!strcmp(pp, "self")) d->pilot = TS_PILOT_SELF;
-        else st = ts_fail(TS_ERR_ARG, "TURBOSPARK_PILOT_PROBE=%s: expected 1 (next layer) or self", pp);
-    }
-    int64_t v;
-    bool set_l = false, set_p = false;
-    if (!st) st = env_int("TURBOSPARK_ROUTER_LOGITS_LAYER", 0, 1 << 20, &v, &set_l);
-    if (!st && set_l) d->logits_layer = (int32_t)v;
-    if (!st) st = env_int("TURBOSPARK_ROUTER_LOGITS_PASS", 0, INT64_MAX, &d->logits_pass, &set_p);
-    if (!st && set_p && !set_l) st = ts_fail(TS_ERR_ARG, "TURBOSPARK_ROUTER_LOGITS_PASS needs TURBOSPARK_ROUTER_LOGITS_LAYER");
-    if (!st && (d->router_trace || d->pilot || set_l) && !d->router_path)
-        st = ts_fail(TS_ERR_ARG, "TURBOSPARK_ROUTER_TRACE, _PILOT_PROBE and _ROUTER_LOGITS_* add to the router capture: set "
-                                 "TURBOSPARK_ROUTER_HIST=/path.json too");
-    if (st) {
-        ts_diag_free(d);
-        return st;
-    }
-    if (!d->router_path && !d->ffn_path && !d->phases) {
-        ts_diag_free(d);
-        return TS_OK;
+    d->router_trace = ins->router_trace;
+    d->pilot = ins->pilot;
+    d->logits_layer = ins->router_logits_layer;
+    d->logits_pass = ins->router_logits_pass;
+    d->phases = ins->phases;
+    if ((router && !(d->router_path = strdup(ins->router_path))) || (ffn && !(d->ffn_path = strdup(ins->ffn_path)))) {
+        ts_diag_free(d, NULL);
+        return ts_fail(TS_ERR_NOMEM, "out of memory");
     }
     *out = d;
     return TS_OK;
@@ -68,7 +86,8 @@ ts_status ts_diag_bind(ts_diag *d, int32_t n_layer, int32_t n_expert, int32_t to
             return TS_OK;
         }
         if (d->logits_layer >= n_layer)
-            return ts_fail(TS_ERR_ARG, "TURBOSPARK_ROUTER_LOGITS_LAYER=%d: the model has %d layers", d->logits_layer, n_layer);
+            return ts_fail(TS_ERR_ARG, "TURBOSPARK_ROUTER_LOGITS_LAYER=%d: the model has %d layers (0..%d)", d->logits_layer, n_layer,
+                           n_layer - 1);
         ts_status st = diag_router_init(&d->router, n_layer, n_expert, top_k, d->router_trace, d->pilot != TS_PILOT_OFF,
                                         d->logits_layer, d->logits_pass);
         if (st) return st;
@@ -77,8 +96,11 @@ ts_status ts_diag_bind(ts_diag *d, int32_t n_layer, int32_t n_expert, int32_t to
     return TS_OK;
 }
 
-void ts_diag_free(ts_diag *d) {
+void ts_diag_free(ts_diag *d, ts_backend *be) {
     if (!d) return;
+    for (int i = 0; i < DIAG_MAX_EVENTS && be; i++)
+        if (d->ev[i]) be->ops->event_free(be, d->ev[i]);
+    free(d->ffn_host);
     if (d->router_on) diag_router_free(&d->router);
     if (d->ffn_on) ffn_census_free(&d->ffn);
     free(d->router_path);
@@ -101,12 +123,15 @@ void ts_diag_ffn_observe(ts_diag *d, int32_t layer, const float *rows, int32_t n
         ffn_census_observe(&d->ffn, layer, rows + (size_t)t * (size_t)width, last_row_is_final && t == n_tok - 1);
 }
 
-ts_status ts_diag_finish(ts_diag *d, FILE *log) {
+ts_status ts_diag_finish(ts_diag *d, FILE *log, bool partial) {
     ts_status ret = TS_OK;
     if (d->router_path) {
         ts_status st;
         if (!d->router_on) st = ts_fail(TS_ERR_UNSUPPORTED, "%s", d->why_unwired ? d->why_unwired : "router capture not wired");
-        else st = diag_router_write(&d->router, d->router_path);
+        else if (d->logits_layer >= 0 && !d->router.logits_done && !partial)
+            st = ts_fail(TS_ERR_ARG, "TURBOSPARK_ROUTER_LOGITS_PASS=%lld: the run routed only %llu passes at layer %d",
+                         (long long)d->logits_pass, (unsigned long long)d->router.passes[d->logits_layer], d->logits_layer);
+        else st = diag_router_write(&d->router, d->router_path, partial);
         if (st) fprintf(log, "[router-hist] FAILED writing %s: %s\n", d->router_path, ts_last_error()), ret = st;
         else fprintf(log, "[router-hist] wrote %s\n", d->router_path);
     }
@@ -115,7 +140,7 @@ ts_status ts_diag_finish(ts_diag *d, FILE *log) {
         if (d->ffn_width_mismatch) st = ts_fail(TS_ERR_UNSUPPORTED, "FFN layers of different widths in one model are not censused");
         else if (!d->ffn_on)
             st = ts_fail(TS_ERR_UNSUPPORTED, "no dense FFN or shared expert ran on a wired path (routed experts are not censused)");
-        else st = ffn_census_write(&d->ffn, d->ffn_path);
+        else st = ffn_census_write(&d->ffn, d->ffn_path, partial);
         if (st) fprintf(log, "[ffn-hist] FAILED writing %s: %s\n", d->ffn_path, ts_last_error()), ret = st;
         else fprintf(log, "[ffn-hist] wrote %s\n", d->ffn_path);
     }

@@ -1,17 +1,11 @@
-/* Instruments, switched on once: the TURBOSPARK_* variables are read when a
- * model is opened into one ts_diag; the forward pass tests one pointer
- * (NULL when every instrument is off) at its named points. Instruments only
- * read the forward pass's buffers (or compute into their own scratch), so
- * output is byte-identical with them on.
- *
- *   TURBOSPARK_ROUTER_HIST=/p.json    per-layer top-k histogram (+ trace, pred, logits)
- *   TURBOSPARK_ROUTER_TRACE=any       add every pass's top-k ids
- *   TURBOSPARK_PILOT_PROBE=1|self     next-layer (or own-layer) router guess as "pred"
- *   TURBOSPARK_ROUTER_LOGITS_LAYER=L, TURBOSPARK_ROUTER_LOGITS_PASS=P   one router-logit row
- *   TURBOSPARK_FFN_HIST=/p.json       FFN activation census
- *   TURBOSPARK_PHASES=1               phase footer on stderr
- *   TURBOSPARK_EXPERT_DISK_IO=1       physical bytes next to requested (expert_io)
- * docs/INSTRUMENTS.md says what each measures and its invariant. */
+/* Instruments: one ts_diag per session, made from the session's
+ * ts_instruments (include/turbospark.h; the command line maps the
+ * TURBOSPARK_* variables onto it, tools/cli_env.c). The forward pass reaches
+ * it only through the hooks struct (forward/hooks.h): NULL when every
+ * instrument is off, one pointer test per named point. Instruments only read
+ * the forward pass's buffers (or compute into their own scratch), so output
+ * is byte-identical with them on. docs/INSTRUMENTS.md says what each
+ * measures and its invariant. */
 #ifndef TS_DIAG_H
 #define TS_DIAG_H
 
@@ -20,6 +14,7 @@
 #include <stdio.h>
 
 #include "base/base.h"
+#include "compute/backend.h"
 #include "diag/ffn_census.h"
 #include "diag/router_capture_w.h"
 
@@ -33,15 +28,15 @@ typedef enum ts_phase {
     TS_PHASE_COUNT
 } ts_phase;
 
-typedef enum ts_pilot_mode { TS_PILOT_OFF = 0, TS_PILOT_NEXT = 1, TS_PILOT_SELF = 2 } ts_pilot_mode;
+#define DIAG_MAX_EVENTS 1024 /* phase marks held before they are resolved (then the stream syncs) */
 
 typedef struct ts_diag {
-    char *router_path;        /* TURBOSPARK_ROUTER_HIST, or NULL */
+    char *router_path;        /* router capture, or NULL */
     bool router_trace;
     ts_pilot_mode pilot;
     int32_t logits_layer;     /* -1 = off */
     int64_t logits_pass;
-    char *ffn_path;           /* TURBOSPARK_FFN_HIST, or NULL */
+    char *ffn_path;           /* FFN census capture, or NULL */
     bool phases;
     char *why_unwired;        /* set when a requested capture cannot run on this model (message) */
 
@@ -51,28 +46,38 @@ typedef struct ts_diag {
     ffn_census ffn;
     int32_t ffn_layers;       /* layers of the model, for the census */
     bool ffn_width_mismatch;  /* taps of different widths: refused at write */
+    float *ffn_host;          /* (ffn_host_n) host copy of a tap on a device backend */
+    size_t ffn_host_n;
 
+    /* phases: marks are events on the session's stream, resolved in order */
     double phase_s[TS_PHASE_COUNT]; /* accumulated seconds */
     double total_s;           /* wall time of every eval, plus sampling */
     uint64_t passes;          /* forward passes (tokens evaluated), prefill included */
+    ts_event *ev[DIAG_MAX_EVENTS];  /* (n_ev) recorded marks of this chunk */
+    int8_t ev_phase[DIAG_MAX_EVENTS]; /* (n_ev) phase the span ending at mark i belongs to, -1 none */
+    int n_ev;
+    double pending_io;        /* I/O wait reported inside the current span */
 } ts_diag;
 
-/* Reads the environment. *out is NULL when every instrument is off; a bad
- * value (e.g. TURBOSPARK_PILOT_PROBE=maybe) is an error naming the variable. */
-ts_status ts_diag_from_env(ts_diag **out);
+/* Copies the configuration and checks it: bad combinations (trace without a
+ * router path...), two captures on one path, and paths that cannot be written
+ * (missing directory, a directory, /proc) are refused now, before any work.
+ * *out is NULL when every instrument is off. */
+ts_status ts_diag_new(const ts_instruments *ins, ts_diag **out);
 /* Sets up the parts that need the model's shape: n_layer, and for MoE models
  * n_expert/top_k (n_expert 0: a dense model, whose router capture is refused
  * at the end with a notice rather than written as zeros). */
 ts_status ts_diag_bind(ts_diag *d, int32_t n_layer, int32_t n_expert, int32_t top_k, const char *arch);
-void ts_diag_free(ts_diag *d);
+void ts_diag_free(ts_diag *d, ts_backend *be);
 
-/* The FFN tap: rows (n_tok, width) of act(gate)*up at layer l; the last row
- * of the final chunk of an eval is the decode pass, other rows prefill. */
+/* The FFN tap on host rows (n_tok, width) of act(gate)*up at layer l; the
+ * last row of the final chunk of an eval is the decode pass, other rows
+ * prefill. */
 void ts_diag_ffn_observe(ts_diag *d, int32_t layer, const float *rows, int32_t n_tok, int32_t width, bool last_row_is_final);
 
 /* Writes the captures and prints "[tag] wrote PATH" or "[tag] FAILED writing
- * PATH: reason" per requested capture to log. Returns TS_OK when every
- * requested capture was written. */
-ts_status ts_diag_finish(ts_diag *d, FILE *log);
+ * PATH: reason" per requested capture to log (partial: marked as from an
+ * interrupted run). TS_OK when every requested capture was written. */
+ts_status ts_diag_finish(ts_diag *d, FILE *log, bool partial);
 
 #endif

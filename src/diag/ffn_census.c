@@ -62,11 +62,12 @@ void ffn_census_free(ffn_census *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* qsort has no context argument; the census is single-threaded per call. */
-static const float *g_abs;
-static int cmp_rank(const void *pa, const void *pb) {
+/* qsort_r (glibc): the magnitudes come as context, so censuses of several
+ * sessions can rank at once. */
+static int cmp_rank(const void *pa, const void *pb, void *ctx) {
+    const float *absv = ctx;
     int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
-    float x = g_abs[a], y = g_abs[b];
+    float x = absv[a], y = absv[b];
     if (x != y) return x > y ? -1 : 1;
     return a < b ? -1 : a > b;
 }
@@ -94,8 +95,7 @@ void ffn_census_observe(ffn_census *c, int32_t l, const float *a, bool decode) {
             c->order[n_rank++] = i; /* NaN and inf never rank */
         }
     }
-    g_abs = c->absv;
-    qsort(c->order, (size_t)n_rank, sizeof *c->order, cmp_rank);
+    qsort_r(c->order, (size_t)n_rank, sizeof *c->order, cmp_rank, c->absv);
     uint8_t *prev = c->prev_rank + (size_t)l * I;
     uint64_t *pairs = c->overlap_pairs + (size_t)l * FFN_N_OVERLAP_K, *hits = c->overlap_hits + (size_t)l * FFN_N_OVERLAP_K;
     for (int k = 0; k < FFN_N_OVERLAP_K; k++) {
@@ -115,7 +115,7 @@ void ffn_census_observe(ffn_census *c, int32_t l, const float *a, bool decode) {
     c->have_prev[l] = true;
 }
 
-ts_status ffn_census_write(const ffn_census *c, const char *path) {
+ts_status ffn_census_write(const ffn_census *c, const char *path, bool partial) {
     /* the tapped layers must agree on the pass count, or the capture's single
      * decode_passes would misstate some layer */
     uint64_t dp = 0, pp = 0;
@@ -134,8 +134,8 @@ ts_status ffn_census_write(const ffn_census *c, const char *path) {
     json_out j;
     ts_status st = json_out_open(&j, path);
     if (st) return st;
-    json_out_printf(&j, "{\"num_layers\":%d,\"inter\":%d,\"decode_passes\":%llu,\"prefill_passes\":%llu,\"bucket_exp_offset\":%d,",
-                    c->num_layers, c->inter, (unsigned long long)dp, (unsigned long long)pp, FFN_BUCKET_EXP_OFFSET);
+    json_out_printf(&j, "{%s\"num_layers\":%d,\"inter\":%d,\"decode_passes\":%llu,\"prefill_passes\":%llu,\"bucket_exp_offset\":%d,",
+                    partial ? "\"partial\":true," : "", c->num_layers, c->inter, (unsigned long long)dp, (unsigned long long)pp, FFN_BUCKET_EXP_OFFSET);
     json_out_printf(&j, "\"tapped\":[");
     for (int32_t l = 0; l < c->num_layers; l++) json_out_printf(&j, "%s%s", l ? "," : "", c->tapped[l] ? "true" : "false");
     json_out_printf(&j, "],\"overlap_ks\":[");

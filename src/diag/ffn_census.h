@@ -49,6 +49,6 @@ void ffn_census_free(ffn_census *c);
 /* One token's activation at layer l. decode=false: only counted. */
 void ffn_census_observe(ffn_census *c, int32_t layer, const float *a, bool decode);
 /* Writes the capture atomically. */
-ts_status ffn_census_write(const ffn_census *c, const char *path);
+ts_status ffn_census_write(const ffn_census *c, const char *path, bool partial);
 
 #endif

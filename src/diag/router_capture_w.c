@@ -81,7 +81,7 @@ static void write_rows(json_out *j, const char *key, const diag_ids *rows, int32
     json_out_printf(j, "]");
 }
 
-ts_status diag_router_write(const diag_router *r, const char *path) {
+ts_status diag_router_write(const diag_router *r, const char *path, bool partial) {
     uint64_t total = 0;
     for (int32_t l = 0; l < r->num_layers; l++) {
         total += r->passes[l];
@@ -93,7 +93,8 @@ ts_status diag_router_write(const diag_router *r, const char *path) {
     json_out j;
     ts_status st = json_out_open(&j, path);
     if (st) return st;
-    json_out_printf(&j, "{\"num_layers\":%d,\"num_experts\":%d,\"top_k\":%d,", r->num_layers, r->num_experts, r->top_k);
+    json_out_printf(&j, "{%s\"num_layers\":%d,\"num_experts\":%d,\"top_k\":%d,", partial ? "\"partial\":true," : "", r->num_layers,
+                    r->num_experts, r->top_k);
     json_out_u64_matrix(&j, "counts", r->counts, r->num_layers, r->num_experts);
     if (r->trace) write_rows(&j, "trace", r->tr, r->num_layers);
     if (r->pilot) write_rows(&j, "pred", r->pred, r->num_layers);

@@ -39,6 +39,7 @@ void diag_router_free(diag_router *r);
 ts_status diag_router_record(diag_router *r, int32_t l, const int32_t *ids, const float *router_logits);
 /* The pilot's guess for layer l (l >= 1) for the pass about to run there. */
 ts_status diag_router_record_pred(diag_router *r, int32_t l, const int32_t *ids);
-ts_status diag_router_write(const diag_router *r, const char *path);
+/* partial: the run was interrupted (the capture says "partial": true). */
+ts_status diag_router_write(const diag_router *r, const char *path, bool partial);
 
 #endif

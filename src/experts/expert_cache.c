@@ -1,9 +1,12 @@
 #include "experts/expert_cache.h"
 
+#include "compute/backend.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +25,14 @@ typedef struct ec_layer {
     uint8_t *slots;       /* (n_slots, stride) bytes, EC_A-aligned; NULL unless streamed */
     uint64_t stride;      /* bytes per slot, multiple of EC_A */
     cache_layer cl;       /* streamed: the policy state */
+    uint16_t *busy;       /* (n_slots) fetches holding each slot (pinned until released) */
     expert_cache_stats st;
 } ec_layer;
 
 struct expert_cache {
+    pthread_mutex_t mu;     /* guards everything below that a pass changes: held for a whole fetch */
+    pthread_cond_t freed;   /* signalled by every release (a fetch may be waiting for a victim) */
+    ts_backend *be;         /* slot memory's owner, or NULL (heap) */
     const expert_map *map;
     const gguf_file *f;
     expert_residency mode;
@@ -381,7 +388,9 @@ static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
         ec_layer *L = &c->layers[l];
         size_t bytes = (size_t)((uint64_t)c->n_slots * L->stride);
         void *p = NULL;
-        if (bytes && posix_memalign(&p, EC_A, bytes) != 0) {
+        if (bytes && c->be) p = c->be->ops->host_alloc(c->be, bytes);
+        else if (bytes && posix_memalign(&p, EC_A, bytes) != 0) p = NULL;
+        if (bytes && !p) {
             char b[32];
             fmt_bytes(b, sizeof b, bytes);
             return ts_fail(TS_ERR_NOMEM, "expert cache: out of memory for %d slots of blk.%d (%s)", c->n_slots, L->block, b);
@@ -391,6 +400,7 @@ static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
         memset(p, 0, bytes);
         L->slots = p;
         if ((st = cache_layer_init(&L->cl, c->n_slots, m->n_expert, c->policy))) return st;
+        if (!(L->busy = ts_calloc((size_t)c->n_slots, sizeof *L->busy))) return TS_ERR_NOMEM;
     }
     c->slot_bytes = total;
 
@@ -439,6 +449,9 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
 
     expert_cache *c = ts_calloc(1, sizeof *c);
     if (!c) return TS_ERR_NOMEM;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->freed, NULL);
+    c->be = opts->be;
     c->map = map;
     c->f = f;
     c->policy = opts->policy;
@@ -584,17 +597,22 @@ void expert_cache_free(expert_cache *c) {
     if (c->mlocked) for_expert_ranges(c, unlock_range, NULL);
     if (c->layers)
         for (int32_t l = 0; l < c->map->n_moe; l++) {
-            free(c->layers[l].slots);
-            if (c->layers[l].cl.slot_expert) cache_layer_free(&c->layers[l].cl);
+            ec_layer *L = &c->layers[l];
+            if (L->slots && c->be) c->be->ops->host_free(c->be, L->slots, (size_t)((uint64_t)c->n_slots * L->stride));
+            else free(L->slots);
+            free(L->busy);
+            if (L->cl.slot_expert) cache_layer_free(&L->cl);
         }
     free(c->layers);
+    pthread_cond_destroy(&c->freed);
+    pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
 /* ------------------------------------------------------------ the pass */
 
-ts_status expert_cache_begin(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
-                             const void **up, const void **down, expert_cache_pass *pass) {
+static ts_status begin_locked(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate, const void **up,
+                              const void **down, expert_cache_pass *pass, bool avoid_busy) {
     if (c->pending)
         return ts_fail(TS_ERR_ARG, "expert cache: begin on blk.%d while blk.%d's pass is pending (expert_cache_end first)", block,
                        c->pend_block);
@@ -606,7 +624,8 @@ ts_status expert_cache_begin(expert_cache *c, int32_t block, const int32_t *ids,
     ec_layer *L = &c->layers[moe];
     cache_plan *plan = &c->pend_plan;
     if (c->mode == EXPERT_RESIDENCY_STREAMED) {
-        ts_status st = cache_plan_make(&L->cl, ids, k, plan);
+        ts_status st = cache_plan_make_avoiding(&L->cl, ids, k, avoid_busy ? L->busy : NULL, plan);
+        if (st == TS_ERR_LIMIT) return st; /* every victim is pinned: the caller waits */
         if (st) {
             ts_error_prefix("blk.%d", block);
             return st;
@@ -685,7 +704,8 @@ ts_status expert_cache_begin(expert_cache *c, int32_t block, const int32_t *ids,
     return TS_OK;
 }
 
-ts_status expert_cache_end(expert_cache *c, int32_t block) {
+static ts_status end_locked(expert_cache *c, int32_t block, double *waited) {
+    *waited = 0;
     if (!c->pending) return ts_fail(TS_ERR_ARG, "expert cache: end on blk.%d without a begin", block);
     if (block != c->pend_block)
         return ts_fail(TS_ERR_ARG, "expert cache: end on blk.%d while blk.%d's pass is pending", block, c->pend_block);
@@ -695,7 +715,8 @@ ts_status expert_cache_end(expert_cache *c, int32_t block) {
     if (c->n_req) {
         double t0 = ts_now();
         st = expert_io_wait(c->io);
-        L->st.io_wait_s += ts_now() - t0;
+        *waited = ts_now() - t0;
+        L->st.io_wait_s += *waited;
     }
     c->pending = false;
     if (st) {
@@ -728,12 +749,66 @@ ts_status expert_cache_end(expert_cache *c, int32_t block) {
     return TS_OK;
 }
 
+ts_status expert_cache_begin(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
+                             const void **up, const void **down, expert_cache_pass *pass) {
+    pthread_mutex_lock(&c->mu);
+    ts_status st = begin_locked(c, block, ids, k, gate, up, down, pass, false);
+    if (st == TS_OK && pass) pass->pinned = false;
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+ts_status expert_cache_end(expert_cache *c, int32_t block) {
+    double waited;
+    pthread_mutex_lock(&c->mu);
+    bool was_pending = c->pending;
+    ts_status st = end_locked(c, block, &waited);
+    if (was_pending && !c->pending) pthread_cond_broadcast(&c->freed); /* a fetch may wait for the pass to end */
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
 ts_status expert_cache_fetch(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
                              const void **up, const void **down, expert_cache_pass *pass) {
-    ts_status st = expert_cache_begin(c, block, ids, k, gate, up, down, pass);
-    if (st) return st;
-    return expert_cache_end(c, block);
+    expert_cache_pass local;
+    bool pin = pass != NULL; /* without a pass nothing can be released: single-threaded callers (tests) */
+    if (!pass) pass = &local;
+    pthread_mutex_lock(&c->mu);
+    ts_status st;
+    for (;;) {
+        /* A begin/end pair (tests) in flight, or every candidate slot pinned
+         * by another session's pass: wait for its end or release. */
+        if (c->pending) {
+            pthread_cond_wait(&c->freed, &c->mu);
+            continue;
+        }
+        st = begin_locked(c, block, ids, k, gate, up, down, pass, true);
+        if (st != TS_ERR_LIMIT) break;
+        pthread_cond_wait(&c->freed, &c->mu);
+    }
+    if (st == TS_OK) st = end_locked(c, block, &pass->io_wait_s);
+    pass->pinned = false;
+    if (st == TS_OK && pin && c->mode == EXPERT_RESIDENCY_STREAMED) {
+        ec_layer *L = &c->layers[pass->moe];
+        for (int32_t i = 0; i < pass->plan.k; i++) L->busy[pass->plan.slot[i]]++;
+        pass->pinned = true;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return st;
 }
+
+void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pass) {
+    (void)block;
+    if (!pass->pinned) return;
+    pthread_mutex_lock(&c->mu);
+    ec_layer *L = &c->layers[pass->moe];
+    for (int32_t i = 0; i < pass->plan.k; i++) L->busy[pass->plan.slot[i]]--;
+    pass->pinned = false;
+    pthread_cond_broadcast(&c->freed);
+    pthread_mutex_unlock(&c->mu);
+}
+
+bool expert_cache_disk_io_on(const expert_cache *c) { return c->disk_io; }
 
 /* ------------------------------------------------------------ accessors, stats */
 
@@ -751,8 +826,11 @@ const cache_layer *expert_cache_layer_state(const expert_cache *c, int32_t moe) 
 
 void expert_cache_get_stats(const expert_cache *c, int32_t moe, expert_cache_stats *out) {
     memset(out, 0, sizeof *out);
+    pthread_mutex_t *mu = (pthread_mutex_t *)&c->mu; /* counters change under it */
+    pthread_mutex_lock(mu);
     if (moe >= 0) {
         if (moe < c->map->n_moe) *out = c->layers[moe].st;
+        pthread_mutex_unlock(mu);
         return;
     }
     for (int32_t l = 0; l < c->map->n_moe; l++) {
@@ -767,6 +845,7 @@ void expert_cache_get_stats(const expert_cache *c, int32_t moe, expert_cache_sta
         out->bytes_read += s->bytes_read;
         out->io_wait_s += s->io_wait_s;
     }
+    pthread_mutex_unlock(mu);
 }
 
 ts_status expert_cache_physical_bytes(const expert_cache *c, uint64_t *out) {
@@ -781,9 +860,11 @@ ts_status expert_cache_physical_bytes(const expert_cache *c, uint64_t *out) {
 }
 
 void expert_cache_reset_stats(expert_cache *c) {
+    pthread_mutex_lock(&c->mu);
     for (int32_t l = 0; l < c->map->n_moe; l++) memset(&c->layers[l].st, 0, sizeof c->layers[l].st);
     if (c->disk_io) c->proc_ok = expert_io_proc_read_bytes(&c->proc_base) == TS_OK;
     if (c->io) expert_io_reset_stats(c->io);
+    pthread_mutex_unlock(&c->mu);
 }
 
 int expert_cache_format_start(const expert_cache *c, char *buf, size_t n) {

@@ -32,6 +32,17 @@
  * rounded up to 4096 (at most 3 * 4096 more than the layer's expert_bytes).
  * The positions are recomputed from the offsets on each fetch (no table).
  *
+ * Sharing. The cache belongs to the model and serves every session at once:
+ * one mutex per cache is held for the whole of a fetch (plan, reads, commit),
+ * so passes are applied one after another, and the slots a fetch hands out
+ * are pinned until the caller's expert_cache_release. A pinned slot is never
+ * a victim; a fetch that finds every candidate slot pinned by other passes
+ * waits (condition variable) for a release. Holding the lock across the
+ * reads serialises the sessions' I/O, which a disk serves one queue at a
+ * time anyway, and keeps the policy's order of passes well defined. With one
+ * session the order, and so every hit and miss, is exactly what the offline
+ * replay (analyze cache) computes; with several, their passes interleave.
+ *
  * The routed pass, one layer at a time (one thread):
  *   expert_cache_begin(c, block, ids, k, gate, up, down, &pass)
  *       plans, and submits the misses' reads as ONE batch; returns at once.
@@ -41,7 +52,8 @@
  *   expert_cache_end(c, block)
  *       waits for the batch and commits the plan (the policy's use counts and
  *       ticks). Must follow every successful begin, before the next begin.
- *   expert_cache_fetch() = begin + end.
+ *   expert_cache_fetch() = begin + end + pin; expert_cache_release() unpins.
+ *   begin/end (tests) take and drop the lock themselves and pin nothing.
  * Pointer lifetime: resident and mapped pointers live as long as the mapping
  * (the gguf_file). Streamed pointers stay valid until the next begin/fetch on
  * the same layer, which may evict them (the current pass's own experts are
@@ -101,6 +113,7 @@ typedef struct expert_cache_opts {
     cache_policy policy;        /* LFU by default */
     bool mlock;                 /* resident: try to mlock the expert pages (a failure is reported, not fatal) */
     expert_io_config io;        /* streamed: pool shape, TURBOSPARK_EXPERT_NOCACHE, TURBOSPARK_EXPERT_DISK_IO */
+    struct ts_backend *be;      /* slot memory comes from its host_alloc; NULL: the C heap (tests) */
 } expert_cache_opts;
 
 /* AUTO, slots auto, no budget, LFU, no mlock, expert_io_config_default. */
@@ -132,6 +145,8 @@ typedef struct expert_cache_pass {
     int32_t n_evict;    /* misses that evicted an expert */
     uint64_t bytes_requested; /* gate+up+down bytes of the k experts */
     uint64_t bytes_read;      /* bytes submitted for reading (the misses) */
+    double io_wait_s;         /* time this pass waited for its reads */
+    bool pinned;              /* its slots are pinned (fetch): release them */
 } expert_cache_pass;
 
 /* block: the blk.N index (the forward pass's layer); must be an MoE block.
@@ -140,8 +155,14 @@ typedef struct expert_cache_pass {
 ts_status expert_cache_begin(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
                              const void **up, const void **down, expert_cache_pass *pass);
 ts_status expert_cache_end(expert_cache *c, int32_t block);
+/* Thread-safe: plan, reads and commit under the cache's lock; the returned
+ * pointers stay valid until expert_cache_release(c, block, pass). With pass
+ * NULL nothing is pinned (single-threaded callers only). */
 ts_status expert_cache_fetch(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
                              const void **up, const void **down, expert_cache_pass *pass);
+void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pass);
+/* Physical-bytes accounting was asked for (TURBOSPARK_EXPERT_DISK_IO). */
+bool expert_cache_disk_io_on(const expert_cache *c);
 
 expert_residency expert_cache_residency(const expert_cache *c); /* never AUTO: the mode chosen */
 int32_t expert_cache_slots(const expert_cache *c);              /* slots per layer (streamed), 0 otherwise */

@@ -61,6 +61,10 @@ static bool victim_before(const cache_layer *c, int32_t a, int32_t b) {
 }
 
 ts_status cache_plan_make(const cache_layer *c, const int32_t *req, int32_t k, cache_plan *out) {
+    return cache_plan_make_avoiding(c, req, k, NULL, out);
+}
+
+ts_status cache_plan_make_avoiding(const cache_layer *c, const int32_t *req, int32_t k, const uint16_t *busy, cache_plan *out) {
     if (k < 0 || k > CACHE_MAX_K || k > c->n_slots)
         return ts_fail(TS_ERR_ARG, "expert cache: %d requests for %d slots", k, c->n_slots);
     out->k = k;
@@ -88,10 +92,14 @@ ts_status cache_plan_make(const cache_layer *c, const int32_t *req, int32_t k, c
         if (out->hit[i]) continue;
         int32_t best = -1;
         for (int32_t s = 0; s < c->n_slots && best < 0; s++)
-            if (!pin[s] && c->slot_expert[s] < 0) best = s;
+            if (!pin[s] && c->slot_expert[s] < 0 && !(busy && busy[s])) best = s;
         if (best < 0)
             for (int32_t s = 0; s < c->n_slots; s++)
-                if (!pin[s] && (best < 0 || victim_before(c, s, best))) best = s;
+                if (!pin[s] && !(busy && busy[s]) && (best < 0 || victim_before(c, s, best))) best = s;
+        if (best < 0) {
+            st = TS_ERR_LIMIT; /* every candidate is busy elsewhere: wait and plan again */
+            goto out;
+        }
         pin[best] = true;
         out->slot[i] = best;
         out->evicted[i] = c->slot_expert[best];

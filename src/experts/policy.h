@@ -62,6 +62,12 @@ void cache_layer_reset(cache_layer *c);
 /* req: k distinct expert ids in [0, n_experts). Fails (TS_ERR_ARG) on bad
  * ids, duplicates, or k > n_slots. Does not modify c. */
 ts_status cache_plan_make(const cache_layer *c, const int32_t *req, int32_t k, cache_plan *out);
+/* Same, but slots with busy[s] != 0 (in use by another pass that has not
+ * finished with them) are never victims; they still serve hits. TS_ERR_LIMIT
+ * (no message) when a miss finds no slot that is neither busy nor part of
+ * this pass: the caller waits for a release and plans again. busy may be
+ * NULL (= cache_plan_make). */
+ts_status cache_plan_make_avoiding(const cache_layer *c, const int32_t *req, int32_t k, const uint16_t *busy, cache_plan *out);
 /* Applies a plan made from the same state and request. */
 void cache_commit(cache_layer *c, const int32_t *req, const cache_plan *p);
 

@@ -1,5 +1,6 @@
-/* Model and session lifetime: loading, sizing the one arena per session,
- * chunking evals into forward passes, timings. */
+/* Model and session lifetime: loading onto a backend, binding the weights,
+ * sizing the one arena per session, chunking evals into forward passes, the
+ * step API and timings. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,32 @@
 #include "tensor/types.h"
 
 /* ---- model ---- */
+
+ts_model_opts ts_model_opts_default(void) {
+    ts_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.expert_residency = TS_EXPERTS_AUTO;
+    o.expert_policy = TS_CACHE_LFU;
+    o.expert_io_threads = -1;
+    return o;
+}
+
+ts_status ts_expert_residency_parse(const char *s, ts_expert_residency *out) {
+    expert_residency r;
+    ts_status st = expert_cache_parse_residency(s, &r);
+    if (st == TS_OK) *out = (ts_expert_residency)r;
+    return st;
+}
+
+ts_status ts_cache_policy_parse(const char *s, ts_cache_policy *out) {
+    cache_policy p;
+    if (!s || !cache_policy_parse(s, &p)) return ts_fail(TS_ERR_ARG, "'%s': expected lfu or lru", s ? s : "");
+    *out = (ts_cache_policy)p;
+    return TS_OK;
+}
+
+const char *ts_expert_residency_name(ts_expert_residency r) { return expert_residency_name((expert_residency)r); }
+const char *ts_cache_policy_name(ts_cache_policy p) { return cache_policy_name((cache_policy)p); }
 
 /* blk.N.ffn_{gate,up,down}_exps.weight or blk.N.ffn_{gate,up,down}.E.weight */
 static bool is_expert_tensor(gguf_str n) {
@@ -21,30 +48,112 @@ static bool is_expert_tensor(gguf_str n) {
     return sscanf(buf, "blk.%d.ffn_%7[a-z].%d.weight%n", &blk, proj, &e, &used) == 3 && used == (int)n.len;
 }
 
-static void prefault(const ts_model *m, const ts_model_opts *o) {
+/* Progress in bytes, reported about every 1% and at the end. */
+typedef struct progress {
+    const ts_model_opts *o;
+    uint64_t total, done, next;
+} progress;
+
+static void progress_add(progress *p, uint64_t bytes) {
+    p->done += bytes;
+    if (p->o->progress && (p->done >= p->next || p->done == p->total)) {
+        p->o->progress(p->o->progress_user, p->done, p->total);
+        p->next = p->done + p->total / 100 + 1;
+    }
+}
+
+/* Reads every non-expert weight page (routed experts: their residency mode
+ * decides what is read). */
+static void prefault(const ts_model *m, progress *pr) {
     const gguf_file *f = m->gguf;
-    uint64_t total = 0, done = 0;
-    for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
     volatile uint8_t sink = 0;
-    uint64_t next_report = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
-        /* routed experts: their residency mode decides what is read */
         if (m->desc.has_moe && is_expert_tensor(t->name)) continue;
         for (uint64_t off = 0; off < t->nbytes; off += 4096) sink ^= t->data[off];
-        done += t->nbytes;
-        if (o->progress && done >= next_report) {
-            o->progress(o->progress_user, total ? (float)((double)done / (double)total) : 1.0f);
-            next_report = done + total / 100;
-        }
+        progress_add(pr, t->nbytes);
     }
     (void)sink;
 }
 
+/* Makes one weight readable by the ops: its pointer becomes the backend's
+ * address for it. Vectors and matrices alike; a pointer bound before (the
+ * tied output layer) reuses the first binding. */
+static ts_status bind_one(ts_model *m, const void **ptr, size_t bytes, progress *pr) {
+    if (!*ptr || !bytes) return TS_OK;
+    const void *dev;
+    ts_status st = m->be->ops->weight_bind(m->be, *ptr, bytes, &dev);
+    if (st != TS_OK) return st;
+    ts_bound *b = ts_realloc(m->bound, sizeof *b * (size_t)(m->n_bound + 1));
+    if (!b) {
+        m->be->ops->weight_unbind(m->be, dev, bytes);
+        return TS_ERR_NOMEM;
+    }
+    m->bound = b;
+    m->bound[m->n_bound++] = (ts_bound){dev, bytes};
+    *ptr = dev;
+    if (!m->be->host_memory) progress_add(pr, bytes);
+    return TS_OK;
+}
+
+static ts_status bind_mat(ts_model *m, ts_mat *w, progress *pr) {
+    if (!w->data) return TS_OK;
+    ts_status st = bind_one(m, &w->data, (size_t)(w->row_bytes * (uint64_t)w->n_out), pr);
+    if (st == TS_OK && w->bias) st = bind_one(m, (const void **)&w->bias, sizeof(float) * (size_t)w->n_out, pr);
+    return st;
+}
+
+static ts_status bind_vec(ts_model *m, const float **v, int64_t n, progress *pr) {
+    return bind_one(m, (const void **)v, sizeof(float) * (size_t)n, pr);
+}
+
+/* Every weight, vector and table the ops read goes through the backend. */
+static ts_status bind_weights(ts_model *m, progress *pr) {
+    ts_model_desc *md = &m->desc;
+    const ts_hparams *hp = &md->hp;
+    const int64_t E = hp->n_embd, HD = hp->head_dim;
+    ts_status st;
+#define B(x)                                    \
+    do {                                        \
+        if ((st = (x)) != TS_OK) return st;     \
+    } while (0)
+    B(bind_mat(m, &md->tok_embd, pr));
+    if (md->tied) md->output.data = md->tok_embd.data;
+    else B(bind_mat(m, &md->output, pr));
+    B(bind_vec(m, &md->out_norm, E, pr));
+    B(bind_vec(m, (const float **)&md->rope_global.freq, md->rope_global.n_rot / 2, pr));
+    if (md->rope_swa.freq) B(bind_vec(m, (const float **)&md->rope_swa.freq, md->rope_swa.n_rot / 2, pr));
+    for (int l = 0; l < hp->n_layer; l++) {
+        ts_layer *L = &md->layers[l];
+        ts_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->ffn_router,
+                        &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_down_shexp, &L->ffn_gate_inp_shexp};
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) B(bind_mat(m, ms[i], pr));
+        B(bind_vec(m, &L->attn_norm, E, pr));
+        B(bind_vec(m, &L->ffn_norm, E, pr));
+        B(bind_vec(m, &L->attn_post_norm, E, pr));
+        B(bind_vec(m, &L->ffn_post_norm, E, pr));
+        int64_t qn = m->desc.fam->qk_norm_full ? (int64_t)hp->n_head * HD : HD;
+        int64_t kn = m->desc.fam->qk_norm_full ? (int64_t)hp->n_head_kv * HD : HD;
+        B(bind_vec(m, &L->q_norm, qn, pr));
+        B(bind_vec(m, &L->k_norm, kn, pr));
+    }
+#undef B
+    return TS_OK;
+}
+
+/* A tokenizer whose size differs from the output layer's rows gives silent
+ * empty text (fewer) or ids it cannot decode (more): refused at load. */
+static ts_status check_vocab(const ts_model *m) {
+    int32_t nt = tok_n_vocab(m->vocab), nv = m->desc.hp.n_vocab;
+    if (nt != nv)
+        return ts_fail(TS_ERR_FORMAT, "%s: the tokenizer has %d tokens but the output layer has %d rows", m->gguf->path ? m->gguf->path : "model",
+                       nt, nv);
+    return TS_OK;
+}
+
 ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model **out) {
     *out = NULL;
-    ts_model_opts o = {0};
-    if (opts) o = *opts;
+    ts_model_opts o = opts ? *opts : ts_model_opts_default();
     ts_model *m = ts_calloc(1, sizeof *m);
     if (!m) {
         gguf_close(f);
@@ -52,41 +161,66 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
     }
     m->gguf = f;
     ts_status st = ts_model_desc_build(f, &m->desc);
-    if (st != TS_OK) {
-        ts_model_free(m);
-        return st;
+    if (st != TS_OK) goto fail;
+    gguf_str nm;
+    if (gguf_get_str(f, "general.name", &nm) == GGUF_GET_OK)
+        snprintf(m->name, sizeof m->name, "%.*s", (int)(nm.len < 255 ? nm.len : 255), nm.ptr);
+
+    /* the tokenizer, when the file has one */
+    if (gguf_find_key(f, "tokenizer.ggml.model") >= 0) {
+        if ((st = tok_load(f, &m->vocab)) != TS_OK) goto fail;
+        if ((st = check_vocab(m)) != TS_OK) goto fail;
     }
-    if ((st = ts_diag_from_env(&m->diag)) != TS_OK ||
-        (m->diag && (st = ts_diag_bind(m->diag, m->desc.hp.n_layer, m->desc.has_moe ? m->desc.hp.n_expert : 0,
-                                       m->desc.hp.n_expert_used, m->desc.fam->name)) != TS_OK)) {
-        ts_model_free(m);
-        return st;
+
+    if (o.backend) {
+        m->be = o.backend;
+    } else {
+        if ((st = ts_backend_cpu_new(0, &m->be)) != TS_OK) goto fail;
+        m->own_be = true;
     }
+    if (m->desc.has_moe && !m->be->host_memory) {
+        st = ts_fail(TS_ERR_UNSUPPORTED, "%s: mixture-of-experts models run on the cpu backend for now (--backend cpu)",
+                     f->path ? f->path : "model");
+        goto fail;
+    }
+    if (!m->desc.has_moe && (o.expert_residency != TS_EXPERTS_AUTO || o.expert_slots || o.expert_budget || o.expert_policy != TS_CACHE_LFU)) {
+        st = ts_fail(TS_ERR_ARG, "expert options apply to mixture-of-experts models; %s is dense", f->path ? f->path : "the model");
+        goto fail;
+    }
+
+    progress pr = {.o = &o};
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (!(m->desc.has_moe && is_expert_tensor(f->tensors[i].name))) pr.total += f->tensors[i].nbytes;
+    if (o.prefault && m->be->host_memory) prefault(m, &pr);
+    if ((st = bind_weights(m, &pr)) != TS_OK) goto fail;
+
     if (m->desc.has_moe) {
         expert_cache_opts eo;
-        if (o.experts) eo = *o.experts;
-        else {
-            expert_cache_opts_default(&eo);
-            if ((st = expert_io_config_from_env(&eo.io)) != TS_OK) {
-                ts_model_free(m);
-                return st;
-            }
-        }
+        expert_cache_opts_default(&eo);
+        eo.residency = (expert_residency)o.expert_residency;
+        eo.n_slots = o.expert_slots;
+        eo.budget_bytes = o.expert_budget;
+        eo.policy = (cache_policy)o.expert_policy;
+        eo.mlock = o.expert_mlock;
+        eo.io.nocache = o.expert_direct_io;
+        eo.io.disk_io = o.expert_disk_io;
+        if (o.expert_io_threads >= 0) eo.io.n_workers = o.expert_io_threads;
+        eo.be = m->be;
         /* auto sizing leaves room for what is resident anyway */
-        if (!eo.reserve_bytes) {
-            uint64_t total = 0;
-            for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
-            eo.reserve_bytes = total - m->desc.emap.total_bytes;
-        }
-        if ((st = expert_cache_new(&m->desc.emap, f, &eo, &m->ecache)) != TS_OK) {
-            ts_model_free(m);
-            return st;
-        }
+        uint64_t total = 0;
+        for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
+        eo.reserve_bytes = total - m->desc.emap.total_bytes;
+        if ((st = expert_cache_new(&m->desc.emap, f, &eo, &m->ecache)) != TS_OK) goto fail;
     }
-    if (o.prefault) prefault(m, &o);
-    if (o.progress) o.progress(o.progress_user, 1.0f);
+    if (o.progress && pr.done < pr.total) {
+        pr.done = pr.total - 1;
+        progress_add(&pr, 1);
+    }
     *out = m;
     return TS_OK;
+fail:
+    ts_model_free(m);
+    return st;
 }
 
 ts_status ts_model_load(const char *path, const ts_model_opts *opts, ts_model **out) {
@@ -100,75 +234,102 @@ ts_status ts_model_load(const char *path, const ts_model_opts *opts, ts_model **
 void ts_model_free(ts_model *m) {
     if (!m) return;
     expert_cache_free(m->ecache);
-    ts_diag_free(m->diag);
+    for (int i = 0; i < m->n_bound; i++) m->be->ops->weight_unbind(m->be, m->bound[i].dev, m->bound[i].bytes);
+    free(m->bound);
+    tok_free(m->vocab);
+    if (m->own_be) ts_backend_free(m->be);
     ts_model_desc_free(&m->desc);
     gguf_close(m->gguf);
     free(m);
 }
 
 const gguf_file *ts_model_gguf(const ts_model *m) { return m->gguf; }
-const ts_model_desc *ts_model_desc_of(const ts_model *m) { return &m->desc; }
 const char *ts_model_arch(const ts_model *m) { return m->desc.fam->name; }
 int32_t ts_model_n_vocab(const ts_model *m) { return m->desc.hp.n_vocab; }
-int32_t ts_model_n_ctx_train(const ts_model *m) { return m->desc.hp.n_ctx_train; }
-uint64_t ts_model_weight_bytes(const ts_model *m) { return ts_model_desc_weight_bytes(&m->desc); }
+const ts_model_desc *ts_model_desc_of(const ts_model *m) { return &m->desc; }
 expert_cache *ts_model_expert_cache(const ts_model *m) { return m->ecache; }
+const ts_vocab *ts_model_vocab(const ts_model *m) { return m->vocab; }
+ts_backend *ts_model_backend(const ts_model *m) { return m->be; }
+bool ts_model_has_experts(const ts_model *m) { return m->ecache != NULL; }
 
-void ts_model_phase_add_sampling(ts_model *m, double seconds) {
-    if (m->diag && m->diag->phases) {
-        m->diag->phase_s[TS_PHASE_LM_HEAD] += seconds;
-        m->diag->total_s += seconds;
+void ts_model_get_info(const ts_model *m, ts_model_info *out) {
+    const ts_hparams *hp = &m->desc.hp;
+    memset(out, 0, sizeof *out);
+    out->arch = m->desc.fam->name;
+    out->name = m->name;
+    out->n_vocab = hp->n_vocab;
+    out->n_ctx_train = hp->n_ctx_train;
+    out->n_layer = hp->n_layer;
+    out->n_embd = hp->n_embd;
+    out->n_head = hp->n_head;
+    out->n_head_kv = hp->n_head_kv;
+    out->head_dim = hp->head_dim;
+    out->n_ff = hp->n_ff;
+    out->n_expert = m->desc.has_moe ? hp->n_expert : 0;
+    out->n_expert_used = m->desc.has_moe ? hp->n_expert_used : 0;
+    const gguf_file *f = m->gguf;
+    for (uint64_t t = 0; t < f->n_tensors; t++) {
+        out->n_params += f->tensors[t].ne[0] * f->tensors[t].ne[1] * f->tensors[t].ne[2] * f->tensors[t].ne[3];
+        out->file_bytes += f->tensors[t].nbytes;
     }
+    out->active_bytes = ts_model_desc_weight_bytes(&m->desc);
+    out->kv_bytes_per_pos = 2ull * 2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
 }
 
-static void phases_footer(const ts_model *m, FILE *log) {
-    const ts_diag *d = m->diag;
-    static const char *names[TS_PHASE_COUNT] = {"attention", "dense FFN", "router + top-k", "expert I/O wait", "expert compute",
-                                                "LM head + sampling"};
-    double named = 0, N = d->passes ? (double)d->passes : 1;
-    for (int p = 0; p < TS_PHASE_COUNT; p++) named += d->phase_s[p];
-    double total = d->total_s > named ? d->total_s : named;
-    fprintf(log, "[phases over %llu forward passes, %.1f ms total]\n", (unsigned long long)d->passes, total * 1e3);
-    fprintf(log, "  %-20s %12s %7s %12s\n", "phase", "ms total", "%", "ms/token");
-    for (int p = 0; p <= TS_PHASE_COUNT; p++) {
-        double v = p < TS_PHASE_COUNT ? d->phase_s[p] : total - named;
-        fprintf(log, "  %-20s %12.2f %6.1f%% %12.3f\n", p < TS_PHASE_COUNT ? names[p] : "rest", v * 1e3, total > 0 ? 100 * v / total : 0,
-                v * 1e3 / N);
-    }
-    if (m->ecache) {
-        expert_cache_stats st;
-        expert_cache_get_stats(m->ecache, -1, &st);
-        fprintf(log, "  expert cache: %llu requests, %llu hits (%.1f%%), %llu misses\n", (unsigned long long)st.requests,
-                (unsigned long long)st.hits, st.requests ? 100.0 * (double)st.hits / (double)st.requests : 0.0,
-                (unsigned long long)st.misses);
-        const char *dio = getenv("TURBOSPARK_EXPERT_DISK_IO");
-        if (dio && *dio && strcmp(dio, "0") != 0) {
-            uint64_t phys;
-            double req = (double)st.bytes_requested / (1024.0 * 1024.0) / N;
-            if (expert_cache_physical_bytes(m->ecache, &phys) == TS_OK)
-                fprintf(log, "  expert bytes: %.3f MiB/token requested, %.3f MiB/token physical, ratio %.3f\n", req,
-                        (double)phys / (1024.0 * 1024.0) / N, st.bytes_requested ? (double)phys / (double)st.bytes_requested : 0.0);
-            else
-                fprintf(log, "  expert bytes: %.3f MiB/token requested, physical n/a\n", req);
-        }
-    }
+ts_status ts_model_meta_str(const ts_model *m, const char *key, const char **val, size_t *len) {
+    gguf_str s;
+    if (gguf_get_str(m->gguf, key, &s) != GGUF_GET_OK) return ts_fail(TS_ERR_ARG, "the model has no string %s", key);
+    *val = s.ptr;
+    *len = (size_t)s.len;
+    return TS_OK;
 }
 
-ts_status ts_model_instruments_finish(ts_model *m, FILE *log) {
-    if (!m->diag) return TS_OK;
-    if (m->diag->phases) phases_footer(m, log);
-    return ts_diag_finish(m->diag, log);
+const char *ts_model_expert_choice(const ts_model *m) { return m->ecache ? expert_cache_choice(m->ecache) : ""; }
+
+const char *ts_model_expert_start_line(const ts_model *m, char *buf, size_t n) {
+    if (n) buf[0] = 0;
+    if (m->ecache) expert_cache_format_start(m->ecache, buf, n);
+    return buf;
 }
 
-static void diag_tap(void *user, ts_tap_point point, int32_t layer, const float *rows, int32_t n_tok, int32_t width, bool final) {
-    (void)point;
-    ts_diag_ffn_observe(user, layer, rows, n_tok, width, final);
+const char *ts_model_expert_end_line(const ts_model *m, uint64_t n_tokens, char *buf, size_t n) {
+    if (n) buf[0] = 0;
+    if (m->ecache) expert_cache_format_end(m->ecache, n_tokens, buf, n);
+    return buf;
+}
+
+void ts_model_expert_stats(const ts_model *m, ts_expert_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!m->ecache) return;
+    expert_cache_stats s;
+    expert_cache_get_stats(m->ecache, -1, &s);
+    out->passes = s.passes;
+    out->requests = s.requests;
+    out->hits = s.hits;
+    out->misses = s.misses;
+    out->cold_misses = s.cold_misses;
+    out->evict_misses = s.evict_misses;
+    out->bytes_requested = s.bytes_requested;
+    out->bytes_read = s.bytes_read;
+    out->io_wait_s = s.io_wait_s;
+}
+
+void ts_model_expert_reset_stats(ts_model *m) {
+    if (m->ecache) expert_cache_reset_stats(m->ecache);
+}
+
+static sampler_params to_internal(const ts_sampler_params *p) {
+    sampler_params q = {.temperature = p->temperature, .top_k = p->top_k, .top_p = p->top_p, .min_p = p->min_p,
+                        .repeat_penalty = p->repeat_penalty, .repeat_last_n = p->repeat_last_n, .seed = p->seed};
+    return q;
 }
 
 /* ---- session ---- */
 
 ts_session_opts ts_session_opts_default(void) {
-    ts_session_opts o = {.n_ctx = 0, .n_threads = 0, .n_batch = 256, .all_logits = false, .kv_f32 = false};
+    ts_session_opts o;
+    memset(&o, 0, sizeof o);
+    o.n_batch = 256;
     return o;
 }
 
@@ -202,13 +363,15 @@ static void layout(ts_session *s, carver *c) {
     s->rope_cs[0] = carve(c, sizeof(float) * B * half * 2);
     s->rope_cs[1] = carve(c, sizeof(float) * B * half * 2);
     s->logits = carve(c, sizeof(float) * (size_t)s->logits_rows * (size_t)hp->n_vocab);
+    s->pos = carve(c, sizeof(int32_t) * B);
+    s->ids_dev = carve(c, sizeof(int32_t) * B);
     if (s->model->desc.has_moe) {
         size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp, SF = (size_t)hp->n_ff_shexp;
         s->router = carve(c, sizeof(float) * B * NE);
         s->exp_gate = carve(c, sizeof(float) * FE);
         s->exp_up = carve(c, sizeof(float) * FE);
         s->exp_out = carve(c, sizeof(float) * E);
-        if (s->model->diag && s->model->diag->pilot) {
+        if (s->diag && s->diag->pilot != TS_PILOT_OFF) {
             s->pilot_h = carve(c, sizeof(float) * B * E);
             s->pilot_r = carve(c, sizeof(float) * B * NE);
         }
@@ -243,16 +406,27 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     ts_session *s = ts_calloc(1, sizeof *s);
     if (!s) return TS_ERR_NOMEM;
     s->model = m;
+    s->be = m->be;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
     s->all_logits = o.all_logits;
     s->kv_type = o.kv_f32 ? TS_TYPE_F32 : TS_TYPE_F16;
     s->logits_rows = o.all_logits ? n_batch : 1;
-    ts_status st = ts_backend_cpu_new(o.n_threads, &s->be);
-    if (st != TS_OK) goto fail;
+    ts_status st;
+    /* instruments first: a bad path is refused before anything large is made */
+    if ((st = ts_diag_new(o.instruments, &s->diag)) != TS_OK) goto fail;
+    if (s->diag) {
+        if ((st = ts_diag_bind(s->diag, hp->n_layer, m->desc.has_moe ? hp->n_expert : 0, hp->n_expert_used, m->desc.fam->name)) != TS_OK)
+            goto fail;
+        s->hook_tab = ts_diag_hooks;
+        s->hook_tab.user = s->diag;
+        s->hooks = &s->hook_tab;
+    }
+    if ((st = s->be->ops->stream_new(s->be, o.n_threads, &s->st)) != TS_OK) goto fail;
     s->kv = ts_calloc((size_t)hp->n_layer, sizeof(ts_kv_layer));
-    s->pos = ts_calloc((size_t)n_batch, sizeof(int32_t));
-    if (!s->kv || !s->pos) {
+    s->pos_host = ts_calloc((size_t)n_batch, sizeof(int32_t));
+    s->tokens = ts_calloc((size_t)n_ctx, sizeof(int32_t));
+    if (!s->kv || !s->pos_host || !s->tokens) {
         st = TS_ERR_NOMEM;
         goto fail;
     }
@@ -271,19 +445,23 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         }
     }
     ts_backend_reserve r = {.max_tokens = n_batch, .max_in = max_in, .n_ctx = n_ctx, .n_head = hp->n_head, .exact_act = o.precise};
-    if ((st = s->be->ops->reserve(s->be, &r)) != TS_OK) goto fail;
+    if ((st = s->be->ops->reserve(s->st, &r)) != TS_OK) goto fail;
 
     carver c = {0};
     layout(s, &c);
     s->arena_bytes = c.used;
     s->arena = s->be->ops->alloc(s->be, s->arena_bytes);
     if (!s->arena) {
-        st = ts_fail(TS_ERR_NOMEM, "session: cannot allocate %zu bytes for the KV cache and activations", s->arena_bytes);
+        char b[32];
+        st = ts_fail(TS_ERR_NOMEM, "session: cannot allocate %s for the KV cache (%d positions) and activations",
+                     ts_fmt_bytes(s->arena_bytes, 1, b, sizeof b), n_ctx);
         goto fail;
     }
     c = (carver){.base = s->arena};
     layout(s, &c);
-    if (m->diag && m->diag->ffn_path) ts_session_set_tap(s, diag_tap, m->diag);
+    s->sp = ts_sampler_params_default();
+    sampler_params sp = to_internal(&s->sp);
+    if ((st = sampler_new(&sp, hp->n_vocab, &s->smp)) != TS_OK) goto fail;
     *out = s;
     return TS_OK;
 fail:
@@ -293,18 +471,21 @@ fail:
 
 void ts_session_free(ts_session *s) {
     if (!s) return;
-    if (s->be) {
-        if (s->arena) s->be->ops->dealloc(s->be, s->arena, s->arena_bytes);
-        ts_backend_free(s->be);
-    }
+    if (s->arena) s->be->ops->dealloc(s->be, s->arena, s->arena_bytes);
+    if (s->st) s->be->ops->stream_free(s->st);
+    ts_diag_free(s->diag, s->be);
+    sampler_free(s->smp);
     free(s->kv);
-    free(s->pos);
+    free(s->pos_host);
+    free(s->tokens);
     free(s->out);
     free(s->router_host);
     free(s->pilot_host);
     free(s->sh_gate_host);
     free(s);
 }
+
+ts_model *ts_session_model(const ts_session *s) { return s->model; }
 
 static ts_status ensure_out(ts_session *s, int64_t rows) {
     if (rows <= s->out_rows) return TS_OK;
@@ -318,6 +499,7 @@ static ts_status ensure_out(ts_session *s, int64_t rows) {
 ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **logits) {
     if (logits) *logits = NULL;
     const int32_t V = s->model->desc.hp.n_vocab;
+    const ts_backend_ops *op = s->be->ops;
     if (n < 1 || !ids) return ts_fail(TS_ERR_ARG, "eval: no tokens");
     if ((int64_t)s->n_past + n > s->n_ctx)
         return ts_fail(TS_ERR_LIMIT, "eval: %d tokens after %d exceed the context of %d", n, s->n_past, s->n_ctx);
@@ -328,21 +510,27 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
         ts_status st = ensure_out(s, s->all_logits ? n : 1);
         if (st != TS_OK) return st;
     }
+    s->last_logits = NULL;
     double t0 = ts_now();
     for (int32_t done = 0; done < n;) {
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;
         bool final = done + chunk == n;
         ts_status st = ts_forward_chunk(s, ids + done, chunk, s->all_logits, final);
+        if (st == TS_OK) {
+            if (s->all_logits) op->to_host(s->st, s->out + (size_t)done * V, s->logits, sizeof(float) * (size_t)chunk * V);
+            else if (final && !host) op->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)V);
+            st = op->sync(s->st);
+        }
         if (st != TS_OK) return st; /* n_past unchanged: the chunk is not in the context */
-        if (s->all_logits) s->be->ops->download(s->be, s->out + (size_t)done * V, s->logits, (size_t)chunk * V);
-        else if (final && !host) s->be->ops->download(s->be, s->out, s->logits, (size_t)V);
+        ts_diag_phases_flush(s);
+        memcpy(s->tokens + s->n_past, ids + done, sizeof(int32_t) * (size_t)chunk);
         s->n_past += chunk;
         done += chunk;
     }
     double dt = ts_now() - t0;
-    if (s->model->diag) {
-        s->model->diag->passes += (uint64_t)n;
-        s->model->diag->total_s += dt;
+    if (s->diag) {
+        s->diag->passes += (uint64_t)n;
+        s->diag->total_s += dt;
     }
     if (n == 1) {
         s->timings.decode_tokens++;
@@ -351,27 +539,124 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
         s->timings.prefill_tokens += n;
         s->timings.prefill_s += dt;
     }
-    if (logits) *logits = (s->all_logits || !host) ? s->out : s->logits;
+    float *res = (s->all_logits || !host) ? s->out : s->logits;
+    s->last_logits = s->all_logits ? res + (size_t)(n - 1) * V : res;
+    if (logits) *logits = res;
     return TS_OK;
 }
 
-void ts_session_reset(ts_session *s) { s->n_past = 0; }
+void ts_session_reset(ts_session *s) {
+    s->n_past = 0;
+    s->last_logits = NULL;
+}
 
 ts_status ts_session_truncate(ts_session *s, int32_t n_past) {
     if (n_past < 0 || n_past > s->n_past)
         return ts_fail(TS_ERR_ARG, "truncate: %d is outside the context (0..%d)", n_past, s->n_past);
+    if (n_past != s->n_past) s->last_logits = NULL;
     s->n_past = n_past;
     return TS_OK;
+}
+
+int32_t ts_session_reuse_prefix(ts_session *s, const int32_t *ids, int32_t n) {
+    int32_t common = 0;
+    while (common < s->n_past && common < n && s->tokens[common] == ids[common]) common++;
+    if (common == n && common > 0) common--; /* at least one token must be evaluated for fresh logits */
+    ts_session_truncate(s, common);
+    return common;
+}
+
+const int32_t *ts_session_tokens(const ts_session *s, int32_t *n_past) {
+    if (n_past) *n_past = s->n_past;
+    return s->tokens;
 }
 
 int32_t ts_session_n_ctx(const ts_session *s) { return s->n_ctx; }
 int32_t ts_session_n_past(const ts_session *s) { return s->n_past; }
 int32_t ts_session_n_vocab(const ts_session *s) { return s->model->desc.hp.n_vocab; }
-int32_t ts_session_n_threads(const ts_session *s) { return s->be->n_threads; }
+int32_t ts_session_n_threads(const ts_session *s) { return s->st->n_threads; }
 ts_timings ts_session_timings(const ts_session *s) { return s->timings; }
 void ts_session_timings_reset(ts_session *s) { memset(&s->timings, 0, sizeof s->timings); }
 
-void ts_session_set_tap(ts_session *s, ts_tap_fn fn, void *user) {
-    s->tap = fn;
-    s->tap_user = user;
+/* ---- the session's sampler ---- */
+
+ts_sampler_params ts_sampler_params_default(void) {
+    sampler_params p;
+    sampler_params_default(&p);
+    ts_sampler_params o = {.temperature = p.temperature, .top_k = p.top_k, .top_p = p.top_p, .min_p = p.min_p,
+                           .repeat_penalty = p.repeat_penalty, .repeat_last_n = p.repeat_last_n, .seed = p.seed};
+    return o;
+}
+
+ts_status ts_session_set_sampler(ts_session *s, const ts_sampler_params *p) {
+    sampler_params q = to_internal(p);
+    sampler *smp;
+    ts_status st = sampler_new(&q, s->model->desc.hp.n_vocab, &smp);
+    if (st != TS_OK) return st;
+    sampler_free(s->smp);
+    s->smp = smp;
+    s->sp = *p;
+    return TS_OK;
+}
+
+void ts_session_sampler_reset(ts_session *s) { sampler_reset(s->smp); }
+void ts_session_sampler_accept(ts_session *s, int32_t id) { sampler_accept(s->smp, id); }
+
+ts_status ts_session_sample(ts_session *s, int32_t *id) {
+    *id = -1;
+    if (!s->last_logits) return ts_fail(TS_ERR_ARG, "sample: no logits (evaluate tokens first)");
+    double t0 = ts_now();
+    int32_t r = sampler_sample(s->smp, s->last_logits);
+    double dt = ts_now() - t0;
+    s->timings.sample_s += dt;
+    if (s->diag && s->diag->phases) {
+        s->diag->phase_s[TS_PHASE_LM_HEAD] += dt;
+        s->diag->total_s += dt;
+    }
+    if (r < 0 || r >= s->model->desc.hp.n_vocab) {
+        ts_error_prefix("no token sampled"); /* the sampler said why */
+        return TS_ERR_ARG;
+    }
+    *id = r;
+    return TS_OK;
+}
+
+/* ---- instruments ---- */
+
+static void phases_footer(const ts_session *s, FILE *log) {
+    const ts_diag *d = s->diag;
+    const ts_model *m = s->model;
+    static const char *names[TS_PHASE_COUNT] = {"attention", "dense FFN", "router + top-k", "expert I/O wait", "expert compute",
+                                                "LM head + sampling"};
+    double named = 0, N = d->passes ? (double)d->passes : 1;
+    for (int p = 0; p < TS_PHASE_COUNT; p++) named += d->phase_s[p];
+    double total = d->total_s > named ? d->total_s : named;
+    fprintf(log, "[phases over %llu forward passes, %.1f ms total]\n", (unsigned long long)d->passes, total * 1e3);
+    fprintf(log, "  %-20s %12s %7s %12s\n", "phase", "ms total", "%", "ms/token");
+    for (int p = 0; p <= TS_PHASE_COUNT; p++) {
+        double v = p < TS_PHASE_COUNT ? d->phase_s[p] : total - named;
+        fprintf(log, "  %-20s %12.2f %6.1f%% %12.3f\n", p < TS_PHASE_COUNT ? names[p] : "rest", v * 1e3, total > 0 ? 100 * v / total : 0,
+                v * 1e3 / N);
+    }
+    if (m->ecache) {
+        expert_cache_stats st;
+        expert_cache_get_stats(m->ecache, -1, &st);
+        fprintf(log, "  expert cache: %llu requests, %llu hits (%.1f%%), %llu misses\n", (unsigned long long)st.requests,
+                (unsigned long long)st.hits, st.requests ? 100.0 * (double)st.hits / (double)st.requests : 0.0,
+                (unsigned long long)st.misses);
+        uint64_t phys;
+        double req = (double)st.bytes_requested / (1024.0 * 1024.0) / N;
+        ts_status pst = expert_cache_physical_bytes(m->ecache, &phys);
+        if (pst == TS_OK)
+            fprintf(log, "  expert bytes: %.3f MiB/token requested, %.3f MiB/token physical, ratio %.3f\n", req,
+                    (double)phys / (1024.0 * 1024.0) / N, st.bytes_requested ? (double)phys / (double)st.bytes_requested : 0.0);
+        else if (expert_cache_disk_io_on(m->ecache))
+            fprintf(log, "  expert bytes: %.3f MiB/token requested, physical n/a\n", req);
+    }
+}
+
+ts_status ts_session_instruments_finish(ts_session *s, FILE *log, bool partial) {
+    if (!s->diag) return TS_OK;
+    if (s->diag->phases) phases_footer(s, log);
+    return ts_diag_finish(s->diag, log, partial);
 }

@@ -1,27 +1,47 @@
-/* Engine internals shared by engine.c (model and session lifetime) and
- * forward.c (the transformer). */
+/* Engine internals shared by engine.c (model and session lifetime),
+ * forward.c / moe.c (the transformer) and instruments.c (the hooks). */
 #ifndef TS_FORWARD_INTERNAL_H
 #define TS_FORWARD_INTERNAL_H
+
+#include <pthread.h>
 
 #include "compute/backend.h"
 #include "diag/diag.h"
 #include "forward/engine.h"
+#include "forward/hooks.h"
+#include "sample/sample.h"
+#include "tokenizer/tokenizer.h"
 
+/* One weight made readable by the backend (unbound at model free). */
+typedef struct ts_bound {
+    const void *dev;
+    size_t bytes;
+} ts_bound;
+
+/* Immutable after load: sessions on any threads read it; the expert cache
+ * (shared on purpose) guards itself. */
 struct ts_model {
-    gguf_file *gguf;     /* the open file; weights point into its mapping */
-    ts_model_desc desc;  /* hyperparameters and bound weights */
-    expert_cache *ecache;/* routed experts (MoE models), else NULL */
-    ts_diag *diag;       /* instruments from the environment; NULL = all off */
+    gguf_file *gguf;       /* the open file: host weights point into its mapping */
+    ts_model_desc desc;    /* hyperparameters; every weight pointer is a backend address (weight_bind) */
+    ts_backend *be;        /* where the weights live */
+    bool own_be;           /* made by ts_model_load (opts->backend NULL) */
+    tok_vocab *vocab;      /* the file's tokenizer, or NULL when it has none */
+    expert_cache *ecache;  /* routed experts (MoE models), else NULL */
+    ts_bound *bound;       /* (n_bound) weights bound on the backend */
+    int n_bound;
+    char name[256];        /* general.name, NUL-terminated */
 };
 
+/* One conversation's state: one thread at a time. */
 struct ts_session {
     ts_model *model;
     ts_backend *be;
+    ts_stream *st;        /* this session's execution context on the backend */
     int n_ctx;            /* positions in the KV cache */
     int n_batch;          /* most tokens per forward chunk */
     int n_past;           /* positions filled */
     bool all_logits;
-    uint32_t kv_type;     /* TS_TYPE_F16 / TS_TYPE_F32 */
+    ts_type kv_type;      /* TS_TYPE_F16 / TS_TYPE_F32 */
 
     /* backend memory, one arena: activations of up to n_batch tokens */
     void *arena;
@@ -39,7 +59,8 @@ struct ts_session {
     float *logits;        /* (logits_rows, n_vocab) */
     int logits_rows;      /* 1, or n_batch in all-logits mode */
     ts_kv_layer *kv;      /* (n_layer) caches inside the arena */
-    int32_t *pos;         /* (n_batch) positions of the chunk, host */
+    int32_t *pos;         /* (n_batch) positions of the chunk (backend memory) */
+    int32_t *ids_dev;     /* (n_batch) token ids of the chunk (backend memory) */
 
     /* MoE (NULL for dense models) */
     float *router;        /* (n_batch, n_expert) router logits */
@@ -50,20 +71,28 @@ struct ts_session {
     float *sh_up;         /* (n_batch, n_ff_shexp) */
     float *sh_out;        /* (n_batch, n_embd) */
     float *sh_gate;       /* (n_batch, 1) shared expert gate logits */
-    float *router_host;   /* (n_batch, n_expert) host copy of router logits */
-    float *sh_gate_host;  /* (n_batch) host copy */
     float *pilot_h;       /* (n_batch, n_embd) pilot probe: the residual through the target's norm */
     float *pilot_r;       /* (n_batch, n_expert) pilot probe router logits */
-    float *pilot_host;    /* (n_batch, n_expert) host copy */
-    bool chunk_final;     /* the chunk being run is the last of its eval */
 
     /* host memory */
+    int32_t *pos_host;    /* (n_batch) positions of the chunk */
+    float *router_host;   /* (n_batch, n_expert) host copy of router logits */
+    float *sh_gate_host;  /* (n_batch) host copy */
+    float *pilot_host;    /* (n_batch, n_expert) host copy */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */
     int64_t out_rows;
+    float *last_logits;   /* the last row of the last eval's logits (host), for sampling; NULL before any eval */
+    int32_t *tokens;      /* (n_ctx) ids in the context, n_past of them */
+    bool chunk_final;     /* the chunk being run is the last of its eval */
 
+    sampler *smp;         /* the session's sampler */
+    ts_sampler_params sp; /* its parameters */
     ts_timings timings;
-    ts_tap_fn tap;
-    void *tap_user;
+
+    /* instruments: NULL when all are off (then hooks is NULL too) */
+    ts_diag *diag;
+    const ts_hooks *hooks; /* &hook_tab when diag is set */
+    ts_hooks hook_tab;     /* ts_diag_hooks with user = diag */
 };
 
 /* Runs the transformer over n <= n_batch tokens at positions n_past.. and
@@ -76,9 +105,12 @@ ts_status ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_ro
  * way whatever the residency, so output never depends on the cache. */
 ts_status ts_forward_moe(ts_session *s, int l, int n);
 
-/* TURBOSPARK_PILOT_PROBE: at layer l, with the post-attention residual in
- * s->x, run the target layer's router (l+1, or l itself in self mode) through
- * its own norm and record its top-k as that layer's "pred". Scratch only. */
-void ts_forward_pilot(ts_session *s, int l, int n);
+/* top-k of n logits: descending, ties to the lower id (k <= CACHE_MAX_K). */
+void ts_topk(const float *x, int n, int k, int32_t *ids);
+
+/* The hooks that feed a session's ts_diag (instruments.c). */
+extern const ts_hooks ts_diag_hooks;
+/* Resolves the phase marks recorded so far (after the stream synced). */
+void ts_diag_phases_flush(ts_session *s);
 
 #endif

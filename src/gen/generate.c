@@ -1,17 +1,43 @@
 #include "gen/generate.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char *gen_stop_reason_name(gen_stop_reason r) {
+const char *ts_stop_reason_name(ts_stop_reason r) {
     switch (r) {
-    case GEN_STOP_EOG: return "eos";
-    case GEN_STOP_STRING: return "stop";
-    case GEN_STOP_LENGTH: return "length";
-    case GEN_STOP_CTX: return "ctx";
-    case GEN_STOP_ABORT: return "abort";
+    case TS_STOP_EOG: return "eos";
+    case TS_STOP_STRING: return "stop";
+    case TS_STOP_LENGTH: return "length";
+    case TS_STOP_CTX: return "ctx";
+    case TS_STOP_ABORT: return "abort";
     default: return "none";
     }
+}
+
+/* log-softmax of the model's row before sampling touches it: the logprob of
+ * the chosen token and the top alternatives (OpenAI's logprobs). */
+static void token_logprobs(const float *logits, int32_t n, int32_t id, int32_t n_top, ts_token_event *ev) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double z = 0;
+    for (int32_t i = 0; i < n; i++) z += exp((double)logits[i] - mx);
+    double lz = (double)mx + log(z);
+    ev->logprob = (float)((double)logits[id] - lz);
+    ev->n_top = 0;
+    for (int32_t i = 0; i < n; i++) {
+        /* insertion into a descending list, ties to the lower id */
+        float v = logits[i];
+        int32_t pos = ev->n_top;
+        while (pos > 0 && v > logits[ev->top_id[pos - 1]]) pos--;
+        if (pos >= n_top) continue;
+        int32_t last = ev->n_top < n_top ? ev->n_top : n_top - 1;
+        for (int32_t j = last; j > pos; j--) ev->top_id[j] = ev->top_id[j - 1];
+        ev->top_id[pos] = i;
+        if (ev->n_top < n_top) ev->n_top++;
+    }
+    for (int32_t j = 0; j < ev->n_top; j++) ev->top_logprob[j] = (float)((double)logits[ev->top_id[j]] - lz);
 }
 
 /* Text that is final but not yet emitted, because its tail might still grow
@@ -67,15 +93,28 @@ ts_status gen_run(void *model, gen_eval_fn eval, int32_t n_vocab, const tok_voca
                   int32_t n_prompt, const gen_params *p, gen_text_fn on_text, gen_token_fn on_token, void *user, gen_result *out) {
     memset(out, 0, sizeof *out);
     if (p->max_new < 0) return ts_fail(TS_ERR_ARG, "max_new must not be negative");
+    if (p->top_logprobs < 0 || p->top_logprobs > TS_MAX_TOP_LOGPROBS)
+        return ts_fail(TS_ERR_ARG, "top_logprobs %d is outside 0..%d", p->top_logprobs, TS_MAX_TOP_LOGPROBS);
+    float *lp_row = NULL; /* the row before sampling modifies it */
+    if (p->logprobs || p->top_logprobs) {
+        lp_row = ts_malloc(sizeof(float) * (size_t)n_vocab);
+        if (!lp_row) return TS_ERR_NOMEM;
+    }
     if (n_prompt < 1) return ts_fail(TS_ERR_ARG, "the prompt is empty: nothing to condition on");
     if ((int64_t)p->n_past + n_prompt > p->n_ctx)
         return ts_fail(TS_ERR_LIMIT, "the prompt is %d tokens but only %d of the %d-token context are free", n_prompt, p->n_ctx - p->n_past,
                        p->n_ctx);
     out->ids = ts_malloc(sizeof(int32_t) * (size_t)(p->max_new ? p->max_new : 1));
-    if (!out->ids) return TS_ERR_NOMEM;
+    if (!out->ids) {
+        free(lp_row);
+        return TS_ERR_NOMEM;
+    }
     tok_stream ts;
     ts_status st = tok_stream_init(&ts, vocab, 0);
-    if (st) return st;
+    if (st) {
+        free(lp_row);
+        return st;
+    }
     pending pend = {0};
     for (int32_t i = 0; i < n_prompt; i++) sampler_accept(smp, prompt[i]);
 
@@ -88,13 +127,22 @@ ts_status gen_run(void *model, gen_eval_fn eval, int32_t n_vocab, const tok_voca
     double t1 = ts_now();
     while (!st) {
         if (out->n_new == p->max_new) { out->reason = GEN_STOP_LENGTH; break; }
+        if (lp_row) memcpy(lp_row, logits, sizeof(float) * (size_t)n_vocab);
         double ts0 = ts_now();
         int32_t id = sampler_sample(smp, logits);
         out->sample_s += ts_now() - ts0;
-        if (id < 0 || id >= n_vocab) { st = ts_fail(TS_ERR_INTERNAL, "sampler returned no token: %s", ts_last_error()); break; }
+        if (id < 0 || id >= n_vocab) {
+            ts_error_prefix("no token sampled"); /* the sampler said why */
+            st = TS_ERR_ARG;
+            break;
+        }
         sampler_accept(smp, id);
         out->ids[out->n_new++] = id;
-        if (on_token && !on_token(user, id)) { out->reason = GEN_STOP_ABORT; break; }
+        if (on_token) {
+            ts_token_event ev = {.id = id};
+            if (lp_row) token_logprobs(lp_row, n_vocab, id, p->top_logprobs, &ev);
+            if (!on_token(user, &ev)) { out->reason = GEN_STOP_ABORT; break; }
+        }
         if (tok_is_eog(vocab, id)) { out->reason = GEN_STOP_EOG; break; }
         size_t len;
         const char *txt = tok_stream_push(&ts, id, &len);
@@ -125,6 +173,7 @@ ts_status gen_run(void *model, gen_eval_fn eval, int32_t n_vocab, const tok_voca
         if (on_text && pend.n && !on_text(user, pend.buf, pend.n)) out->reason = GEN_STOP_ABORT;
     }
     free(pend.buf);
+    free(lp_row);
     tok_stream_free(&ts);
     return st;
 }

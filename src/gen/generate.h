@@ -18,23 +18,17 @@
  * of the last one (n_vocab floats, valid until the next call). */
 typedef ts_status (*gen_eval_fn)(void *model, const int32_t *ids, int32_t n, float **logits);
 
-typedef enum gen_stop_reason {
-    GEN_STOP_NONE = 0,
-    GEN_STOP_EOG,    /* the model produced an end-of-generation token */
-    GEN_STOP_STRING, /* a --stop string appeared in the text */
-    GEN_STOP_LENGTH, /* --max-new tokens generated */
-    GEN_STOP_CTX,    /* the context is full */
-    GEN_STOP_ABORT,  /* the text callback asked to stop (e.g. closed pipe) */
-} gen_stop_reason;
+typedef ts_stop_reason gen_stop_reason; /* the public enum */
+#define GEN_STOP_NONE TS_STOP_NONE
+#define GEN_STOP_EOG TS_STOP_EOG
+#define GEN_STOP_STRING TS_STOP_STRING
+#define GEN_STOP_LENGTH TS_STOP_LENGTH
+#define GEN_STOP_CTX TS_STOP_CTX
+#define GEN_STOP_ABORT TS_STOP_ABORT
+#define gen_stop_reason_name ts_stop_reason_name
 
-const char *gen_stop_reason_name(gen_stop_reason r); /* "eos", "stop", "length", "ctx", "abort" */
-
-/* Receives text as it becomes final (never half a UTF-8 character, never a
- * piece that may still turn out to be part of a stop string). Return false to
- * abort. */
-typedef bool (*gen_text_fn)(void *user, const char *text, size_t len);
-/* Receives each generated token id (including an EOG token that ends the run). */
-typedef bool (*gen_token_fn)(void *user, int32_t id);
+typedef ts_text_fn gen_text_fn;
+typedef ts_token_fn gen_token_fn;
 
 typedef struct gen_params {
     int32_t max_new;          /* tokens to generate at most (> 0) */
@@ -42,16 +36,11 @@ typedef struct gen_params {
     size_t n_stops;
     int32_t n_ctx;            /* context size: prompt + generated must fit */
     int32_t n_past;           /* tokens already in the context before this call (chat) */
+    bool logprobs;            /* fill the token events' logprob */
+    int32_t top_logprobs;     /* 0..TS_MAX_TOP_LOGPROBS alternatives per token */
 } gen_params;
 
-typedef struct gen_result {
-    gen_stop_reason reason;
-    int32_t n_prompt;       /* tokens prefilled */
-    int32_t n_new;          /* tokens sampled (EOG included) */
-    double prefill_s, decode_s;
-    double sample_s;        /* of decode_s, time in the sampler */
-    int32_t *ids;           /* (n_new) generated ids; owned, free() */
-} gen_result;
+typedef ts_gen_result gen_result;
 
 /* Runs prefill + decode. sampler_accept is called for every prompt and
  * generated token (repetition penalty sees both). text/token callbacks may be

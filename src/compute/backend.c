@@ -1,0 +1,60 @@
+/* The public backend calls: choosing and making a backend. */
+#include <stdio.h>
+#include <string.h>
+
+#include "compute/backend.h"
+
+ts_backend_opts ts_backend_opts_default(void) {
+    ts_backend_opts o = {.kind = TS_BACKEND_AUTO, .n_threads = 0, .device = 0};
+    return o;
+}
+
+ts_status ts_backend_kind_parse(const char *s, ts_backend_kind *out) {
+    if (s && !strcmp(s, "auto")) *out = TS_BACKEND_AUTO;
+    else if (s && !strcmp(s, "cpu")) *out = TS_BACKEND_CPU;
+    else if (s && !strcmp(s, "cuda")) *out = TS_BACKEND_CUDA;
+    else return ts_fail(TS_ERR_ARG, "'%s': expected cpu, cuda or auto", s ? s : "");
+    return TS_OK;
+}
+
+bool ts_backend_cuda_built(void) {
+#if defined(TS_HAVE_CUDA)
+    return true;
+#else
+    return false;
+#endif
+}
+
+ts_status ts_backend_new(const ts_backend_opts *opts, ts_backend **out) {
+    *out = NULL;
+    ts_backend_opts o = opts ? *opts : ts_backend_opts_default();
+    if (o.n_threads < 0) return ts_fail(TS_ERR_ARG, "backend: %d threads", o.n_threads);
+    switch (o.kind) {
+    case TS_BACKEND_CPU: return ts_backend_cpu_new(o.n_threads, out);
+    case TS_BACKEND_CUDA:
+#if defined(TS_HAVE_CUDA)
+        return ts_backend_cuda_new(o.device, out);
+#else
+        return ts_fail(TS_ERR_UNSUPPORTED, "backend cuda: this build has no CUDA support (rebuild with nvcc on the PATH, TS_CUDA=ON)");
+#endif
+    case TS_BACKEND_AUTO:
+#if defined(TS_HAVE_CUDA)
+        if (ts_backend_cuda_new(o.device, out) == TS_OK) return TS_OK;
+#endif
+        return ts_backend_cpu_new(o.n_threads, out);
+    }
+    return ts_fail(TS_ERR_ARG, "backend: unknown kind %d", (int)o.kind);
+}
+
+void ts_backend_free(ts_backend *be) {
+    if (be) be->ops->destroy(be);
+}
+
+ts_backend_kind ts_backend_kind_of(const ts_backend *be) { return be->kind; }
+const char *ts_backend_name(const ts_backend *be) { return be->ops->name; }
+
+const char *ts_backend_describe(const ts_backend *be, char *buf, size_t n) {
+    if (n) buf[0] = 0;
+    be->ops->describe(be, buf, n);
+    return buf;
+}
