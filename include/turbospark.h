@@ -130,6 +130,28 @@ const char *ts_detok_push(ts_detok *d, int32_t id, size_t *len);
 const char *ts_detok_flush(ts_detok *d, size_t *len);
 void ts_detok_free(ts_detok *d);
 
+/* ======================================================================
+ * Inspect
+ * ====================================================================== */
+
+typedef struct ts_inspect_opts {
+    bool tensors; /* add the tensor table: name, type, shape, absolute file offset, bytes */
+    bool json;    /* JSON (every metadata key; arrays as their type and length) instead of text */
+} ts_inspect_opts;
+
+/* Describes the GGUF file at path: architecture, key hyperparameters,
+ * tokenizer, tensor count, bytes per tensor type, parameters. The whole
+ * description comes back as one NUL-terminated string (*len excludes the
+ * NUL; ts_free *text), so a caller prints all of it or nothing. o may be
+ * NULL (text, no tensor table).
+ * What the file supplies is untrusted. Text: control characters (C0, DEL,
+ * C1) and bytes that are not UTF-8 are shown escaped (\x1b, \u009b) and a
+ * backslash as \\, so a hostile name cannot drive a terminal. JSON: always
+ * valid UTF-8; invalid bytes (and NUL) become U+FFFD.
+ * Refuses what the GGUF reader refuses: FIFOs, devices and directories
+ * (before opening them), truncated or malformed files. */
+ts_status ts_inspect(const char *path, const ts_inspect_opts *o, char **text, size_t *len);
+
 /* ---- engine (model, session, generation, chat): being moved here ---- */
 
 #ifdef __cplusplus
