@@ -22,7 +22,7 @@ static const char *write_tmp(const char *text) {
 static void expect_refused(const char *json, const char *want) {
     const char *p = write_tmp(json);
     router_capture c;
-    ts_status st = router_capture_load(p, &c);
+    ts_status st = router_capture_load(p, 0, &c);
     CHECKF(st != TS_OK && strstr(ts_last_error(), want), "want '%s', got '%s'", want, ts_last_error());
     if (st == TS_OK) router_capture_free(&c);
     unlink(p);
@@ -37,7 +37,7 @@ int main(void) {
         "\"trace\":[[],[0,1,2,0,1,3,0,1]]}";
     const char *p = write_tmp(good);
     router_capture c;
-    CHECKF(router_capture_load(p, &c) == TS_OK, "%s", ts_last_error());
+    CHECKF(router_capture_load(p, 0, &c) == TS_OK, "%s", ts_last_error());
     unlink(p);
     CHECK(!router_capture_layer_routes(&c, 0) && router_capture_passes(&c, 1) == 8);
     router_layer_stats rs;
@@ -97,7 +97,7 @@ int main(void) {
     close(mkstemp(wp));
     CHECKF(diag_router_write(&w, wp) == TS_OK, "%s", ts_last_error());
     diag_router_free(&w);
-    CHECKF(router_capture_load(wp, &c) == TS_OK, "%s", ts_last_error());
+    CHECKF(router_capture_load(wp, 0, &c) == TS_OK, "%s", ts_last_error());
     CHECK(c.has_trace && c.has_pred && router_capture_passes(&c, 1) == 50 && !router_capture_layer_routes(&c, 0));
     /* the pilot here named exactly the routed ids at layer 2: recall must be 100% */
     CHECK(router_replay_layer(&c, 2, 2, REPLAY_LFU, 0, 2, &r) == TS_OK && r.pred_total == 100 && r.pred_hits == 100);
@@ -117,7 +117,7 @@ int main(void) {
     CHECK(diag_router_record(&w, 0, &id0, bad_lg) == TS_OK);
     CHECKF(diag_router_write(&w, wp) == TS_OK, "%s", ts_last_error());
     diag_router_free(&w);
-    CHECKF(router_capture_load(wp, &c) == TS_OK, "%s", ts_last_error());
+    CHECKF(router_capture_load(wp, 0, &c) == TS_OK, "%s", ts_last_error());
     if (c.num_layers) router_capture_free(&c);
     rf = fopen(wp, "r");
     tn = fread(text, 1, sizeof text - 1, rf);

@@ -63,10 +63,10 @@ static ts_status read_matrix(const char *path, const cJSON *root, const char *ke
     return TS_OK;
 }
 
-ts_status ffn_capture_load(const char *path, ffn_capture *out) {
+ts_status ffn_capture_load(const char *path, uint64_t max_bytes, ffn_capture *out) {
     memset(out, 0, sizeof *out);
     cJSON *root;
-    ts_status st = json_in_load(path, &root);
+    ts_status st = json_in_load(path, max_bytes, &root);
     if (st) return st;
     uint64_t nl, inter, off;
     double *tmp = NULL;

@@ -26,7 +26,10 @@ typedef struct router_capture {
     int32_t pred_k;        /* ids per pass in pred (0 when absent) */
 } router_capture;
 
-ts_status router_capture_load(const char *path, router_capture *out);
+/* Loads and checks a capture (counts against top_k and the trace, ids in
+ * range, no expert twice in one pass of the trace or of pred). max_bytes caps
+ * the file (0 = TS_READ_DEFAULT_CAP). */
+ts_status router_capture_load(const char *path, uint64_t max_bytes, router_capture *out);
 void router_capture_free(router_capture *c);
 /* Passes routed at layer l (counts sum / top_k). */
 uint64_t router_capture_passes(const router_capture *c, int32_t l);
