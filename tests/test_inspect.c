@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc_hook.h"
 #include "gguf/gguf.h"
 #include "test_util.h"
 
@@ -152,10 +153,44 @@ static void test_plain(void) {
     CHECK(ts_inspect(path, NULL, &t, &n) == TS_ERR_IO && !t && strstr(ts_last_error(), path));
 }
 
+/* Every allocation of a call fails in turn: each run fails with a message
+ * and hands out nothing, or succeeds with the very same description. */
+static void alloc_sweep(const char *path, bool json) {
+#if !ALLOC_HOOK
+    (void)path;
+    printf("inspect%s: allocation-failure sweep not run under AddressSanitizer\n", json ? " --json" : "");
+#else
+    ts_inspect_opts o = {.json = json, .tensors = true};
+    char *want = NULL, *got;
+    size_t wn = 0, gn;
+    alloc_count = 0;
+    CHECK(ts_inspect(path, &o, &want, &wn) == TS_OK);
+    long total = alloc_count;
+    int bad = 0, failed = 0;
+    for (long k = 0; k < total + 4 && want; k++) {
+        got = NULL;
+        alloc_fail_in(k);
+        ts_status st = ts_inspect(path, &o, &got, &gn);
+        alloc_fail_hit();
+        if (st != TS_OK) {
+            failed++;
+            if (got || !ts_last_error()[0]) bad++;
+        } else if (!got || gn != wn || memcmp(got, want, wn)) {
+            bad++;
+        }
+        free(got);
+    }
+    CHECKF(bad == 0 && failed > 0, "json=%d: %d of %ld allocations failing went wrong, %d failed", json, bad, total, failed);
+    free(want);
+#endif
+}
+
 int main(void) {
     char *path = make_file();
     test_text(path);
     test_json(path);
+    alloc_sweep(path, false);
+    alloc_sweep(path, true);
     unlink(path);
     test_plain();
     return tu_finish();

@@ -184,11 +184,11 @@ static int cmp_desc_d(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-void ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out) {
+ts_status ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out) {
     memset(out, 0, sizeof *out);
     size_t I = (size_t)c->inter;
     double *m = malloc(I * sizeof *m);
-    if (!m) return;
+    if (!m) return ts_fail(TS_ERR_NOMEM, "out of memory");
     memcpy(m, c->mass + (size_t)l * I, I * sizeof *m);
     qsort(m, I, sizeof *m, cmp_desc_d);
     double tot = 0;
@@ -210,4 +210,5 @@ void ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out) {
         out->overlap[k] = pairs ? (double)hits / ((double)pairs * c->overlap_k[k]) : NAN;
         out->chance[k] = (double)c->overlap_k[k] / c->inter;
     }
+    return TS_OK;
 }

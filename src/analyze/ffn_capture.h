@@ -35,7 +35,7 @@ typedef struct ffn_layer_stats {
     double chance[FFN_N_OVERLAP_K];  /* K / inter */
 } ffn_layer_stats;
 
-void ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out);
+ts_status ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out);
 /* Share of layer l's mass in buckets wholly below 2^e. */
 double ffn_mass_below_pow2(const ffn_capture *c, int32_t l, int e);
 

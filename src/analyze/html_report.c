@@ -148,7 +148,8 @@ ts_status html_close(html_doc *h) {
     if (h->in_table) html_table_end(h);
     out(h, "</body>\n</html>\n");
     ts_status st = TS_OK;
-    if (fflush(h->f) != 0 || ferror(h->f) || fsync(fileno(h->f)) != 0)
+    if (h->oom) st = ts_fail(TS_ERR_NOMEM, "out of memory writing %s", h->path);
+    else if (fflush(h->f) != 0 || ferror(h->f) || fsync(fileno(h->f)) != 0)
         st = ts_fail(TS_ERR_IO, "writing %s failed: %s", h->path, errno ? strerror(errno) : "write error");
     if (fclose(h->f) != 0 && !st) st = ts_fail(TS_ERR_IO, "writing %s failed: %s", h->path, strerror(errno));
     if (!st && rename(h->tmp, h->path) != 0) st = ts_fail(TS_ERR_IO, "cannot write %s: %s", h->path, strerror(errno));
@@ -165,6 +166,7 @@ void html_heading(html_doc *h, int level, const char *fmt, ...) {
     va_start(ap, fmt);
     char *s = vformat(fmt, ap);
     va_end(ap);
+    if (!s) h->oom = true;
     out(h, "<h%d>", level);
     html_text(h, s ? s : "");
     out(h, "</h%d>\n", level);
@@ -176,6 +178,7 @@ void html_para(html_doc *h, const char *cls, const char *fmt, ...) {
     va_start(ap, fmt);
     char *s = vformat(fmt, ap);
     va_end(ap);
+    if (!s) h->oom = true;
     if (cls) out(h, "<p class=\"%s\">", cls);
     else out(h, "<p>");
     html_text(h, s ? s : "");
@@ -202,6 +205,8 @@ static void cells(html_doc *h, const char *tsv, bool head) {
             html_text(h, t);
             out(h, head ? "</th>" : "</td>");
             free(cell);
+        } else {
+            h->oom = true;
         }
         if (!e) break;
         p = e + 1;
@@ -227,6 +232,7 @@ void html_table_row(html_doc *h, const char *fmt, ...) {
     va_start(ap, fmt);
     char *s = vformat(fmt, ap);
     va_end(ap);
+    if (!s) h->oom = true;
     out(h, "<tr>");
     cells(h, s ? s : "", false);
     out(h, "</tr>\n");
@@ -299,7 +305,10 @@ static void data_table(html_doc *h, const html_chart *c) {
     for (int s = 0; s < c->n_series; s++) total += (size_t)c->series[s].n;
     if (!total) return;
     double *xs = malloc(total * sizeof *xs);
-    if (!xs) return;
+    if (!xs) {
+        h->oom = true;
+        return;
+    }
     size_t u = 0;
     for (int s = 0; s < c->n_series; s++)
         for (int i = 0; i < c->series[s].n; i++)
@@ -476,13 +485,10 @@ static int cmp_u64_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-void report_coverage_counts(const uint64_t *counts, int32_t n, double *cov) {
+bool report_coverage_counts(const uint64_t *counts, int32_t n, double *cov) {
     uint64_t *v = malloc(sizeof *v * (size_t)(n ? n : 1));
     cov[0] = 0;
-    if (!v) {
-        for (int32_t k = 1; k <= n; k++) cov[k] = NAN;
-        return;
-    }
+    if (!v) return false;
     memcpy(v, counts, sizeof *v * (size_t)n);
     qsort(v, (size_t)n, sizeof *v, cmp_u64_desc);
     uint64_t tot = 0, acc = 0;
@@ -492,6 +498,7 @@ void report_coverage_counts(const uint64_t *counts, int32_t n, double *cov) {
         cov[k] = tot ? (double)acc / (double)tot : NAN;
     }
     free(v);
+    return true;
 }
 
 static int cmp_d_desc(const void *a, const void *b) { return cmp_d(b, a); }

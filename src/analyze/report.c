@@ -14,7 +14,8 @@ ts_status rep_text_open(rep_text *t) {
 
 ts_status rep_text_close(rep_text *t, char **text, size_t *len) {
     bool bad = ferror(t->f) != 0;
-    if (fclose(t->f) != 0 || bad) {
+    /* a failed final realloc in fclose leaves buf NULL and returns 0 */
+    if (fclose(t->f) != 0 || bad || !t->buf) {
         free(t->buf);
         memset(t, 0, sizeof *t);
         return ts_fail(TS_ERR_NOMEM, "out of memory building the report");

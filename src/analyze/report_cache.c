@@ -184,8 +184,9 @@ ts_status ts_analyze_cache(const ts_analyze_cache_opts *o, char **text, size_t *
     if ((st = rep_load_trace(o->trace, o->max_input, &c))) return st;
     for (int i = 0; i < n_slots; i++)
         if (slots[i] < c.top_k) {
+            st = ts_fail(TS_ERR_ARG, "%d slots is below top_k %d (a pass needs top_k experts resident)", slots[i], c.top_k);
             router_capture_free(&c);
-            return ts_fail(TS_ERR_ARG, "%d slots is below top_k %d (a pass needs top_k experts resident)", slots[i], c.top_k);
+            return st;
         }
     rep_text t;
     html_doc hd;

@@ -25,7 +25,7 @@ static ts_status ffn_charts(html_doc *h, const ffn_capture *c) {
     for (int32_t l = 0; l < L; l++) {
         if (!c->tapped[l]) continue;
         ffn_layer_stats fs;
-        ffn_layer_analyze(c, l, &fs);
+        if ((st = ffn_layer_analyze(c, l, &fs))) goto out;
         layers[nl] = l;
         score[nl] = fs.n90;
         if (!report_coverage_mass(c->mass + (size_t)l * c->inter, c->inter, G, cx, cy + (size_t)nl * G)) {
@@ -108,10 +108,11 @@ static ts_status ffn_report(FILE *T, html_doc *H, const ffn_capture *c) {
     fprintf(T, "\n");
     ffn_layer_stats mean = {0};
     int nl = 0;
+    ts_status st;
     for (int32_t l = 0; l < c->num_layers; l++) {
         if (!c->tapped[l]) continue;
         ffn_layer_stats s;
-        ffn_layer_analyze(c, l, &s);
+        if ((st = ffn_layer_analyze(c, l, &s))) return st;
         fprintf(T, "%-6d %6d %6d %6d %6d | %7.2f%% %7.2f%% %7.2f%% |", l, s.n50, s.n90, s.n95, s.n99, 100 * s.below[0], 100 * s.below[1],
                 100 * s.below[2]);
         for (int k = 0; k < FFN_N_OVERLAP_K; k++) fprintf(T, " %8.3f", s.overlap[k]);

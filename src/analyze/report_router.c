@@ -51,7 +51,7 @@ static ts_status router_charts(html_doc *h, const router_capture *a, const route
     for (int32_t l = 0; l < L; l++) {
         if (!router_capture_layer_routes(a, l)) continue;
         router_layer_stats rs;
-        router_layer_concentration(a->counts + (size_t)l * E, E, &rs);
+        if ((st = router_layer_concentration(a->counts + (size_t)l * E, E, &rs))) goto out;
         layers[n] = l;
         score[n] = rs.n95;
         n++;
@@ -63,10 +63,13 @@ static ts_status router_charts(html_doc *h, const router_capture *a, const route
             const uint64_t *cnt = g[gi]->counts + (size_t)layers[i] * E;
             double *cv = cov + ((size_t)gi * L + i) * (E + 1);
             router_layer_stats rs;
-            router_layer_concentration(cnt, E, &rs);
+            if ((st = router_layer_concentration(cnt, E, &rs))) goto out;
             n95[gi * L + i] = rs.n95;
             n99[gi * L + i] = rs.n99;
-            report_coverage_counts(cnt, E, cv);
+            if (!report_coverage_counts(cnt, E, cv)) {
+                st = ts_fail(TS_ERR_NOMEM, "out of memory");
+                goto out;
+            }
             if (E < 1 || isnan(cv[E])) continue;
             for (int32_t k = 0; k <= E; k++) mean[gi * (E + 1) + k] += cv[k];
             used++;
@@ -145,11 +148,12 @@ static ts_status router_report(FILE *T, html_doc *H, const router_capture *a, co
     }
     double m95 = 0, m99 = 0, mnv = 0, mb95 = 0, mb99 = 0, mbnv = 0, mj = 0;
     int nl = 0;
-    for (int32_t l = 0; l < a->num_layers; l++) {
+    ts_status st = TS_OK;
+    for (int32_t l = 0; l < a->num_layers && !st; l++) {
         if (!router_capture_layer_routes(a, l)) continue;
         router_layer_stats s;
         const uint64_t *ca = a->counts + (size_t)l * a->num_experts;
-        router_layer_concentration(ca, a->num_experts, &s);
+        if ((st = router_layer_concentration(ca, a->num_experts, &s))) break;
         fprintf(T, "%-6d %8llu %6d %6d %6d", l, (unsigned long long)router_capture_passes(a, l), s.n95, s.n99, s.never);
         char row[256];
         int rl = snprintf(row, sizeof row, "%d\t%llu\t%d\t%d\t%d", l, (unsigned long long)router_capture_passes(a, l), s.n95, s.n99, s.never);
@@ -157,9 +161,9 @@ static ts_status router_report(FILE *T, html_doc *H, const router_capture *a, co
         if (two) {
             router_layer_stats t;
             const uint64_t *cb = b->counts + (size_t)l * b->num_experts;
-            router_layer_concentration(cb, b->num_experts, &t);
-            router_layer_top_set(ca, a->num_experts, 0.95, sa);
-            router_layer_top_set(cb, b->num_experts, 0.95, sb);
+            if ((st = router_layer_concentration(cb, b->num_experts, &t)) || (st = router_layer_top_set(ca, a->num_experts, 0.95, sa)) ||
+                (st = router_layer_top_set(cb, b->num_experts, 0.95, sb)))
+                break;
             int inter = 0, uni = 0;
             for (int32_t e = 0; e < a->num_experts; e++) inter += sa[e] && sb[e], uni += sa[e] || sb[e];
             double j = uni ? (double)inter / uni : NAN;
@@ -173,6 +177,7 @@ static ts_status router_report(FILE *T, html_doc *H, const router_capture *a, co
     }
     free(sa);
     free(sb);
+    if (st) return st;
     if (nl) {
         fprintf(T, "%-6s %8s %6.1f %6.1f %6.1f", "mean", "", m95 / nl, m99 / nl, mnv / nl);
         if (two) fprintf(T, " | %6.1f %6.1f %6.1f %8.3f", mb95 / nl, mb99 / nl, mbnv / nl, mj / nl);

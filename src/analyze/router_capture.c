@@ -223,14 +223,17 @@ static int32_t cover(const uint64_t *counts, int32_t n, double share, bool *set)
     return k;
 }
 
-void router_layer_concentration(const uint64_t *counts, int32_t n_experts, router_layer_stats *out) {
+ts_status router_layer_concentration(const uint64_t *counts, int32_t n_experts, router_layer_stats *out) {
     out->n95 = cover(counts, n_experts, 0.95, NULL);
     out->n99 = cover(counts, n_experts, 0.99, NULL);
     out->never = 0;
     for (int32_t e = 0; e < n_experts; e++) out->never += counts[e] == 0;
+    return out->n95 < 0 || out->n99 < 0 ? ts_fail(TS_ERR_NOMEM, "out of memory") : TS_OK;
 }
 
-void router_layer_top_set(const uint64_t *counts, int32_t n_experts, double share, bool *set) { cover(counts, n_experts, share, set); }
+ts_status router_layer_top_set(const uint64_t *counts, int32_t n_experts, double share, bool *set) {
+    return cover(counts, n_experts, share, set) < 0 ? ts_fail(TS_ERR_NOMEM, "out of memory") : TS_OK;
+}
 
 ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slots, replay_policy pol, uint64_t skip, int32_t pilot_k,
                               replay_result *out) {

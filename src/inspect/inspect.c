@@ -315,7 +315,8 @@ ts_status ts_inspect(const char *path, const ts_inspect_opts *opts, char **text,
         } else {
             build_text(m, path, f, &s, o.tensors);
             bool bad = ferror(m) != 0;
-            if (fclose(m) != 0 || bad) {
+            /* a failed final realloc in fclose leaves buf NULL and returns 0 */
+            if (fclose(m) != 0 || bad || !buf) {
                 free(buf);
                 st = ts_fail(TS_ERR_NOMEM, "%s: out of memory building the description", path);
             } else {
