@@ -35,20 +35,11 @@ static char *vformat(const char *fmt, va_list ap) {
     return s;
 }
 
-/* Length of a valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+/* Length of the valid UTF-8 sequence at the NUL-terminated s (1..4), or 0. */
 static int utf8_len(const unsigned char *s) {
     unsigned c = s[0];
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF; /* no overlongs, no surrogates */
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xC0) == 0x80 ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80 ? 4 : 0;
-    }
-    return 0;
+    size_t n = c < 0x80 ? 1 : c >= 0xC0 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF8 ? 4 : 0;
+    return n && strnlen((const char *)s, n) == n && ts_utf8_valid((const char *)s, n) ? (int)n : 0;
 }
 
 void html_text(html_doc *h, const char *str) {
