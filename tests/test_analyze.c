@@ -54,6 +54,7 @@ static void test_pred_repeats(void) {
                    "pred layer 1 pass 1 names expert 3 twice");
 }
 
+#if ALLOC_HOOK
 static char *slurp(const char *path) {
     char *t = NULL;
     size_t n;
@@ -67,6 +68,8 @@ static int dir_entries(const char *dir) {
     if (d) closedir(d);
     return n;
 }
+
+#endif
 
 typedef ts_status (*analyze_fn)(const void *opts, char **text, size_t *len);
 static ts_status run_router(const void *o, char **t, size_t *n) { return ts_analyze_router(o, t, n); }
@@ -94,11 +97,15 @@ static void alloc_sweep(const char *name, analyze_fn fn, const void *opts, const
     if (st != TS_OK || !want || !want_page) return;
     unlink(html);
     int bad = 0, failed = 0;
+    int leaks = 0;
     for (long k = 0; k < total + 8 && bad < 5; k++) {
         got = NULL;
+        long live = alloc_live;
         alloc_fail_in(k);
         st = fn(opts, &got, &gn);
         bool hit = alloc_fail_hit();
+        if (alloc_live != live + (got != NULL) && leaks++ < 5)
+            fprintf(stderr, "%s: allocation %ld failing: %ld allocations leaked\n", name, k, alloc_live - live - (got != NULL));
         if (st != TS_OK) {
             failed++;
             /* any status will do (an allocation failing inside cJSON's
@@ -122,6 +129,7 @@ static void alloc_sweep(const char *name, analyze_fn fn, const void *opts, const
         unlink(html);
     }
     CHECKF(bad == 0, "%s: %d runs out of %ld allocations went wrong", name, bad, total);
+    CHECKF(leaks == 0, "%s: %d runs leaked", name, leaks);
     CHECKF(failed > 0, "%s: no allocation failure was reported", name);
     free(want);
     free(want_page);

@@ -166,12 +166,14 @@ static void alloc_sweep(const char *path, bool json) {
     alloc_count = 0;
     CHECK(ts_inspect(path, &o, &want, &wn) == TS_OK);
     long total = alloc_count;
-    int bad = 0, failed = 0;
+    int bad = 0, failed = 0, leaks = 0;
     for (long k = 0; k < total + 4 && want; k++) {
         got = NULL;
+        long live = alloc_live;
         alloc_fail_in(k);
         ts_status st = ts_inspect(path, &o, &got, &gn);
         alloc_fail_hit();
+        leaks += alloc_live != live + (got != NULL);
         if (st != TS_OK) {
             failed++;
             if (got || !ts_last_error()[0]) bad++;
@@ -181,6 +183,7 @@ static void alloc_sweep(const char *path, bool json) {
         free(got);
     }
     CHECKF(bad == 0 && failed > 0, "json=%d: %d of %ld allocations failing went wrong, %d failed", json, bad, total, failed);
+    CHECKF(leaks == 0, "json=%d: %d runs leaked", json, leaks);
     free(want);
 #endif
 }
