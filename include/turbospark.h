@@ -164,6 +164,111 @@ const char *ts_detok_flush(ts_detok *d, size_t *len);
 void ts_detok_free(ts_detok *d);
 
 /* ======================================================================
+ * Inspect
+ * ====================================================================== */
+
+typedef struct ts_inspect_opts {
+    bool tensors; /* add the tensor table: name, type, shape, absolute file offset, bytes */
+    bool json;    /* JSON (every metadata key; arrays as their type and length) instead of text */
+} ts_inspect_opts;
+
+/* Describes the GGUF file at path: architecture, key hyperparameters,
+ * tokenizer, tensor count, bytes per tensor type, parameters. The whole
+ * description comes back as one NUL-terminated string (*len excludes the
+ * NUL; ts_free *text), so a caller prints all of it or nothing. o may be
+ * NULL (text, no tensor table).
+ * What the file supplies is untrusted. Text: control characters (C0, DEL,
+ * C1) and bytes that are not UTF-8 are shown escaped (\x1b, \u009b) and a
+ * backslash as \\, so a hostile name cannot drive a terminal. JSON: always
+ * valid UTF-8; invalid bytes (and NUL) become U+FFFD.
+ * Refuses what the GGUF reader refuses: FIFOs, devices and directories
+ * (before opening them), truncated or malformed files. */
+ts_status ts_inspect(const char *path, const ts_inspect_opts *o, char **text, size_t *len);
+
+/* ======================================================================
+ * Analyze
+ * ====================================================================== */
+
+/* The analyzers turn instrument captures (docs/INSTRUMENTS.md) into
+ * decisions. Each call checks everything before it builds anything: its
+ * options, that html would not overwrite a capture, then every capture. The
+ * text report comes back as one NUL-terminated string (*len excludes the
+ * NUL; ts_free *text), so a caller prints all of it or nothing. With html
+ * set, the same tables plus charts go to that file, written atomically
+ * (temporary file renamed into place); on any failure no text is handed out
+ * and nothing is left at html.
+ * Every call refuses (one message naming the file and the problem):
+ *   - a capture that is not a regular file (a FIFO is refused before it is
+ *     opened) or is over max_input bytes (TS_ERR_LIMIT);
+ *   - a capture that is malformed, inconsistent or degenerate (TS_ERR_FORMAT):
+ *     it is never analysed;
+ *   - an html path that is one of the captures, by path or by device and
+ *     inode (TS_ERR_ARG), or a directory. */
+
+#define TS_ANALYZE_MAX_LIST 16 /* values in a slots or window list */
+
+typedef enum ts_analyze_policy {
+    TS_ANALYZE_LFU = 0,
+    TS_ANALYZE_LRU = 1,
+    TS_ANALYZE_BELADY = 2, /* evicts the expert used again farthest ahead: the ceiling for any policy */
+} ts_analyze_policy;
+
+/* Router concentration per layer (fewest experts covering 95%/99% of the
+ * routed picks). The captures of a group are summed and must agree in shape;
+ * with a second group, each layer of A is compared with B. */
+typedef struct ts_analyze_router_opts {
+    const char *const *a; /* (n_a) capture paths, n_a >= 1 */
+    size_t n_a;
+    const char *const *b; /* (n_b) capture paths; n_b = 0: one group */
+    size_t n_b;
+    const char *html;     /* page to write; NULL: none */
+    uint64_t max_input;   /* bytes per capture file; 0 = TS_READ_DEFAULT_CAP */
+} ts_analyze_router_opts;
+ts_status ts_analyze_router(const ts_analyze_router_opts *o, char **text, size_t *len);
+
+/* Expert-cache replay of a trace capture through the engine's own policy
+ * code, per policy and slot count, and, when the capture carries pilot
+ * predictions, their recall and prefetch coverage. Also refuses a capture
+ * without a trace, a slot count outside [top_k, 2^20], a policy out of range,
+ * and a prediction that names an expert twice in one pass (it would count
+ * one prefetch as two). */
+typedef struct ts_analyze_cache_opts {
+    const char *trace;                 /* capture path (with a trace) */
+    const int32_t *slots;              /* (n_slots) slots per layer; n_slots = 0: 8, 16, 32 */
+    size_t n_slots;                    /* <= TS_ANALYZE_MAX_LIST */
+    const ts_analyze_policy *policies; /* (n_policies) in report order; n_policies = 0: lfu, lru, belady */
+    size_t n_policies;                 /* <= 3 */
+    uint64_t skip;                     /* first passes warm the cache but are not counted */
+    const char *html;                  /* page to write; NULL: none */
+    uint64_t max_input;                /* bytes per capture file; 0 = TS_READ_DEFAULT_CAP */
+} ts_analyze_cache_opts;
+ts_status ts_analyze_cache(const ts_analyze_cache_opts *o, char **text, size_t *len);
+
+/* Distinct experts per layer over windows of M consecutive passes (the
+ * expert reads to verify M speculative tokens). Also refuses a capture
+ * without a trace and M outside [1, 2^20]. */
+typedef struct ts_analyze_window_opts {
+    const char *trace;   /* capture path (with a trace) */
+    const int32_t *m;    /* (n_m) window lengths in passes; n_m = 0: 2, 4, 8, 16 */
+    size_t n_m;          /* <= TS_ANALYZE_MAX_LIST */
+    uint64_t skip;       /* first passes left out */
+    const char *html;    /* page to write; NULL: none */
+    uint64_t max_input;  /* bytes per capture file; 0 = TS_READ_DEFAULT_CAP */
+} ts_analyze_window_opts;
+ts_status ts_analyze_window(const ts_analyze_window_opts *o, char **text, size_t *len);
+
+/* FFN activation census: neuron-mass concentration, threshold shares and
+ * token-to-token overlap per tapped layer, and whether a neuron cache pays.
+ * The captures are merged and must agree in shape. */
+typedef struct ts_analyze_ffn_opts {
+    const char *const *captures; /* (n_captures) capture paths, n_captures >= 1 */
+    size_t n_captures;
+    const char *html;            /* page to write; NULL: none */
+    uint64_t max_input;          /* bytes per capture file; 0 = TS_READ_DEFAULT_CAP */
+} ts_analyze_ffn_opts;
+ts_status ts_analyze_ffn(const ts_analyze_ffn_opts *o, char **text, size_t *len);
+
+/* ======================================================================
  * Model
  * ====================================================================== */
 

@@ -110,6 +110,72 @@ one_line router "$cap/router_a.json" --bogus
 one_line ffn "$cap/ffn_a.json" --html
 one_line router "$cap/router_a.json" --html "$tmp/a.html" --html "$tmp/b.html"
 one_line router
+
+# ---- issue 9 regressions ----
+# nothing on stdout on error, even when the bad value is not the first one
+# (--slots 4,1 used to print the slots-4 rows before refusing slots 1)
+for sl in 4,1 1,4 4,8,1; do
+  one_line cache "$cap/moe.json" --slots $sl
+  [ -s "$tmp/o" ] && bad "cache --slots $sl printed to stdout: $(head -c 200 "$tmp/o")" || ok
+  grep -q 'below top_k 2' "$tmp/e" && ok || bad "cache --slots $sl: $(cat "$tmp/e")"
+done
+# a prediction naming one expert twice in a pass is refused, naming file,
+# layer and pass (predictions 0,0 | 2,2 against a trace 0,1 | 2,3 counted the
+# repeated prefetch twice: 100% coverage where the truth is 50%)
+python3 - "$tmp" <<'EOF2' || bad "could not make the pilot captures"
+import json, sys
+t = sys.argv[1]
+base = {"num_layers": 2, "num_experts": 4, "top_k": 2, "counts": [[0, 0, 0, 0], [1, 1, 1, 1]], "trace": [[], [0, 1, 2, 3]]}
+json.dump(dict(base, pred=[[], [0, 0, 2, 2]]), open(f"{t}/pred_dup.json", "w"))
+json.dump(dict(base, pred=[[], [0, 2, 2, 2]]), open(f"{t}/pred_dup2.json", "w"))
+json.dump(dict(base, pred=[[], [0, 2, 2, 3]]), open(f"{t}/pred_ok.json", "w"))
+EOF2
+one_line cache "$tmp/pred_dup.json" --slots 4
+grep -q 'pred_dup.json: inconsistent router capture: pred layer 1 pass 0 names expert 0 twice' "$tmp/e" && ok || bad "pred_dup: $(cat "$tmp/e")"
+[ -s "$tmp/o" ] && bad "pred_dup printed to stdout" || ok
+one_line cache "$tmp/pred_dup2.json" --slots 4
+grep -q 'pred layer 1 pass 1 names expert 2 twice' "$tmp/e" && ok || bad "pred_dup2: $(cat "$tmp/e")"
+one_line window "$tmp/pred_dup.json"
+# distinct predictions: pass 0 prefetches 0 (used) and 2 (not yet), pass 1
+# finds 2 and 3 missing and uses both: 3 of the 4 misses covered
+run "$tmp/pilot" cache "$tmp/pred_ok.json" --slots 4 --policy lfu
+has "$tmp/pilot" '^PILOT recall: 75\.00% '
+has "$tmp/pilot" '^2 +4 +75\.00% +1\.33 +1\.25x +4$'
+# the input cap: over it, one line naming the cap and the flag
+for a in "router $cap/moe.json" "cache $cap/moe.json" "window $cap/moe.json" "ffn $cap/ffn_a.json"; do
+  # shellcheck disable=SC2086
+  one_line $a --max-input 4K
+  grep -q 'is over the 4.0 KiB input cap (raise it with --max-input)' "$tmp/e" && ok || bad "analyze $a --max-input 4K: $(cat "$tmp/e")"
+  # shellcheck disable=SC2086
+  "$cli" analyze $a --max-input 1M >/dev/null 2>"$tmp/e" && ok || bad "analyze $a --max-input 1M: $(cat "$tmp/e")"
+done
+one_line router "$cap/router_a.json" "$cap/moe.json,$cap/moe.json" --max-input 4K   # a later file of group B too
+one_line ffn "$cap/ffn_a.json" --max-input 0
+one_line cache "$cap/moe.json" --max-input lots
+one_line window "$cap/moe.json" --max-input
+# a FIFO as a capture: refused at once, not a hang
+mkfifo "$tmp/fifo.json"
+for w in router cache window ffn; do
+  timeout 10 "$cli" analyze $w "$tmp/fifo.json" >"$tmp/o" 2>"$tmp/e"; rc=$?
+  if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/e")" -eq 1 ] && grep -q 'fifo.json: not a regular file' "$tmp/e" && [ ! -s "$tmp/o" ]; then ok
+  else bad "analyze $w FIFO: rc=$rc (124 = hung) $(cat "$tmp/e")"; fi
+done
+# --html must not write over a capture of the same run: same path, another
+# spelling of it, a symlink or a hard link to it
+mkdir "$tmp/in"
+for f in moe ffn_a ffn_b router_a; do cp "$cap/$f.json" "$tmp/in/$f.json"; done
+ln -s "$tmp/in/moe.json" "$tmp/in/sym.html"
+ln "$tmp/in/moe.json" "$tmp/in/hard.html"
+for h in "$tmp/in/moe.json" "$tmp/in/../in/moe.json" "$tmp/in/sym.html" "$tmp/in/hard.html"; do
+  for w in cache window router; do
+    one_line $w "$tmp/in/moe.json" --html "$h"
+    grep -q 'refusing to write over an input' "$tmp/e" && ok || bad "analyze $w --html $h: $(cat "$tmp/e")"
+  done
+done
+one_line router "$tmp/in/router_a.json" "$tmp/in/router_a.json,$tmp/in/moe.json" --html "$tmp/in/moe.json"   # in group B
+one_line ffn "$tmp/in/ffn_a.json,$tmp/in/ffn_b.json" --html "$tmp/in/ffn_b.json"
+cmp -s "$tmp/in/moe.json" "$cap/moe.json" && cmp -s "$tmp/in/ffn_b.json" "$cap/ffn_b.json" && ok || bad "a capture was overwritten"
+[ "$(ls -A "$tmp/in" | tr '\n' ' ')" = "ffn_a.json ffn_b.json hard.html moe.json router_a.json sym.html " ] && ok || bad "files left in $tmp/in: $(ls -A "$tmp/in")"
 # --html failures: one line, exit 1, nothing left behind
 mkdir "$tmp/h"
 one_line cache "$cap/cache_hand.json" --html "$tmp/nodir/x.html"

@@ -105,6 +105,22 @@ expect_err "truncated gguf" "$CLI" tokenize -m "$tmp/trunc.gguf"
 : >"$tmp/empty.gguf"
 expect_err "empty file" "$CLI" tokenize -m "$tmp/empty.gguf"
 
+# the input cap: over it, one line naming the cap and the flag, nothing on stdout
+head -c 1025 /dev/zero | tr '\0' 'a' >"$tmp/in"
+expect_err "over --max-input" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input 1K
+grep -q 'over the 1.0 KiB cap (raise it with --max-input)' "$tmp/err" && ok || bad "cap message: '$(cat "$tmp/err")'"
+head -c 1024 /dev/zero | tr '\0' 'a' >"$tmp/in"
+got=$("$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input 1K <"$tmp/in" 2>"$tmp/err")
+[ $? -eq 0 ] && [ -n "$got" ] && ok || bad "exactly at the cap: $(cat "$tmp/err")"
+expect_err "--max-input junk" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input lots
+expect_err "--max-input 0" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input 0
+expect_err "--max-input without value" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input
+# a FIFO as the model: refused at once, not a hang in open()
+mkfifo "$tmp/fifo.gguf"
+printf 'x' >"$tmp/in"
+expect_err "FIFO model" timeout 10 "$CLI" tokenize -m "$tmp/fifo.gguf"
+grep -q 'fifo.gguf: not a regular file' "$tmp/err" && ok || bad "FIFO model message: '$(cat "$tmp/err")'"
+
 # a closed pipe is an error, reported once
 for i in $(seq 1 60000); do echo "line $i of some text"; done >"$tmp/in"
 "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" <"$tmp/in" 2>"$tmp/err" | head -c 1 >/dev/null

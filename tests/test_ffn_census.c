@@ -44,7 +44,7 @@ int main(void) {
     close(fd);
     CHECKF(ffn_census_write(&c, path, false) == TS_OK, "%s", ts_last_error());
     ffn_capture cap;
-    CHECKF(ffn_capture_load(path, &cap) == TS_OK, "%s", ts_last_error());
+    CHECKF(ffn_capture_load(path, 0, &cap) == TS_OK, "%s", ts_last_error());
     ffn_layer_stats s;
     ffn_layer_analyze(&cap, 0, &s);
     /* mass = {1,4,6,8,5,0,0,0}, total 24: n50 needs 8+6 = 14 >= 12 -> 2 */
@@ -62,7 +62,7 @@ int main(void) {
     for (int b = 0; b < 64; b++) fprintf(f, b ? ",%d" : "%d", b == 33 ? 3 : 0);
     fprintf(f, "]],\"mass\":[[1,2]]}");
     fclose(f);
-    CHECK(ffn_capture_load(path, &cap) == TS_ERR_FORMAT && strstr(ts_last_error(), "decode_passes x inter"));
+    CHECK(ffn_capture_load(path, 0, &cap) == TS_ERR_FORMAT && strstr(ts_last_error(), "decode_passes x inter"));
     /* a zero-filled capture is refused as degenerate */
     f = fopen(path, "w");
     fprintf(f, "{\"num_layers\":1,\"inter\":2,\"decode_passes\":1,\"prefill_passes\":0,\"bucket_exp_offset\":33,\"tapped\":[true],"
@@ -72,7 +72,7 @@ int main(void) {
     for (int b = 1; b < 64; b++) fprintf(f, ",0");
     fprintf(f, "]],\"mass\":[[0,0]]}");
     fclose(f);
-    CHECK(ffn_capture_load(path, &cap) == TS_ERR_FORMAT && strstr(ts_last_error(), "degenerate"));
+    CHECK(ffn_capture_load(path, 0, &cap) == TS_ERR_FORMAT && strstr(ts_last_error(), "degenerate"));
     /* decode_passes 2^63 x inter 2 wraps to 0 in uint64, matching an all-zero
      * histogram; counts past 2^53 (inexact in JSON, undefined past 2^64 as
      * uint64) and fractional counts are refused */
@@ -87,7 +87,7 @@ int main(void) {
         for (int b = 1; b < 64; b++) fprintf(f, b == 33 ? ",3" : ",0");
         fprintf(f, "]],\"mass\":[[1,2]]}");
         fclose(f);
-        ts_status st = ffn_capture_load(path, &cap);
+        ts_status st = ffn_capture_load(path, 0, &cap);
         CHECKF(st == TS_ERR_FORMAT && strstr(ts_last_error(), want[t]), "case %d: %s", t, ts_last_error());
         if (st == TS_OK) ffn_capture_free(&cap);
     }

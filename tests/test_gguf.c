@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
@@ -360,7 +361,31 @@ static void test_real_vocab(void) {
     }
 }
 
+/* Non-regular paths are refused before they can block: opening a FIFO for
+ * reading waits for a writer, so the old open-then-fstat order hung here.
+ * alarm() turns a hang into a failing test instead of a stuck suite. */
+static void test_not_regular(void) {
+    char dir[] = "/tmp/ts_fifoXXXXXX";
+    if (!mkdtemp(dir)) { CHECK(!"mkdtemp"); return; }
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "%s/model.gguf", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    alarm(10);
+    gguf_file *f = NULL;
+    ts_status st = gguf_open(fifo, &f);
+    CHECKF(st == TS_ERR_IO && !f && strstr(ts_last_error(), "not a regular file"), "FIFO: %d '%s'", st, ts_last_error());
+    st = gguf_open(dir, &f);
+    CHECKF(st == TS_ERR_IO && !f && strstr(ts_last_error(), "not a regular file"), "directory: %d '%s'", st, ts_last_error());
+    ts_mapped_file m;
+    st = ts_map_file(fifo, &m);
+    CHECKF(st == TS_ERR_IO && m.fd == -1 && !m.data, "ts_map_file FIFO: %d '%s'", st, ts_last_error());
+    alarm(0);
+    unlink(fifo);
+    rmdir(dir);
+}
+
 int main(void) {
+    test_not_regular();
     test_roundtrip();
     test_broken();
     test_truncations();

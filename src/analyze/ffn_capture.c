@@ -63,10 +63,10 @@ static ts_status read_matrix(const char *path, const cJSON *root, const char *ke
     return TS_OK;
 }
 
-ts_status ffn_capture_load(const char *path, ffn_capture *out) {
+ts_status ffn_capture_load(const char *path, uint64_t max_bytes, ffn_capture *out) {
     memset(out, 0, sizeof *out);
     cJSON *root;
-    ts_status st = json_in_load(path, &root);
+    ts_status st = json_in_load(path, max_bytes, &root);
     if (st) return st;
     uint64_t nl, inter, off;
     double *tmp = NULL;
@@ -184,11 +184,11 @@ static int cmp_desc_d(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-void ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out) {
+ts_status ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out) {
     memset(out, 0, sizeof *out);
     size_t I = (size_t)c->inter;
     double *m = malloc(I * sizeof *m);
-    if (!m) return;
+    if (!m) return ts_fail(TS_ERR_NOMEM, "out of memory");
     memcpy(m, c->mass + (size_t)l * I, I * sizeof *m);
     qsort(m, I, sizeof *m, cmp_desc_d);
     double tot = 0;
@@ -210,4 +210,5 @@ void ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out) {
         out->overlap[k] = pairs ? (double)hits / ((double)pairs * c->overlap_k[k]) : NAN;
         out->chance[k] = (double)c->overlap_k[k] / c->inter;
     }
+    return TS_OK;
 }

@@ -21,8 +21,9 @@ typedef struct ffn_capture {
 } ffn_capture;
 
 /* Loads and checks: sum(hist_count[l]) = decode_passes * inter for tapped
- * layers, mass rows agree with hist_mass, and the capture is not degenerate. */
-ts_status ffn_capture_load(const char *path, ffn_capture *out);
+ * layers, mass rows agree with hist_mass, and the capture is not degenerate.
+ * max_bytes caps the file (0 = TS_READ_DEFAULT_CAP). */
+ts_status ffn_capture_load(const char *path, uint64_t max_bytes, ffn_capture *out);
 /* Adds b into a (same shape required); the invariant still holds. */
 ts_status ffn_capture_merge(ffn_capture *a, const ffn_capture *b, const char *bname);
 void ffn_capture_free(ffn_capture *c);
@@ -34,7 +35,7 @@ typedef struct ffn_layer_stats {
     double chance[FFN_N_OVERLAP_K];  /* K / inter */
 } ffn_layer_stats;
 
-void ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out);
+ts_status ffn_layer_analyze(const ffn_capture *c, int32_t l, ffn_layer_stats *out);
 /* Share of layer l's mass in buckets wholly below 2^e. */
 double ffn_mass_below_pow2(const ffn_capture *c, int32_t l, int e);
 

@@ -35,20 +35,11 @@ static char *vformat(const char *fmt, va_list ap) {
     return s;
 }
 
-/* Length of a valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+/* Length of the valid UTF-8 sequence at the NUL-terminated s (1..4), or 0. */
 static int utf8_len(const unsigned char *s) {
     unsigned c = s[0];
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF; /* no overlongs, no surrogates */
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xC0) == 0x80 ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80 ? 4 : 0;
-    }
-    return 0;
+    size_t n = c < 0x80 ? 1 : c >= 0xC0 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF8 ? 4 : 0;
+    return n && strnlen((const char *)s, n) == n && ts_utf8_valid((const char *)s, n) ? (int)n : 0;
 }
 
 void html_text(html_doc *h, const char *str) {
@@ -148,7 +139,8 @@ ts_status html_close(html_doc *h) {
     if (h->in_table) html_table_end(h);
     out(h, "</body>\n</html>\n");
     ts_status st = TS_OK;
-    if (fflush(h->f) != 0 || ferror(h->f) || fsync(fileno(h->f)) != 0)
+    if (h->oom) st = ts_fail(TS_ERR_NOMEM, "out of memory writing %s", h->path);
+    else if (fflush(h->f) != 0 || ferror(h->f) || fsync(fileno(h->f)) != 0)
         st = ts_fail(TS_ERR_IO, "writing %s failed: %s", h->path, errno ? strerror(errno) : "write error");
     if (fclose(h->f) != 0 && !st) st = ts_fail(TS_ERR_IO, "writing %s failed: %s", h->path, strerror(errno));
     if (!st && rename(h->tmp, h->path) != 0) st = ts_fail(TS_ERR_IO, "cannot write %s: %s", h->path, strerror(errno));
@@ -165,6 +157,7 @@ void html_heading(html_doc *h, int level, const char *fmt, ...) {
     va_start(ap, fmt);
     char *s = vformat(fmt, ap);
     va_end(ap);
+    if (!s) h->oom = true;
     out(h, "<h%d>", level);
     html_text(h, s ? s : "");
     out(h, "</h%d>\n", level);
@@ -176,6 +169,7 @@ void html_para(html_doc *h, const char *cls, const char *fmt, ...) {
     va_start(ap, fmt);
     char *s = vformat(fmt, ap);
     va_end(ap);
+    if (!s) h->oom = true;
     if (cls) out(h, "<p class=\"%s\">", cls);
     else out(h, "<p>");
     html_text(h, s ? s : "");
@@ -202,6 +196,8 @@ static void cells(html_doc *h, const char *tsv, bool head) {
             html_text(h, t);
             out(h, head ? "</th>" : "</td>");
             free(cell);
+        } else {
+            h->oom = true;
         }
         if (!e) break;
         p = e + 1;
@@ -227,6 +223,7 @@ void html_table_row(html_doc *h, const char *fmt, ...) {
     va_start(ap, fmt);
     char *s = vformat(fmt, ap);
     va_end(ap);
+    if (!s) h->oom = true;
     out(h, "<tr>");
     cells(h, s ? s : "", false);
     out(h, "</tr>\n");
@@ -299,7 +296,10 @@ static void data_table(html_doc *h, const html_chart *c) {
     for (int s = 0; s < c->n_series; s++) total += (size_t)c->series[s].n;
     if (!total) return;
     double *xs = malloc(total * sizeof *xs);
-    if (!xs) return;
+    if (!xs) {
+        h->oom = true;
+        return;
+    }
     size_t u = 0;
     for (int s = 0; s < c->n_series; s++)
         for (int i = 0; i < c->series[s].n; i++)
@@ -476,13 +476,10 @@ static int cmp_u64_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-void report_coverage_counts(const uint64_t *counts, int32_t n, double *cov) {
+bool report_coverage_counts(const uint64_t *counts, int32_t n, double *cov) {
     uint64_t *v = malloc(sizeof *v * (size_t)(n ? n : 1));
     cov[0] = 0;
-    if (!v) {
-        for (int32_t k = 1; k <= n; k++) cov[k] = NAN;
-        return;
-    }
+    if (!v) return false;
     memcpy(v, counts, sizeof *v * (size_t)n);
     qsort(v, (size_t)n, sizeof *v, cmp_u64_desc);
     uint64_t tot = 0, acc = 0;
@@ -492,6 +489,7 @@ void report_coverage_counts(const uint64_t *counts, int32_t n, double *cov) {
         cov[k] = tot ? (double)acc / (double)tot : NAN;
     }
     free(v);
+    return true;
 }
 
 static int cmp_d_desc(const void *a, const void *b) { return cmp_d(b, a); }

@@ -3,8 +3,8 @@
  * stylesheet, font or image: the page renders offline from the file alone.
  *
  * The page is written to a temporary file next to the target and renamed on
- * html_close, so a report is either complete or absent. Write errors are
- * sticky and reported once, at close. */
+ * html_close, so a report is either complete or absent. Write errors and
+ * allocation failures are sticky and reported once, at close. */
 #ifndef TS_ANALYZE_HTML_REPORT_H
 #define TS_ANALYZE_HTML_REPORT_H
 
@@ -19,6 +19,7 @@ typedef struct html_doc {
     char *path, *tmp;
     int n_charts; /* charts written so far (unique ids in the page) */
     bool in_table;
+    bool oom;     /* an allocation failed: the page is incomplete and html_close refuses it */
 } html_doc;
 
 /* Opens PATH.tmp.XXXXXX and writes the head and an <h1> with the title. */
@@ -80,8 +81,9 @@ void html_chart_svg(html_doc *h, const html_chart *c);
 /* Data helpers for the charts (kept here, next to the only caller). */
 
 /* Router coverage curve: cov[k] for k = 0..n = share of the routed mass held
- * by the k most-picked experts (counts descending). cov has n+1 entries. */
-void report_coverage_counts(const uint64_t *counts, int32_t n, double *cov);
+ * by the k most-picked experts (counts descending). cov has n+1 entries.
+ * Returns false on allocation failure. */
+bool report_coverage_counts(const uint64_t *counts, int32_t n, double *cov);
 /* Neuron-mass coverage on a grid: for g = 0..points-1, x[g] = share of
  * neurons (g / (points-1)), y[g] = share of |a| mass in the top x[g]*n
  * neurons. Returns false on allocation failure. */

@@ -2,11 +2,11 @@
 
 #include <stdlib.h>
 
-ts_status json_in_load(const char *path, cJSON **out) {
+ts_status json_in_load(const char *path, uint64_t max_bytes, cJSON **out) {
     *out = NULL;
     char *text;
     size_t len;
-    ts_status st = ts_read_file(path, 0, &text, &len);
+    ts_status st = ts_read_file(path, max_bytes, &text, &len);
     if (st) return st;
     *out = cJSON_ParseWithLength(text, len);
     free(text);

@@ -62,13 +62,16 @@ uint64_t router_capture_passes(const router_capture *c, int32_t l) {
 
 bool router_capture_layer_routes(const router_capture *c, int32_t l) { return router_capture_passes(c, l) > 0; }
 
-ts_status router_capture_load(const char *path, router_capture *out) {
+ts_status router_capture_load(const char *path, uint64_t max_bytes, router_capture *out) {
     memset(out, 0, sizeof *out);
     cJSON *root;
-    ts_status st = json_in_load(path, &root);
+    ts_status st = json_in_load(path, max_bytes, &root);
     if (st) return st;
-    out->path = strdup(path);
     char msg[256];
+    if (!(out->path = strdup(path))) {
+        st = ts_fail(TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
     if (!get_int(root, "num_layers", 1, 100000, &out->num_layers) || !get_int(root, "num_experts", 1, 1000000, &out->num_experts) ||
         !get_int(root, "top_k", 1, CACHE_MAX_K, &out->top_k)) {
         st = bad(path, "num_layers, num_experts and top_k must be positive integers");
@@ -169,6 +172,17 @@ ts_status router_capture_load(const char *path, router_capture *out) {
                 st = bad(path, msg);
                 goto done;
             }
+            /* a prediction names top_k distinct experts per pass, like the
+             * router: a repeat would count one prefetch as two */
+            for (uint64_t p = 0; p + (uint64_t)out->pred_k <= out->pred_len[l]; p += (uint64_t)out->pred_k)
+                for (int32_t i = 0; i < out->pred_k; i++)
+                    for (int32_t j = 0; j < i; j++)
+                        if (out->pred[l][p + i] == out->pred[l][p + j]) {
+                            snprintf(msg, sizeof msg, "pred layer %d pass %llu names expert %d twice", l,
+                                     (unsigned long long)(p / (uint64_t)out->pred_k), out->pred[l][p + i]);
+                            st = bad(path, msg);
+                            goto done;
+                        }
             l++;
         }
     }
@@ -209,14 +223,17 @@ static int32_t cover(const uint64_t *counts, int32_t n, double share, bool *set)
     return k;
 }
 
-void router_layer_concentration(const uint64_t *counts, int32_t n_experts, router_layer_stats *out) {
+ts_status router_layer_concentration(const uint64_t *counts, int32_t n_experts, router_layer_stats *out) {
     out->n95 = cover(counts, n_experts, 0.95, NULL);
     out->n99 = cover(counts, n_experts, 0.99, NULL);
     out->never = 0;
     for (int32_t e = 0; e < n_experts; e++) out->never += counts[e] == 0;
+    return out->n95 < 0 || out->n99 < 0 ? ts_fail(TS_ERR_NOMEM, "out of memory") : TS_OK;
 }
 
-void router_layer_top_set(const uint64_t *counts, int32_t n_experts, double share, bool *set) { cover(counts, n_experts, share, set); }
+ts_status router_layer_top_set(const uint64_t *counts, int32_t n_experts, double share, bool *set) {
+    return cover(counts, n_experts, share, set) < 0 ? ts_fail(TS_ERR_NOMEM, "out of memory") : TS_OK;
+}
 
 ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slots, replay_policy pol, uint64_t skip, int32_t pilot_k,
                               replay_result *out) {
@@ -264,7 +281,9 @@ ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slot
                 out->pred_hits += named;
             }
             for (int32_t j = 0; j < pk; j++) {
-                if (cl.expert_slot[pr[j]] >= 0) continue;
+                bool again = false; /* distinct ids: one expert is read once */
+                for (int32_t q = 0; q < j; q++) again |= pr[q] == pr[j];
+                if (again || cl.expert_slot[pr[j]] >= 0) continue;
                 out->prefetch_reads++;
                 out->prefetch_useful += cur[pr[j]];
             }

@@ -26,7 +26,10 @@ typedef struct router_capture {
     int32_t pred_k;        /* ids per pass in pred (0 when absent) */
 } router_capture;
 
-ts_status router_capture_load(const char *path, router_capture *out);
+/* Loads and checks a capture (counts against top_k and the trace, ids in
+ * range, no expert twice in one pass of the trace or of pred). max_bytes caps
+ * the file (0 = TS_READ_DEFAULT_CAP). */
+ts_status router_capture_load(const char *path, uint64_t max_bytes, router_capture *out);
 void router_capture_free(router_capture *c);
 /* Passes routed at layer l (counts sum / top_k). */
 uint64_t router_capture_passes(const router_capture *c, int32_t l);
@@ -37,9 +40,9 @@ bool router_capture_layer_routes(const router_capture *c, int32_t l);
 typedef struct router_layer_stats {
     int32_t n95, n99, never;
 } router_layer_stats;
-void router_layer_concentration(const uint64_t *counts, int32_t n_experts, router_layer_stats *out);
-/* The n95 set as a bitmap (n_experts bools). */
-void router_layer_top_set(const uint64_t *counts, int32_t n_experts, double share, bool *set);
+ts_status router_layer_concentration(const uint64_t *counts, int32_t n_experts, router_layer_stats *out);
+/* The set covering share of the routed mass as a bitmap (n_experts bools). */
+ts_status router_layer_top_set(const uint64_t *counts, int32_t n_experts, double share, bool *set);
 
 /* Cache replay of one layer's trace through the engine's own policy code. */
 typedef enum replay_policy { REPLAY_LFU = 0, REPLAY_LRU = 1, REPLAY_BELADY = 2 } replay_policy;

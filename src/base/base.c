@@ -83,9 +83,14 @@ void *ts_realloc(void *p, size_t n) {
 ts_status ts_map_file(const char *path, ts_mapped_file *out) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ts_fail(TS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* stat before open: opening a FIFO for reading blocks until a writer
+     * comes, and opening some devices has side effects */
     struct stat st;
+    if (stat(path, &st) != 0) return ts_fail(TS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return ts_fail(TS_ERR_IO, "%s: not a regular file", path);
+    /* O_NONBLOCK: the path may have become a FIFO since the stat */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return ts_fail(TS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
@@ -95,6 +100,9 @@ ts_status ts_map_file(const char *path, ts_mapped_file *out) {
         close(fd);
         return ts_fail(TS_ERR_IO, "%s: not a regular file", path);
     }
+    /* the fd is kept for pread of streamed experts: plain blocking reads */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     out->size = (uint64_t)st.st_size;
     if (out->size > 0) {
         void *p = mmap(NULL, (size_t)out->size, PROT_READ, MAP_PRIVATE, fd, 0);
