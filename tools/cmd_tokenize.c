@@ -83,7 +83,7 @@ int cmd_tokenize(int argc, char **argv) {
     size_t len = 0;
     if (ts_read_file("-", 0, &text, &len) != TS_OK) {
         tok_free(v);
-        return cli_error("tokenize", "reading stdin: %s", ts_last_error());
+        return cli_error("tokenize", "%s", ts_last_error()); /* "stdin: ..." already */
     }
     int32_t *ids = NULL;
     size_t n = 0;
