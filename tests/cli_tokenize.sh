@@ -132,6 +132,9 @@ if [ -w /dev/full ]; then
     if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ]; then ok; else bad "/dev/full: rc=$rc"; fi
 fi
 
+# unreadable stdin: the context said once ("stdin: read error", not "reading stdin: stdin: ...")
+"$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" </ >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] && [ "$(cat "$tmp/err")" = "turbospark tokenize: stdin: read error: Is a directory" ] && ok || bad "stdin a directory: '$(cat "$tmp/err")'"
 # --help
 "$CLI" tokenize --help >"$tmp/out" 2>&1 && grep -q 'usage: turbospark tokenize' "$tmp/out" && ok || bad "--help"
 

@@ -189,6 +189,14 @@ static void test_refused(void) {
         CHECKF(st == TS_ERR_UNSUPPORTED, "template %zu accepted as %s", i, chat_template_kind_name(t.kind));
         CHECKF(strstr(ts_last_error(), "--chat-template") != NULL, "template %zu: message: %s", i, ts_last_error());
     }
+    /* A default system prompt found before the refusal is not kept (it leaked:
+     * found by fuzz/fuzz_chat.c under LeakSanitizer). */
+    {
+        chat_template r;
+        ts_status st = chat_template_detect("{{ '<|im_start|>system\\nA<|im_end|>\\n' }}{{ '<|im_start|>system\\n\\x41<|im_end|>\\n' }}", &r);
+        CHECKF(st == TS_ERR_UNSUPPORTED, "status %d: %s", (int)st, ts_last_error());
+        CHECK(r.default_system == NULL);
+    }
     /* The message quotes what it saw. */
     chat_template t;
     chat_template_detect("{% for message in messages %}### odd", &t);

@@ -3,10 +3,13 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/base.h"
 #include "cli.h"
 #include "turbospark.h"
 
@@ -60,6 +63,43 @@ const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+/* Weights are used in place from the GGUF mapping, so a model file that
+ * shrinks under a running command (truncated, rewritten in place) raises
+ * SIGBUS on the next touch of a lost page. Say which file, in one line, and
+ * exit 1 instead of dying with a bare "Bus error". Only async-signal-safe
+ * calls here: the name comes from the library's table of live mappings
+ * (ts_map_name_at), the line goes out with write(2). A SIGBUS outside every
+ * mapped file is not ours to explain: the default action is restored and the
+ * faulting access re-runs into it. */
+static void put(const char *s) {
+    size_t n = 0;
+    while (s[n]) n++;
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, s, n);
+        if (w <= 0) return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
+    (void)uctx;
+    const char *name = si ? ts_map_name_at(si->si_addr) : NULL;
+    if (!name) {
+        signal(sig, SIG_DFL);
+        return;
+    }
+    /* several worker threads fault on the same lost pages: one line only;
+     * the others wait here for the _exit below */
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&said))
+        for (;;) pause();
+    put("turbospark: ");
+    put(name);
+    put(" changed size under the mapping (truncated?)\n");
+    _exit(1);
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "turbospark " TS_VERSION " - LLM inference for dense and MoE GGUF models\n"
@@ -78,6 +118,12 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
     /* A closed pipe must surface as a write error we report, not a silent kill. */
     signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
     if (argc < 2) {
         usage(stderr);
         return 2;

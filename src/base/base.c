@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,65 @@ void *ts_realloc(void *p, size_t n) {
     return q;
 }
 
+/* ---- live mappings, for naming the file in a SIGBUS handler ----
+ * A slot goes free -> busy (being written) -> live and back; the handler only
+ * reads live slots. Writers claim a slot with a compare-and-swap, so no lock
+ * is held that a signal could interrupt. */
+enum { MAP_FREE = 0, MAP_BUSY = 1, MAP_LIVE = 2 };
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "ts_map_name_at must be async-signal-safe: atomic int must be lock-free");
+static struct {
+    atomic_int state;                /* MAP_FREE / MAP_BUSY / MAP_LIVE */
+    const uint8_t *data;             /* (size) mapped bytes */
+    uint64_t size;
+    char name[TS_MAP_NAME_MAX];      /* NUL-terminated path (its tail if long) */
+} ts_maps[TS_MAP_REGISTRY];
+
+static void map_register(const uint8_t *data, uint64_t size, const char *path) {
+    for (int i = 0; i < TS_MAP_REGISTRY; i++) {
+        int want = MAP_FREE;
+        if (!atomic_compare_exchange_strong(&ts_maps[i].state, &want, MAP_BUSY)) continue;
+        size_t n = strlen(path);
+        const char *from = n < TS_MAP_NAME_MAX ? path : path + n - (TS_MAP_NAME_MAX - 1);
+        snprintf(ts_maps[i].name, sizeof ts_maps[i].name, "%s", from);
+        ts_maps[i].data = data;
+        ts_maps[i].size = size;
+        atomic_store(&ts_maps[i].state, MAP_LIVE);
+        return;
+    }
+}
+
+static void map_unregister(const uint8_t *data) {
+    for (int i = 0; i < TS_MAP_REGISTRY; i++) {
+        if (atomic_load(&ts_maps[i].state) != MAP_LIVE || ts_maps[i].data != data) continue;
+        int want = MAP_LIVE;
+        if (!atomic_compare_exchange_strong(&ts_maps[i].state, &want, MAP_BUSY)) continue;
+        ts_maps[i].data = NULL;
+        ts_maps[i].size = 0;
+        atomic_store(&ts_maps[i].state, MAP_FREE);
+        return;
+    }
+}
+
+const char *ts_map_name_at(const void *addr) {
+    uintptr_t a = (uintptr_t)addr;
+    for (int i = 0; i < TS_MAP_REGISTRY; i++) {
+        if (atomic_load(&ts_maps[i].state) != MAP_LIVE) continue;
+        uintptr_t lo = (uintptr_t)ts_maps[i].data;
+        if (a >= lo && a - lo < ts_maps[i].size) return ts_maps[i].name;
+    }
+    return NULL;
+}
+
+ts_status ts_map_check(const ts_mapped_file *m, const char *name) {
+    if (m->fd < 0 || !m->data) return TS_OK;
+    struct stat st;
+    if (fstat(m->fd, &st) != 0) return ts_fail(TS_ERR_IO, "%s: cannot stat: %s", name, strerror(errno));
+    if ((uint64_t)st.st_size < m->size)
+        return ts_fail(TS_ERR_IO, "%s: changed size under the mapping: %llu bytes mapped, %llu now (truncated?)", name,
+                       (unsigned long long)m->size, (unsigned long long)st.st_size);
+    return TS_OK;
+}
+
 ts_status ts_map_file(const char *path, ts_mapped_file *out) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
@@ -112,13 +172,17 @@ ts_status ts_map_file(const char *path, ts_mapped_file *out) {
             return ts_fail(TS_ERR_IO, "%s: cannot map: %s", path, strerror(e));
         }
         out->data = p;
+        map_register(out->data, out->size, path);
     }
     out->fd = fd;
     return TS_OK;
 }
 
 void ts_unmap_file(ts_mapped_file *m) {
-    if (m->data) munmap((void *)m->data, (size_t)m->size);
+    if (m->data) {
+        map_unregister(m->data);
+        munmap((void *)m->data, (size_t)m->size);
+    }
     if (m->fd >= 0) close(m->fd);
     m->data = NULL;
     m->size = 0;

@@ -294,7 +294,12 @@ ts_status chat_template_detect(const char *t, chat_template *out) {
         if (HAS("<think>") || HAS("reasoning_content"))
             return refuse(t, "chatml with reasoning (<think>) handling");
         out->kind = CHAT_TMPL_CHATML;
-        return chatml_default_system(t, &out->default_system);
+        ts_status st = chatml_default_system(t, &out->default_system);
+        if (st != TS_OK) { /* a refused template owns nothing (a first literal may have been kept) */
+            free(out->default_system);
+            out->default_system = NULL;
+        }
+        return st;
     }
     if (HAS("[INST]")) {
         if (HAS("[SYSTEM_PROMPT]")) return refuse(t, "Mistral v7 ([SYSTEM_PROMPT])");

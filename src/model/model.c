@@ -52,33 +52,60 @@ static const char *mkey(meta *m, const char *suffix) {
     return m->key;
 }
 
-/* A positive int key, or one given as a per-layer array of equal values. */
-static ts_status get_int(meta *m, const char *suffix, bool required, int def, int *out) {
+/* Sane maxima for the hyperparameters read from the file: far above every
+ * released model (in brackets), low enough that no product of them formed
+ * below can overflow 64 bits or an int, and that a crafted header is refused
+ * here, naming its key, before it reaches an allocation. */
+#define HP_MAX_EMBD (1 << 16)     /* embedding_length (16384, Llama 3.1 405B) */
+#define HP_MAX_LAYER 4096         /* block_count (126) */
+#define HP_MAX_FF (1 << 20)       /* feed_forward_length and expert widths (53248) */
+#define HP_MAX_HEAD 1024          /* head_count, head_count_kv (128) */
+#define HP_MAX_HEAD_DIM 4096      /* key_length = value_length (256, Gemma) */
+#define HP_MAX_PROJ (1 << 20)     /* head_count * key_length (16384) */
+#define HP_MAX_CTX (1 << 24)      /* context_length, sliding_window: the session's own cap */
+#define HP_MAX_EXPERT 4096        /* expert_count (512) */
+#define HP_MAX_VOCAB (1 << 24)    /* rows of token_embd (262144, Gemma 3) */
+
+/* An integer key in [lo, hi], or one given as a per-layer array of equal
+ * values. Missing: an error when required, else def (unchecked: the caller
+ * checks what it derives). */
+static ts_status get_int(meta *m, const char *suffix, bool required, int def, int lo, int hi, int *out) {
     const char *k = mkey(m, suffix);
-    uint32_t v;
-    gguf_get_result r = gguf_get_u32(m->f, k, &v);
-    if (r == GGUF_GET_OK) {
-        if (v > (1u << 30)) return ts_fail(TS_ERR_FORMAT, "%s: key %s = %u is out of range", m->f->path, k, v);
-        *out = (int)v;
-        return TS_OK;
-    }
-    if (r == GGUF_GET_MISSING) {
+    const gguf_kv *kv = gguf_get_kv(m->f, k);
+    if (!kv) {
         if (required) return ts_fail(TS_ERR_FORMAT, "%s: missing key %s", m->f->path, k);
         *out = def;
         return TS_OK;
     }
-    const gguf_array *a;
-    if (gguf_get_arr(m->f, k, GGUF_VT_COUNT, &a) == GGUF_GET_OK && a->type != GGUF_VT_STRING && a->type != GGUF_VT_ARRAY &&
-        a->type != GGUF_VT_FLOAT32 && a->type != GGUF_VT_FLOAT64 && a->type != GGUF_VT_BOOL && a->n > 0) {
-        int64_t v0 = gguf_arr_int(a, 0);
+    const gguf_value *v = &kv->val;
+    int64_t x;
+    switch (v->type) {
+    case GGUF_VT_UINT8: case GGUF_VT_UINT16: case GGUF_VT_UINT32: case GGUF_VT_UINT64:
+        if (v->v.u64 > (uint64_t)hi)
+            return ts_fail(TS_ERR_FORMAT, "%s: key %s = %llu is out of range [%d, %d]", m->f->path, k, (unsigned long long)v->v.u64, lo, hi);
+        x = (int64_t)v->v.u64;
+        break;
+    case GGUF_VT_INT8: case GGUF_VT_INT16: case GGUF_VT_INT32: case GGUF_VT_INT64:
+        x = v->v.i64;
+        break;
+    case GGUF_VT_ARRAY: {
+        const gguf_array *a = &v->v.arr;
+        bool ints = a->type <= GGUF_VT_INT32 || a->type == GGUF_VT_UINT64 || a->type == GGUF_VT_INT64;
+        if (!ints || a->n == 0 || !a->raw) return ts_fail(TS_ERR_FORMAT, "%s: key %s has the wrong type", m->f->path, k);
+        x = gguf_arr_int(a, 0);
         for (uint64_t i = 1; i < a->n; i++)
-            if (gguf_arr_int(a, i) != v0)
+            if (gguf_arr_int(a, i) != x)
                 return ts_fail(TS_ERR_UNSUPPORTED, "%s: key %s differs between layers; per-layer shapes are not supported", m->f->path, k);
-        if (v0 <= 0 || v0 > (1 << 30)) return ts_fail(TS_ERR_FORMAT, "%s: key %s = %lld is out of range", m->f->path, k, (long long)v0);
-        *out = (int)v0;
-        return TS_OK;
+        if (a->type == GGUF_VT_UINT64 && x < 0)
+            return ts_fail(TS_ERR_FORMAT, "%s: key %s = %llu is out of range [%d, %d]", m->f->path, k, (unsigned long long)x, lo, hi);
+        break;
     }
-    return ts_fail(TS_ERR_FORMAT, "%s: key %s has the wrong type", m->f->path, k);
+    default:
+        return ts_fail(TS_ERR_FORMAT, "%s: key %s has the wrong type (%s)", m->f->path, k, gguf_vtype_name(v->type));
+    }
+    if (x < lo || x > hi) return ts_fail(TS_ERR_FORMAT, "%s: key %s = %lld is out of range [%d, %d]", m->f->path, k, (long long)x, lo, hi);
+    *out = (int)x;
+    return TS_OK;
 }
 
 static ts_status get_float(meta *m, const char *suffix, float def, float *out) {
@@ -290,26 +317,43 @@ static ts_status read_hparams(meta *m, const ts_family *fam, ts_hparams *hp, rop
                               float l3[3]) {
     const gguf_file *f = m->f;
     ts_status st;
-    if ((st = get_int(m, "embedding_length", true, 0, &hp->n_embd))) return st;
-    if ((st = get_int(m, "block_count", true, 0, &hp->n_layer))) return st;
-    if ((st = get_int(m, "feed_forward_length", true, 0, &hp->n_ff))) return st;
-    if ((st = get_int(m, "attention.head_count", true, 0, &hp->n_head))) return st;
-    if ((st = get_int(m, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv))) return st;
-    if ((st = get_int(m, "context_length", true, 0, &hp->n_ctx_train))) return st;
-    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_ff <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ctx_train <= 0)
-        return ts_fail(TS_ERR_FORMAT, "%s: a size hyperparameter is zero", f->path);
-    if (hp->n_head % hp->n_head_kv)
-        return ts_fail(TS_ERR_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d", f->path, hp->n_head, hp->n_head_kv);
+    if ((st = get_int(m, "embedding_length", true, 0, 1, HP_MAX_EMBD, &hp->n_embd))) return st;
+    if ((st = get_int(m, "block_count", true, 0, 1, HP_MAX_LAYER, &hp->n_layer))) return st;
+    /* every block binds several tensors: a count the file cannot hold is
+     * refused before the per-layer tables are allocated */
+    if ((uint64_t)hp->n_layer > f->n_tensors)
+        return ts_fail(TS_ERR_FORMAT, "%s: key %s.block_count = %d, but the file has only %llu tensors", f->path, m->arch, hp->n_layer,
+                       (unsigned long long)f->n_tensors);
+    if ((st = get_int(m, "feed_forward_length", true, 0, 1, HP_MAX_FF, &hp->n_ff))) return st;
+    if ((st = get_int(m, "attention.head_count", true, 0, 1, HP_MAX_HEAD, &hp->n_head))) return st;
+    if ((st = get_int(m, "attention.head_count_kv", false, hp->n_head, 1, HP_MAX_HEAD, &hp->n_head_kv))) return st;
+    if ((st = get_int(m, "context_length", true, 0, 1, HP_MAX_CTX, &hp->n_ctx_train))) return st;
+    if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv)
+        return ts_fail(TS_ERR_FORMAT, "%s: %s.attention.head_count %d is not a multiple of head_count_kv %d", f->path, m->arch, hp->n_head,
+                       hp->n_head_kv);
+    /* heads default to n_embd / n_head wide, as in llama.cpp */
+    bool have_klen = gguf_find_key(f, mkey(m, "attention.key_length")) >= 0;
+    if (!have_klen && hp->n_embd % hp->n_head)
+        return ts_fail(TS_ERR_FORMAT, "%s: no %s.attention.key_length, and embedding_length %d is not a multiple of head_count %d", f->path,
+                       m->arch, hp->n_embd, hp->n_head);
     int def_hd = hp->n_embd / hp->n_head, k_len, v_len;
-    if ((st = get_int(m, "attention.key_length", false, def_hd, &k_len))) return st;
-    if ((st = get_int(m, "attention.value_length", false, k_len, &v_len))) return st;
+    if ((st = get_int(m, "attention.key_length", false, def_hd, 1, HP_MAX_HEAD_DIM, &k_len))) return st;
+    if ((st = get_int(m, "attention.value_length", false, k_len, 1, HP_MAX_HEAD_DIM, &v_len))) return st;
     if (k_len != v_len)
         return ts_fail(TS_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d is not supported", f->path, k_len, v_len);
-    if (k_len <= 0 || k_len > 4096) return ts_fail(TS_ERR_FORMAT, "%s: key_length %d is out of range", f->path, k_len);
+    if (k_len < 1 || k_len > HP_MAX_HEAD_DIM)
+        return ts_fail(TS_ERR_FORMAT, "%s: head width %d (embedding_length / head_count) is out of range [1, %d]", f->path, k_len,
+                       HP_MAX_HEAD_DIM);
     hp->head_dim = k_len;
-    if ((st = get_int(m, "rope.dimension_count", false, k_len, n_rot))) return st;
-    if (*n_rot <= 0 || *n_rot > k_len || *n_rot % 2)
-        return ts_fail(TS_ERR_FORMAT, "%s: rope.dimension_count %d is invalid for heads of %d", f->path, *n_rot, k_len);
+    /* the projection widths the binder and the session size buffers by */
+    uint64_t q_dim;
+    if (!ts_mul_u64((uint64_t)hp->n_head, (uint64_t)k_len, &q_dim) || q_dim > HP_MAX_PROJ)
+        return ts_fail(TS_ERR_FORMAT, "%s: head_count %d x key_length %d = %llu is over the supported %d", f->path, hp->n_head, k_len,
+                       (unsigned long long)q_dim, HP_MAX_PROJ);
+    if ((st = get_int(m, "rope.dimension_count", false, k_len, 1, HP_MAX_HEAD_DIM, n_rot))) return st;
+    if (*n_rot > k_len || *n_rot % 2)
+        return ts_fail(TS_ERR_FORMAT, "%s: %s.rope.dimension_count %d is invalid for heads of %d (even, at most the head width)", f->path,
+                       m->arch, *n_rot, k_len);
     if ((st = get_float(m, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps))) return st;
     if (hp->norm_eps < 0) return ts_fail(TS_ERR_FORMAT, "%s: negative rms epsilon", f->path);
 
@@ -321,11 +365,16 @@ static ts_status read_hparams(meta *m, const ts_family *fam, ts_hparams *hp, rop
     float factor = 0, lin = 0;
     if ((st = get_float(m, "rope.scaling.factor", 0.0f, &factor))) return st;
     if ((st = get_float(m, "rope.scale_linear", 0.0f, &lin))) return st;
+    /* both divide the frequencies: a tiny one would make them infinite */
+    if (factor > 1e6f || (factor > 0 && factor < 1e-6f))
+        return ts_fail(TS_ERR_FORMAT, "%s: %s.rope.scaling.factor %g is out of range [1e-6, 1e6]", f->path, m->arch, factor);
+    if (lin > 1e6f || (lin > 0 && lin < 1e-6f))
+        return ts_fail(TS_ERR_FORMAT, "%s: %s.rope.scale_linear %g is out of range [1e-6, 1e6]", f->path, m->arch, lin);
     gguf_str stype = {0};
     gguf_get_result rt = gguf_get_str(f, mkey(m, "rope.scaling.type"), &stype);
     if (rt == GGUF_GET_WRONG_TYPE) return ts_fail(TS_ERR_FORMAT, "%s: key %s has the wrong type", f->path, m->key);
     int orig;
-    if ((st = get_int(m, "rope.scaling.original_context_length", false, hp->n_ctx_train, &orig))) return st;
+    if ((st = get_int(m, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1, HP_MAX_CTX, &orig))) return st;
     rc->n_ctx_orig = orig;
     if (rt == GGUF_GET_MISSING || gguf_str_eq(stype, "none")) {
         if (lin > 0 && lin != 1.0f) rc->freq_scale = 1.0f / lin;
@@ -344,13 +393,18 @@ static ts_status read_hparams(meta *m, const ts_family *fam, ts_hparams *hp, rop
         rc->yarn_attn = af1 * af2;
         if ((st = get_float(m, "rope.scaling.yarn_beta_fast", 32.0f, &rc->beta_fast))) return st;
         if ((st = get_float(m, "rope.scaling.yarn_beta_slow", 1.0f, &rc->beta_slow))) return st;
+        if (rc->beta_fast <= 0 || rc->beta_slow <= 0)
+            return ts_fail(TS_ERR_FORMAT, "%s: yarn_beta_fast %g and yarn_beta_slow %g must be positive", f->path, rc->beta_fast,
+                           rc->beta_slow);
     } else if (gguf_str_eq(stype, "llama3")) {
         if (factor <= 0) return ts_fail(TS_ERR_FORMAT, "%s: llama3 scaling without rope.scaling.factor", f->path);
         *llama3_keys = true;
         l3[0] = factor;
         if ((st = get_float(m, "rope.scaling.low_freq_factor", 1.0f, &l3[1]))) return st;
         if ((st = get_float(m, "rope.scaling.high_freq_factor", 4.0f, &l3[2]))) return st;
-        if (l3[2] <= l3[1]) return ts_fail(TS_ERR_FORMAT, "%s: llama3 high_freq_factor <= low_freq_factor", f->path);
+        if (l3[1] <= 0 || l3[2] <= l3[1])
+            return ts_fail(TS_ERR_FORMAT, "%s: llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor (%g, %g)", f->path, l3[1],
+                           l3[2]);
     } else {
         char *s = gguf_strdup(stype);
         ts_fail(TS_ERR_UNSUPPORTED, "%s: rope scaling type '%s' is not supported (supported: none, linear, yarn, llama3)", f->path,
@@ -361,15 +415,15 @@ static ts_status read_hparams(meta *m, const ts_family *fam, ts_hparams *hp, rop
 
     /* mixture of experts: the MoE families, and a dense family with experts
      * (Mixtral is "llama" with expert_count > 0, top-k renormalised) */
-    if ((st = get_int(m, "expert_count", false, 0, &hp->n_expert))) return st;
+    if ((st = get_int(m, "expert_count", false, 0, 0, HP_MAX_EXPERT, &hp->n_expert))) return st;
     if (fam->moe && hp->n_expert <= 0) return ts_fail(TS_ERR_FORMAT, "%s: missing key %s.expert_count", f->path, m->arch);
     if (hp->n_expert > 0) {
-        if ((st = get_int(m, "expert_used_count", true, 0, &hp->n_expert_used))) return st;
-        if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)
+        if ((st = get_int(m, "expert_used_count", true, 0, 1, HP_MAX_EXPERT, &hp->n_expert_used))) return st;
+        if (hp->n_expert_used > hp->n_expert)
             return ts_fail(TS_ERR_FORMAT, "%s: %s.expert_used_count = %d is not in [1, expert_count = %d]", f->path, m->arch,
                            hp->n_expert_used, hp->n_expert);
-        if ((st = get_int(m, "expert_feed_forward_length", false, hp->n_ff, &hp->n_ff_exp))) return st;
-        if ((st = get_int(m, "expert_shared_feed_forward_length", false, 0, &hp->n_ff_shexp))) return st;
+        if ((st = get_int(m, "expert_feed_forward_length", false, hp->n_ff, 1, HP_MAX_FF, &hp->n_ff_exp))) return st;
+        if ((st = get_int(m, "expert_shared_feed_forward_length", false, 0, 0, HP_MAX_FF, &hp->n_ff_shexp))) return st;
         hp->expert_norm = fam->moe ? fam->moe_norm_topk : true;
         bool b;
         gguf_get_result r = gguf_get_bool(f, mkey(m, "expert_weights_norm"), &b);
@@ -384,7 +438,7 @@ static ts_status read_hparams(meta *m, const ts_family *fam, ts_hparams *hp, rop
     /* sliding window */
     hp->n_swa = 0;
     if (fam->swa_pattern) {
-        if ((st = get_int(m, "attention.sliding_window", false, 0, &hp->n_swa))) return st;
+        if ((st = get_int(m, "attention.sliding_window", false, 0, 0, HP_MAX_CTX, &hp->n_swa))) return st;
     }
 
     /* attention scale */
@@ -429,7 +483,9 @@ ts_status ts_model_desc_build(const gguf_file *f, ts_model_desc *md) {
     /* token embeddings fix the vocabulary size */
     const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
     if (!te) TRY(ts_fail(TS_ERR_FORMAT, "%s: missing tensor 'token_embd.weight'", f->path));
-    if (te->ne[1] == 0 || te->ne[1] > (1u << 30)) TRY(ts_fail(TS_ERR_FORMAT, "%s: token_embd.weight has a bad vocabulary size", f->path));
+    if (te->ne[1] == 0 || te->ne[1] > HP_MAX_VOCAB)
+        TRY(ts_fail(TS_ERR_FORMAT, "%s: token_embd.weight has %llu rows, a vocabulary size out of range [1, %d]", f->path,
+                    (unsigned long long)te->ne[1], HP_MAX_VOCAB));
     hp->n_vocab = (int)te->ne[1];
     TRY(bind_mat(f, "token_embd.weight", E, hp->n_vocab, true, "n_embd, n_vocab", &md->tok_embd));
     md->tok_embd.name = "token_embd.weight";

@@ -1,6 +1,7 @@
 /* The public tokenizer calls (include/turbospark.h): thin names over the
  * tokenizer module, plus loading a vocabulary on its own. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
@@ -11,7 +12,8 @@ ts_status ts_vocab_load(const char *path, ts_vocab **out) {
     ts_status st = gguf_open(path, &f);
     if (st != TS_OK) return st;
     st = tok_load(f, out);
-    if (st != TS_OK) ts_error_prefix("%s", path);
+    /* tok_load's messages name the file already; prefix only those that do not */
+    if (st != TS_OK && strncmp(ts_last_error(), path, strlen(path)) != 0) ts_error_prefix("%s", path);
     gguf_close(f); /* the vocabulary keeps copies of what it needs */
     return st;
 }
