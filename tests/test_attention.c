@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "compute/backend.h"
+#include "compute/cpu_kernels.h"
 #include "tensor/quant.h"
 #include "test_util.h"
 
@@ -163,7 +164,50 @@ static void test_case(const acase *c) {
     free(q);
 }
 
+/* The attention kernels of this CPU (ts_cpu_kernels_get: the SIMD ones, or
+ * the references under TS_FORCE_ISA=scalar) against the references. */
+static void test_kernels(void) {
+    ts_cpu_kernels ref;
+    ts_cpu_kernels_ref(&ref);
+    const ts_cpu_kernels *k = ts_cpu_kernels_get();
+    static const int ns[] = {16, 80, 128, 131};
+    float *q = malloc(sizeof(float) * 131), *K = malloc(sizeof(float) * 70 * 131);
+    float s1[70], s2[70], y1[131], y2[131];
+    int bad_dot = 0, bad_exp = 0, bad_sum = 0, bad_axpy = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (int nk = 1; nk <= 70; nk += 3) {
+            int n = ns[a];
+            for (int i = 0; i < n; i++) q[i] = frand() * 2;
+            for (int i = 0; i < nk * n; i++) K[i] = frand();
+            ref.dots_f32(q, K, nk, n, 0.3f, s1);
+            k->dots_f32(q, K, nk, n, 0.3f, s2);
+            for (int j = 0; j < nk; j++) {
+                double mag = 0;
+                for (int i = 0; i < n; i++) mag += fabs((double)q[i] * K[j * n + i]) * 0.3;
+                bad_dot += !(fabs((double)s1[j] - s2[j]) <= 1e-6 * mag + 1e-30);
+            }
+            /* exp of s - max over a wide range, down to the underflow region */
+            for (int j = 0; j < nk; j++) s1[j] = s2[j] = frand() * (j % 5 == 0 ? 120.0f : 12.0f);
+            float m = -INFINITY; /* the running max, as the callers pass it */
+            for (int j = 0; j < nk; j++) m = s1[j] > m ? s1[j] : m;
+            float e1 = ref.exp_sum(s1, nk, m), e2 = k->exp_sum(s2, nk, m);
+            for (int j = 0; j < nk; j++) bad_exp += !(fabs((double)s1[j] - s2[j]) <= 4e-7 * s1[j] + 1e-37);
+            bad_sum += !(fabs((double)e1 - e2) <= 1e-6 * e1 + 1e-36);
+            for (int i = 0; i < n; i++) y1[i] = y2[i] = frand();
+            for (int j = 0; j < nk; j++) s1[j] = (frand() + 1) * 0.5f;
+            ref.axpys_f32(s1, K, nk, n, y1);
+            k->axpys_f32(s1, K, nk, n, y2);
+            for (int i = 0; i < n; i++) bad_axpy += !(fabs((double)y1[i] - y2[i]) <= 1e-6 * (nk + 1));
+        }
+    CHECKF(bad_dot == 0, "dots_f32: %d differ from the reference", bad_dot);
+    CHECKF(bad_exp == 0 && bad_sum == 0, "exp_sum: %d values, %d sums differ from the reference", bad_exp, bad_sum);
+    CHECKF(bad_axpy == 0, "axpys_f32: %d differ from the reference", bad_axpy);
+    free(q);
+    free(K);
+}
+
 int main(void) {
+    test_kernels();
     static const acase cases[] = {
         {6, 2, 64, 0, 0, 70, TS_TYPE_F16, 1.0f},   /* GQA; 70 tokens cross the 64-key block and 16-query blocks */
         {6, 2, 64, 0, 0, 70, TS_TYPE_F32, 1.0f},

@@ -37,7 +37,22 @@ static void ref_to_f16(const float *x, uint16_t *y, int n) {
     for (int i = 0; i < n; i++) y[i] = ts_f32_to_f16(x[i]);
 }
 
+static void ref_dots_f32(const float *q, const float *K, int nk, int n, float scale, float *s) {
+    for (int j = 0; j < nk; j++) s[j] = ref_dot_f32(q, K + (size_t)j * n, n) * scale;
+}
+static float ref_exp_sum(float *s, int n, float m) {
+    float sum = 0;
+    for (int j = 0; j < n; j++) sum += s[j] = expf(s[j] - m);
+    return sum;
+}
+static void ref_axpys_f32(const float *p, const float *V, int nk, int n, float *y) {
+    for (int j = 0; j < nk; j++) ref_axpy_f32(p[j], V + (size_t)j * n, y, n);
+}
+
 void ts_cpu_kernels_ref(ts_cpu_kernels *k) {
+    k->dots_f32 = ref_dots_f32;
+    k->exp_sum = ref_exp_sum;
+    k->axpys_f32 = ref_axpys_f32;
     k->dot_f32 = ref_dot_f32;
     k->dot_f16 = ref_dot_f16;
     k->axpy_f32 = ref_axpy_f32;
@@ -574,10 +589,8 @@ static void attn_tiled_range(void *arg, int64_t lo, int64_t hi, int ith) {
                     const float *q = a->q + ((int64_t)(t0 + tt) * d->n_head + kvh * group + gi) * hd;
                     float *o = O + (size_t)r * hd;
                     float mx = -INFINITY;
-                    for (int j = jlo; j <= jhi; j++) {
-                        sc[j] = k->dot_f32(q, Kb + (size_t)j * hd, hd) * d->scale;
-                        mx = sc[j] > mx ? sc[j] : mx;
-                    }
+                    k->dots_f32(q, Kb + (size_t)jlo * hd, jhi - jlo + 1, hd, d->scale, sc + jlo);
+                    for (int j = jlo; j <= jhi; j++) mx = sc[j] > mx ? sc[j] : mx;
                     double m = ml[2 * r];
                     if (mx > m) {
                         /* new running max: rescale what was accumulated */
@@ -588,13 +601,8 @@ static void attn_tiled_range(void *arg, int64_t lo, int64_t hi, int ith) {
                         }
                         ml[2 * r] = m = mx;
                     }
-                    double sum = 0;
-                    for (int j = jlo; j <= jhi; j++) {
-                        float p = expf(sc[j] - (float)m);
-                        sum += p;
-                        k->axpy_f32(p, Vb + (size_t)j * hd, o, hd);
-                    }
-                    ml[2 * r + 1] += sum;
+                    ml[2 * r + 1] += k->exp_sum(sc + jlo, jhi - jlo + 1, (float)m);
+                    k->axpys_f32(sc + jlo, Vb + (size_t)jlo * hd, jhi - jlo + 1, hd, o);
                 }
             }
         }
