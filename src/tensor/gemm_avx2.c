@@ -35,7 +35,7 @@ INLINE __m256i ld(const uint8_t *p) { return _mm256_load_si256((const __m256i *)
 /* NT activation rows against lane group lg (16 rows) of one packed unit:
  * out[t*os + r] += value for the rows whose mask lane is set. */
 INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int NT, const uint8_t *const *xr, float *out,
-               int64_t os, __m256i m0, __m256i m1) {
+               int64_t os, __m256i m0, __m256i m1, int first) {
     const size_t sbb = TS_GP_SB_BYTES(NSUB);
     const int GPS = 64 / NSUB;
     for (int s = 0; s < ns; s++) {
@@ -77,8 +77,13 @@ INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int N
             __m256 f0 = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sb0[t]), d0), _mm256_mul_ps(_mm256_cvtepi32_ps(c0), dm0));
             __m256 f1 = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sb1[t]), d1), _mm256_mul_ps(_mm256_cvtepi32_ps(c1), dm1));
             float *o = out + t * os;
-            _mm256_maskstore_ps(o, m0, _mm256_fmadd_ps(f0, dx, _mm256_maskload_ps(o, m0)));
-            _mm256_maskstore_ps(o + 8, m1, _mm256_fmadd_ps(f1, dx, _mm256_maskload_ps(o + 8, m1)));
+            if (first && s == 0) { /* the row's first super-block: no zeroing pass over the output */
+                _mm256_maskstore_ps(o, m0, _mm256_mul_ps(f0, dx));
+                _mm256_maskstore_ps(o + 8, m1, _mm256_mul_ps(f1, dx));
+            } else {
+                _mm256_maskstore_ps(o, m0, _mm256_fmadd_ps(f0, dx, _mm256_maskload_ps(o, m0)));
+                _mm256_maskstore_ps(o + 8, m1, _mm256_fmadd_ps(f1, dx, _mm256_maskload_ps(o + 8, m1)));
+            }
         }
     }
 }
@@ -86,13 +91,13 @@ INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int N
 #define AK_NT 4 /* tokens per micro-kernel call: 2*NT accumulators + weights, scales, broadcast in 16 ymm */
 #define AK_FN(NSUB, NT)                                                                                          \
     static void ak_##NSUB##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, float *out,      \
-                                 int64_t os, __m256i m0, __m256i m1) {                                          \
-        ak(panel, ns, lg, NSUB, NT, xr, out, os, m0, m1);                                                       \
+                                 int64_t os, __m256i m0, __m256i m1, int first) {                               \
+        ak(panel, ns, lg, NSUB, NT, xr, out, os, m0, m1, first);                                                       \
     }
 #define AK_ALL(NSUB) AK_FN(NSUB, 1) AK_FN(NSUB, 2) AK_FN(NSUB, 3) AK_FN(NSUB, 4)
 AK_ALL(8)
 AK_ALL(16)
-typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, float *, int64_t, __m256i, __m256i);
+typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, float *, int64_t, __m256i, __m256i, int);
 static const ak_fn ak8[AK_NT + 1] = {NULL, ak_8_1, ak_8_2, ak_8_3, ak_8_4};
 static const ak_fn ak16[AK_NT + 1] = {NULL, ak_16_1, ak_16_2, ak_16_3, ak_16_4};
 
@@ -114,7 +119,6 @@ static void agemm(uint32_t t, int64_t n, const void *w, uint64_t ws, int64_t nro
     for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
         int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
         int nu = nr > TS_GP_ROWS ? 2 : 1;
-        for (int64_t c = 0; c < ncols; c++) memset(out + c * os + r0, 0, sizeof(float) * (size_t)nr);
         for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
             int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
             for (int u = 0; u < nu; u++) {
@@ -131,7 +135,7 @@ static void agemm(uint32_t t, int64_t n, const void *w, uint64_t ws, int64_t nro
                         int64_t ru = nr - u * TS_GP_ROWS - 16 * lg;
                         if (ru <= 0) break;
                         kf[nt](sp + u * unit, ns, lg, xr, out + c0 * os + r0 + u * TS_GP_ROWS + 16 * lg, os, rmask8(ru, 0),
-                               rmask8(ru, 8));
+                               rmask8(ru, 8), s0 == 0);
                     }
             }
         }

@@ -40,7 +40,7 @@ VINL float ldf(const uint8_t *p) {
  * one packed unit of ns super-blocks: out[t*os + r] += value, rows masked by
  * m0 (rows 0..15) and m1 (16..31). */
 VINL void vk(const uint8_t *panel, int ns, const int NSUB, const int NT, const uint8_t *const *xr, float *out, int64_t os,
-             __mmask16 m0, __mmask16 m1) {
+             __mmask16 m0, __mmask16 m1, int first) {
     const size_t sbb = TS_GP_SB_BYTES(NSUB);
     const int GPS = 64 / NSUB; /* k-groups of 4 per sub-block */
     for (int s = 0; s < ns; s++) {
@@ -89,8 +89,13 @@ VINL void vk(const uint8_t *panel, int ns, const int NSUB, const int NT, const u
             __m512 f0 = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb0[t]), d0), _mm512_mul_ps(_mm512_cvtepi32_ps(c0), dm0));
             __m512 f1 = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb1[t]), d1), _mm512_mul_ps(_mm512_cvtepi32_ps(c1), dm1));
             float *o = out + t * os;
-            _mm512_mask_storeu_ps(o, m0, _mm512_fmadd_ps(f0, dx, _mm512_maskz_loadu_ps(m0, o)));
-            _mm512_mask_storeu_ps(o + 16, m1, _mm512_fmadd_ps(f1, dx, _mm512_maskz_loadu_ps(m1, o + 16)));
+            if (first && s == 0) { /* the row's first super-block: no zeroing pass over the output */
+                _mm512_mask_storeu_ps(o, m0, _mm512_mul_ps(f0, dx));
+                _mm512_mask_storeu_ps(o + 16, m1, _mm512_mul_ps(f1, dx));
+            } else {
+                _mm512_mask_storeu_ps(o, m0, _mm512_fmadd_ps(f0, dx, _mm512_maskz_loadu_ps(m0, o)));
+                _mm512_mask_storeu_ps(o + 16, m1, _mm512_fmadd_ps(f1, dx, _mm512_maskz_loadu_ps(m1, o + 16)));
+            }
         }
     }
 }
@@ -98,13 +103,13 @@ VINL void vk(const uint8_t *panel, int ns, const int NSUB, const int NT, const u
 #define VK_NT 6 /* tokens per micro-kernel call: 4*NT + 5 zmm live */
 #define VK_FN(NSUB, NT)                                                                                          \
     static VN void vk_##NSUB##_##NT(const uint8_t *panel, int ns, const uint8_t *const *xr, float *out, int64_t os, \
-                                   __mmask16 m0, __mmask16 m1) {                                                \
-        vk(panel, ns, NSUB, NT, xr, out, os, m0, m1);                                                           \
+                                   __mmask16 m0, __mmask16 m1, int first) {                                     \
+        vk(panel, ns, NSUB, NT, xr, out, os, m0, m1, first);                                                           \
     }
 #define VK_ALL(NSUB) VK_FN(NSUB, 1) VK_FN(NSUB, 2) VK_FN(NSUB, 3) VK_FN(NSUB, 4) VK_FN(NSUB, 5) VK_FN(NSUB, 6)
 VK_ALL(8)
 VK_ALL(16)
-typedef void (*vk_fn)(const uint8_t *, int, const uint8_t *const *, float *, int64_t, __mmask16, __mmask16);
+typedef void (*vk_fn)(const uint8_t *, int, const uint8_t *const *, float *, int64_t, __mmask16, __mmask16, int);
 static const vk_fn vk8[VK_NT + 1] = {NULL, vk_8_1, vk_8_2, vk_8_3, vk_8_4, vk_8_5, vk_8_6};
 static const vk_fn vk16[VK_NT + 1] = {NULL, vk_16_1, vk_16_2, vk_16_3, vk_16_4, vk_16_5, vk_16_6};
 
@@ -123,7 +128,6 @@ static void vgemm(uint32_t t, int64_t n, const void *w, uint64_t ws, int64_t nro
     for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
         int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
         int nu = nr > TS_GP_ROWS ? 2 : 1;
-        for (int64_t c = 0; c < ncols; c++) memset(out + c * os + r0, 0, sizeof(float) * (size_t)nr);
         for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
             int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
             for (int u = 0; u < nu; u++) {
@@ -137,7 +141,7 @@ static void vgemm(uint32_t t, int64_t n, const void *w, uint64_t ws, int64_t nro
                 for (int i = 0; i < nt; i++) xr[i] = px + (uint64_t)(c0 + i) * xs + (uint64_t)s0 * QK_BYTES;
                 for (int u = 0; u < nu; u++) {
                     int64_t ru = nr - u * TS_GP_ROWS;
-                    kf[nt](sp + u * unit, ns, xr, out + c0 * os + r0 + u * TS_GP_ROWS, os, rmask(ru), rmask(ru - 16));
+                    kf[nt](sp + u * unit, ns, xr, out + c0 * os + r0 + u * TS_GP_ROWS, os, rmask(ru), rmask(ru - 16), s0 == 0);
                 }
             }
         }
