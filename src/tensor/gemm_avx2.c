@@ -3,10 +3,10 @@
  *
  * Lanes are weight rows: a ymm holds 4 consecutive quants of 8 rows (half a
  * lane group). Per 4 elements and token: maddubs (u8 weights <= 63 x s8
- * activations in [-127, 127]: pairs <= 16002, no saturation), then madd with
- * the sub-block's scale pair, which both sums the pairs and applies the
- * scale, into a super-block i32 sum per (row, token). The micro-kernel holds
- * 16 rows x NT tokens; per super-block the correction (madd of cr with the
+ * activations in [-127, 127]: pairs <= 16002, no saturation), summed in i16
+ * over as many groups as cannot wrap, then madd with the sub-block's scale
+ * pair, which both sums the pairs and applies the scale, into a super-block
+ * i32 sum per (row, token). The micro-kernel holds 16 rows x NT tokens; per super-block the correction (madd of cr with the
  * token's bsums), conversion and one FMA into the output. */
 #define TS_QUANT_INTERNAL
 #include "tensor/quant.h"
@@ -33,9 +33,12 @@ INLINE float ldf(const uint8_t *p) {
 INLINE __m256i ld(const uint8_t *p) { return _mm256_load_si256((const __m256i *)p); }
 
 /* NT activation rows against lane group lg (16 rows) of one packed unit:
- * out[t*os + r] += value for the rows whose mask lane is set. */
-INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int NT, const uint8_t *const *xr, float *out,
-               int64_t os, __m256i m0, __m256i m1, int first) {
+ * out[t*os + r] += value for the rows whose mask lane is set. DEPTH groups of
+ * 4 elements are summed in i16 (maddubs outputs, paddw) before one madd with
+ * the scale pair: |pair| <= 2*qmax*127, so DEPTH = 32767 / (2*qmax*127)
+ * cannot wrap (Q4_K 8, Q5_K 4, Q6_K 2, Q2_K/Q3_K >= 4 = a whole sub-block). */
+INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int NT, const int DEPTH, const uint8_t *const *xr,
+               float *out, int64_t os, __m256i m0, __m256i m1, int first) {
     const size_t sbb = TS_GP_SB_BYTES(NSUB);
     const int GPS = 64 / NSUB;
     for (int s = 0; s < ns; s++) {
@@ -47,16 +50,30 @@ INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int N
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) sb0[t] = sb1[t] = _mm256_setzero_si256();
         for (int j = 0; j < NSUB; j++) {
-            const __m256i s0 = ld(P + TS_GP_Q + (j * 2 + lg) * 64), s1 = ld(P + TS_GP_Q + (j * 2 + lg) * 64 + 32);
 #pragma GCC unroll 8
-            for (int g = 0; g < GPS; g++) {
-                const int gg = j * GPS + g;
-                const __m256i w0 = ld(P + (gg * 2 + lg) * 64), w1 = ld(P + (gg * 2 + lg) * 64 + 32);
+            for (int c = 0; c < GPS / DEPTH; c++) { /* DEPTH divides GPS for every type */
+                __m256i h0[4], h1[4];
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) h0[t] = h1[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int i = 0; i < DEPTH; i++) {
+                    const int gg = j * GPS + c * DEPTH + i;
+                    const __m256i w0 = ld(P + (gg * 2 + lg) * 64), w1 = ld(P + (gg * 2 + lg) * 64 + 32);
+#pragma GCC unroll 4
+                    for (int t = 0; t < NT; t++) {
+                        const __m256i xb = bc32(xq[t] + QK_QS + 4 * gg);
+                        h0[t] = _mm256_add_epi16(h0[t], _mm256_maddubs_epi16(w0, xb));
+                        h1[t] = _mm256_add_epi16(h1[t], _mm256_maddubs_epi16(w1, xb));
+                        /* keep the chains as written: gcc otherwise re-associates
+                         * the i16 sums into a tree that needs ~30 registers */
+                        __asm__("" : "+x"(h0[t]), "+x"(h1[t]));
+                    }
+                }
+                const __m256i s0 = ld(P + TS_GP_Q + (j * 2 + lg) * 64), s1 = ld(P + TS_GP_Q + (j * 2 + lg) * 64 + 32);
 #pragma GCC unroll 4
                 for (int t = 0; t < NT; t++) {
-                    const __m256i xb = bc32(xq[t] + QK_QS + 4 * gg);
-                    sb0[t] = _mm256_add_epi32(sb0[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w0, xb), s0));
-                    sb1[t] = _mm256_add_epi32(sb1[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w1, xb), s1));
+                    sb0[t] = _mm256_add_epi32(sb0[t], _mm256_madd_epi16(h0[t], s0));
+                    sb1[t] = _mm256_add_epi32(sb1[t], _mm256_madd_epi16(h1[t], s1));
                 }
             }
         }
@@ -88,18 +105,22 @@ INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int N
     }
 }
 
-#define AK_NT 4 /* tokens per micro-kernel call: 2*NT accumulators + weights, scales, broadcast in 16 ymm */
-#define AK_FN(NSUB, NT)                                                                                          \
-    static void ak_##NSUB##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, float *out,      \
-                                 int64_t os, __m256i m0, __m256i m1, int first) {                               \
-        ak(panel, ns, lg, NSUB, NT, xr, out, os, m0, m1, first);                                                       \
+#define AK_NT 2 /* tokens per micro-kernel call: 4*NT accumulators + 2 weights, 2 scales, 1 broadcast in 16 ymm */
+#define AK_FN(T, NSUB, DEPTH, NT)                                                                                \
+    static void ak_##T##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, float *out,          \
+                              int64_t os, __m256i m0, __m256i m1, int first) {                                  \
+        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, out, os, m0, m1, first);                                         \
     }
-#define AK_ALL(NSUB) AK_FN(NSUB, 1) AK_FN(NSUB, 2) AK_FN(NSUB, 3) AK_FN(NSUB, 4)
-AK_ALL(8)
-AK_ALL(16)
+#define AK_T(T, NSUB, DEPTH) AK_FN(T, NSUB, DEPTH, 1) AK_FN(T, NSUB, DEPTH, 2)
+AK_T(Q2_K, 16, 4)
+AK_T(Q3_K, 16, 4)
+AK_T(Q4_K, 8, 8)
+AK_T(Q5_K, 8, 4)
+AK_T(Q6_K, 16, 2)
 typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, float *, int64_t, __m256i, __m256i, int);
-static const ak_fn ak8[AK_NT + 1] = {NULL, ak_8_1, ak_8_2, ak_8_3, ak_8_4};
-static const ak_fn ak16[AK_NT + 1] = {NULL, ak_16_1, ak_16_2, ak_16_3, ak_16_4};
+static const ak_fn ak_q2[AK_NT + 1] = {NULL, ak_Q2_K_1, ak_Q2_K_2}, ak_q3[AK_NT + 1] = {NULL, ak_Q3_K_1, ak_Q3_K_2},
+                   ak_q4[AK_NT + 1] = {NULL, ak_Q4_K_1, ak_Q4_K_2}, ak_q5[AK_NT + 1] = {NULL, ak_Q5_K_1, ak_Q5_K_2},
+                   ak_q6[AK_NT + 1] = {NULL, ak_Q6_K_1, ak_Q6_K_2};
 
 /* lanes 0..7 set where row base+lane < nr */
 static __m256i rmask8(int64_t nr, int base) {
@@ -111,7 +132,7 @@ static __m256i rmask8(int64_t nr, int base) {
 static void agemm(uint32_t t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
                   int64_t ncols, float *out, int64_t os, void *scratch) {
     const int nsub = ts_q_gemm_nsub(t);
-    const ak_fn *kf = nsub == 8 ? ak8 : ak16;
+    const ak_fn *kf = t == TS_TYPE_Q2_K ? ak_q2 : t == TS_TYPE_Q3_K ? ak_q3 : t == TS_TYPE_Q4_K ? ak_q4 : t == TS_TYPE_Q5_K ? ak_q5 : ak_q6;
     const int64_t nsb = n / TS_QK_K;
     const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
     const uint8_t *pw = w, *px = x;
