@@ -6,12 +6,14 @@
 #
 #   bench/pair_bench.sh -o OUT.tsv -L LLAMA_BENCH [-e NAME=TURBOSPARK_BIN]...
 #                       [-t 2] [-k 5] [-p 512] [-n 128] [--pp-reps 3] [--tg-reps 3]
-#                       [--tests pp,tg] MODEL
+#                       [--tests pp,tg] [-g FIRST] MODEL
 #     -e NAME=BIN    a turbospark binary under a label (repeatable), e.g.
 #                    -e before=/work/bin/turbospark-before -e after=build/turbospark
 #     -L PATH        llama-bench, built by hand outside the repository (bench/README.md)
 #     -k PAIRS       groups (default 5); group i starts with engine i mod E, so
 #                    every engine goes first in turn
+#     -g FIRST       number the groups from FIRST (default 1), to continue an
+#                    interrupted run in the same OUT.tsv (rotation follows the number)
 #     MODEL          a GGUF path
 # Thread wait policy, the same for both engines: spin for at most 20000
 # relax iterations, then block in the kernel (turbospark's pool: TS_POOL_SPIN
@@ -26,7 +28,7 @@ me=pair_bench
 die() { echo "$me: error: $*" >&2; exit 1; }
 log() { echo "$me: $*" >&2; }
 
-out='' llama='' threads=2 pairs=5 np=512 nt=128 ppr=3 tgr=3 tests=pp,tg
+out='' llama='' first=1 threads=2 pairs=5 np=512 nt=128 ppr=3 tgr=3 tests=pp,tg
 names=() bins=()
 while [ $# -gt 0 ]; do
     case $1 in
@@ -35,12 +37,13 @@ while [ $# -gt 0 ]; do
         -e) names+=("${2%%=*}"); bins+=("${2#*=}"); shift 2 ;;
         -t) threads=${2:?}; shift 2 ;;
         -k) pairs=${2:?}; shift 2 ;;
+        -g) first=${2:?}; shift 2 ;;
         -p) np=${2:?}; shift 2 ;;
         -n) nt=${2:?}; shift 2 ;;
         --pp-reps) ppr=${2:?}; shift 2 ;;
         --tg-reps) tgr=${2:?}; shift 2 ;;
         --tests) tests=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) die "unknown option '$1' (see -h)" ;;
         *) break ;;
     esac
@@ -52,7 +55,7 @@ model=$1
 [ -x "$llama" ] || die "llama-bench '$llama' not executable (-L)"
 [ ${#bins[@]} -ge 1 ] || die "no turbospark binary (-e NAME=BIN)"
 for b in "${bins[@]}"; do [ -x "$b" ] || die "'$b' not executable"; done
-for v in threads pairs np nt ppr tgr; do
+for v in first threads pairs np nt ppr tgr; do
     [[ ${!v} =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || die "bad value '${!v}' for $v"
 done
 [[ $tests =~ ^(pp|tg)(,(pp|tg))?$ ]] || die "bad --tests '$tests'"
@@ -94,7 +97,7 @@ PY
     tail -1 "$out" | awk -F'\t' '{printf "'$me': group %s %-10s %s: %.2f ± %.2f t/s (load %s -> %s)\n", $3, $5, $2, $6, $7, $9, $10}' >&2
 }
 
-for g in $(seq 1 "$pairs"); do
+for g in $(seq "$first" $((first + pairs - 1))); do
     log "group $g: $(uptime)"
     for test in ${tests//,/ }; do
         for k in $(seq 0 $((ne - 1))); do
