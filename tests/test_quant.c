@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TS_QUANT_INTERNAL /* ts_q_gemm_nsub: which types have panel kernels */
 #include "tensor/quant.h"
 #include "test_util.h"
 
@@ -366,6 +367,70 @@ static void test_rows_tile(uint32_t t, int64_t n, int isa, bufs *b) {
     free(X);
 }
 
+/* ts_gemm (the prefill GEMM: panel kernels for the K-quants, ts_gemm_tile
+ * elsewhere) against per-pair reference dots: rows not a multiple of the
+ * 32-row panel or the 16-row lane group, 1..17 columns (the micro-kernels
+ * take 6 or 4), rows long enough to cross the packed K segment, extreme
+ * quants and activations, odd addresses, nothing written outside the tile. */
+static void test_gemm(uint32_t t, int64_t n, int isa, bufs *b) {
+    enum { R = 70, C = 17, OS = R + 3 };
+    static const int nrs[] = {1, 5, 16, 31, 33, 64, 70};
+    uint32_t p = ts_type_dot_partner(t);
+    uint64_t ws = ts_type_row_bytes(t, (uint64_t)n), xs = ts_type_row_bytes(p, (uint64_t)n);
+    uint8_t *W = malloc(ws * R + 1), *X = malloc(xs * C + 1);
+    uint8_t *w = W + 1, *x = X + 1;
+    /* extreme quants only where a panel kernel runs: the 32-element AVX2
+     * tiles subtract the offset after the lane products are rounded, so a
+     * row of all-zero weights (Q4_0 quants all 8) gives ~1e-7, not 0 */
+    int maxq = ts_q_gemm_nsub(t) > 0;
+    for (int r = 0; r < R; r++) make_weights(t, maxq && r % 7 == 3 ? SC_MAXQ : r % 2 ? SC_SANE : SC_RANDOM, w + r * ws, n);
+    for (int c = 0; c < C; c++) make_acts(t, c == 5 ? SC_MAXQ : SC_RANDOM, x + c * xs, n, b->tmp);
+    double *ref = malloc(sizeof(double) * R * C), *tol = malloc(sizeof(double) * R * C);
+    float *xf = malloc(sizeof(float) * (size_t)n * C);
+    for (int c = 0; c < C; c++) ts_dequant_row_ref(p, x + c * xs, xf + (size_t)c * n, n);
+    for (int r = 0; r < R; r++) {
+        ts_dequant_row_ref(t, w + r * ws, b->wf, n);
+        for (int c = 0; c < C; c++) {
+            double mag = 0;
+            for (int64_t i = 0; i < n; i++) mag += fabs((double)b->wf[i] * xf[(size_t)c * n + i]);
+            ref[r * C + c] = ts_vec_dot_ref(t, n, w + r * ws, x + c * xs);
+            tol[r * C + c] = dot_tol(t, n, mag);
+        }
+    }
+    void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
+    float *out = malloc(sizeof(float) * OS * C);
+    int bad = 0, clobber = 0, cases = 0;
+    for (size_t k = 0; k < sizeof nrs / sizeof *nrs; k++)
+        for (int nc = 1; nc <= C; nc++) {
+            int nr = nrs[k];
+            for (int i = 0; i < OS * C; i++) out[i] = -12345.0f;
+            ts_gemm(t, n, w, ws, nr, x, xs, nc, out, OS, scratch);
+            int b0 = bad;
+            for (int c = 0; c < C; c++)
+                for (int r = 0; r < OS; r++) {
+                    float v = out[c * OS + r];
+                    if (c < nc && r < nr) {
+                        if (!dot_close(v, ref[r * C + c], tol[r * C + c])) {
+                            if (bad - b0 < 2)
+                                fprintf(stderr, "  %s n=%lld rows=%d cols=%d [%d,%d]: %.9g vs ref %.9g (tol %.3g)\n",
+                                        ts_type_name(t), (long long)n, nr, nc, c, r, v, ref[r * C + c], tol[r * C + c]);
+                            bad++;
+                        }
+                    } else clobber += v != -12345.0f;
+                }
+            cases++;
+        }
+    CHECKF(bad == 0 && clobber == 0, "%s n=%lld isa=%s: gemm %d bad, %d written outside (%d shapes)", ts_type_name(t),
+           (long long)n, ts_isa_name(isa), bad, clobber, cases);
+    free(scratch);
+    free(out);
+    free(xf);
+    free(ref);
+    free(tol);
+    free(W);
+    free(X);
+}
+
 static void test_quantize_acts(int isa, bufs *b) {
     static const uint32_t acts[] = {TS_TYPE_Q8_0, TS_TYPE_Q8_K, TS_TYPE_F16, TS_TYPE_BF16};
     int64_t n = 33 * 256;
@@ -469,6 +534,10 @@ int main(void) {
             /* 32-element quants: long rows cross the AVX2 kernels' 512-block
              * activation segments (odd block count: pair loop + tail) */
             if (be == 32) test_rows_tile(t, 545 * 32, isa, &b);
+            /* prefill GEMM: one block, and (K-quants) past the 8-super-block
+             * packed segment; 32-element types at n not a multiple of 256 */
+            test_gemm(t, be == 1 ? 37 : be, isa, &b);
+            test_gemm(t, be == 1 ? 300 : be == 32 ? 37 * 32 : 9 * 256, isa, &b);
         }
         test_quantize_acts(isa, &b);
         test_self_check(&b);

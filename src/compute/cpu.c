@@ -39,7 +39,22 @@ static void ref_to_f16(const float *x, uint16_t *y, int n) {
     for (int i = 0; i < n; i++) y[i] = ts_f32_to_f16(x[i]);
 }
 
+static void ref_dots_f32(const float *q, const float *K, int nk, int n, float scale, float *s) {
+    for (int j = 0; j < nk; j++) s[j] = ref_dot_f32(q, K + (size_t)j * n, n) * scale;
+}
+static float ref_exp_sum(float *s, int n, float m) {
+    float sum = 0;
+    for (int j = 0; j < n; j++) sum += s[j] = expf(s[j] - m);
+    return sum;
+}
+static void ref_axpys_f32(const float *p, const float *V, int nk, int n, float *y) {
+    for (int j = 0; j < nk; j++) ref_axpy_f32(p[j], V + (size_t)j * n, y, n);
+}
+
 void ts_cpu_kernels_ref(ts_cpu_kernels *k) {
+    k->dots_f32 = ref_dots_f32;
+    k->exp_sum = ref_exp_sum;
+    k->axpys_f32 = ref_axpys_f32;
     k->dot_f32 = ref_dot_f32;
     k->dot_f16 = ref_dot_f16;
     k->axpy_f32 = ref_axpy_f32;
@@ -70,6 +85,7 @@ const ts_cpu_kernels *ts_cpu_kernels_get(void) {
 #define CPU_ROW_GRAIN 16   /* rows per block of a matmul split */
 #define CPU_TOK_TILE 16    /* activation rows per gemm tile */
 #define CPU_ROW_TILE 128   /* weight rows per gemm tile: stay in L2 while all tokens pass (16-row tiles ran ~25% slower) */
+#define CPU_GEMM_MIN_TOK 8 /* from this many tokens the panel GEMM's unpack pays (ts_gemm) */
 
 /* The backend itself holds nothing mutable: weights are the file's own
  * bytes, memory comes from mmap, and every stream has its own pool and
@@ -89,6 +105,8 @@ typedef struct cpu_stream {
     bool exact_act;        /* F32 activations: dequantize weight rows instead of quantizing x */
     float *wrow;           /* (n_threads, wrow_n) exact mode: one dequantized weight row per thread */
     int64_t wrow_n;
+    uint8_t *kscratch;     /* (n_threads, kscratch_stride) prefill GEMM panels / attention tiles: see kscratch_reserve */
+    size_t kscratch_stride;
 } cpu_stream;
 
 /* CPU events are host timestamps: the ops are synchronous, so an op's time
@@ -160,6 +178,7 @@ static void cpu_stream_free(ts_stream *st) {
     free(c->qbuf);
     free(c->scores);
     free(c->wrow);
+    free(c->kscratch);
     free(c);
 }
 
@@ -195,6 +214,31 @@ static void cpu_event_record(ts_stream *st, ts_event *ev) {
 
 static double cpu_event_elapsed(ts_event *a, ts_event *b) { return b->t - a->t; }
 
+/* ---- per-thread kernel scratch (matmul + attention own it) ----
+ * One 64-byte aligned slot per thread, used by one op at a time: the prefill
+ * GEMM's weight panels (ts_gemm_scratch_bytes) and the tiled attention's
+ * query/key blocks (attn_scratch_bytes). Sized once here, never on the
+ * decode path. */
+static size_t attn_scratch_bytes(int head_dim);
+
+static ts_status kscratch_reserve(cpu_stream *c, const ts_backend_reserve *r) {
+    (void)r;
+    size_t want = ts_gemm_scratch_bytes(), a = attn_scratch_bytes(512);
+    if (a > want) want = a;
+    want = (want + 63) / 64 * 64;
+    if (want <= c->kscratch_stride) return TS_OK;
+    free(c->kscratch);
+    c->kscratch = aligned_alloc(64, want * (size_t)c->base.n_threads);
+    if (!c->kscratch) {
+        c->kscratch_stride = 0;
+        return ts_fail(TS_ERR_NOMEM, "cpu backend: cannot allocate kernel scratch");
+    }
+    c->kscratch_stride = want;
+    return TS_OK;
+}
+
+static uint8_t *kscratch(cpu_stream *c, int ith) { return c->kscratch + (size_t)ith * c->kscratch_stride; }
+
 static ts_status cpu_reserve(ts_stream *st, const ts_backend_reserve *r) {
     cpu_stream *c = cstream(st);
     /* widest partner row: Q8_K (292 B / 256 elements) beats Q8_0 (34 B / 32);
@@ -221,6 +265,8 @@ static ts_status cpu_reserve(ts_stream *st, const ts_backend_reserve *r) {
         }
         c->wrow_n = r->max_in;
     }
+    ts_status kst = kscratch_reserve(c, r);
+    if (kst != TS_OK) return kst;
     if (r->n_ctx > c->n_ctx) {
         free(c->scores);
         c->scores = malloc(sizeof(float) * (size_t)r->n_ctx * (size_t)c->base.n_threads);
@@ -346,6 +392,10 @@ static void mm_worker(void *arg, int ith, int nth) {
             }
         } else if (j->n_tok == 1) {
             ts_vec_dot_rows(w->type, n_in, wd + (uint64_t)lo * w->row_bytes, w->row_bytes, hi - lo, xq, y + lo);
+        } else if (j->n_tok >= CPU_GEMM_MIN_TOK && j->c->kscratch) {
+            /* weight panels unpacked once into this thread's scratch, reused by every token */
+            ts_gemm(w->type, n_in, wd + (uint64_t)lo * w->row_bytes, w->row_bytes, hi - lo, xq, xs, j->n_tok, y + lo,
+                    w->n_out, kscratch(j->c, ith));
         } else {
             /* row tiles stay in cache while every token passes over them */
             for (int64_t r0 = lo; r0 < hi; r0 += CPU_ROW_TILE) {
@@ -536,6 +586,113 @@ typedef struct {
     float *out;
 } attn_ctx;
 
+/* ---- prefill attention: tiled, online softmax ----
+ * An item is (block of query tokens, kv head): its rows are every query head
+ * of the kv head's group for each token of the block (GQA: they share K/V).
+ * Keys go by in blocks of ATT_KB, converted to F32 once per item; each row
+ * keeps a running max m, sum l and output O (online softmax), so no row of
+ * scores over the whole context is ever formed. Per row the keys are visited
+ * in increasing position and the softmax is exact up to float rounding; the
+ * item is computed by one thread in a fixed order, so results do not depend
+ * on the thread count. */
+#define ATT_KB 64        /* keys per block */
+#define ATT_QB_MAX 16    /* query tokens per item */
+
+/* Scratch of an item with `rows` rows: K and V blocks (ATT_KB, hd) f32, the
+ * scores of one row against a block (ATT_KB), O (rows, hd), then (rows, 2)
+ * doubles m, l. */
+static size_t attn_item_bytes(int rows, int hd) {
+    return sizeof(float) * ((size_t)2 * ATT_KB * hd + ATT_KB + (size_t)rows * hd) + sizeof(double) * (size_t)rows * 2;
+}
+static size_t attn_scratch_bytes(int head_dim) { return attn_item_bytes(ATT_QB_MAX * 8, head_dim); }
+
+/* query tokens per item that fit the scratch, 0 if not even one */
+static int attn_qb(const cpu_stream *c, const ts_attn_desc *d) {
+    int group = d->n_head / d->n_head_kv;
+    for (int qb = ATT_QB_MAX; qb >= 1; qb /= 2)
+        if (attn_item_bytes(qb * group, d->head_dim) <= c->kscratch_stride) return qb;
+    return 0;
+}
+
+typedef struct {
+    attn_ctx a;
+    int qb, nqb;
+} attn_tctx;
+
+static void attn_tiled_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    attn_tctx *tc = arg;
+    const attn_ctx *a = &tc->a;
+    const ts_attn_desc *d = a->d;
+    const ts_cpu_kernels *k = a->c->k;
+    const int hd = d->head_dim, group = d->n_head / d->n_head_kv, nkv = d->n_head_kv;
+    const int64_t nitems = (int64_t)tc->nqb * nkv;
+    const bool f16 = d->kv_type == TS_TYPE_F16;
+    float *Kf = (float *)kscratch(a->c, ith), *Vf = Kf + (size_t)ATT_KB * hd, *sc = Vf + (size_t)ATT_KB * hd;
+    float *O = sc + ATT_KB;
+    double *ml = (double *)(O + (size_t)tc->qb * group * hd); /* (rows, 2): running max, running sum */
+    for (int64_t it = lo; it < hi; it++) {
+        /* zig-zag: item pairs (early block, late block) so contiguous thread
+         * shares get similar causal work */
+        int64_t z = it % 2 == 0 ? it / 2 : nitems - 1 - it / 2;
+        int qblk = (int)(z / nkv), kvh = (int)(z % nkv);
+        int t0 = qblk * tc->qb, nt = d->n_tok - t0 < tc->qb ? d->n_tok - t0 : tc->qb;
+        int rows = nt * group;
+        int pfirst = d->pos0 + t0, plast = d->pos0 + t0 + nt - 1;
+        int kstart = d->window > 0 && pfirst - d->window + 1 > 0 ? pfirst - d->window + 1 : 0;
+        memset(O, 0, sizeof(float) * (size_t)rows * hd);
+        for (int r = 0; r < rows; r++) ml[2 * r] = -INFINITY, ml[2 * r + 1] = 0;
+        size_t base = (size_t)kvh * (size_t)d->n_ctx * (size_t)hd;
+        for (int kb0 = kstart; kb0 <= plast; kb0 += ATT_KB) {
+            int nk = plast - kb0 + 1 < ATT_KB ? plast - kb0 + 1 : ATT_KB;
+            const float *Kb, *Vb;
+            if (f16) {
+                const uint16_t *K16 = (const uint16_t *)a->kv->k + base + (size_t)kb0 * hd;
+                const uint16_t *V16 = (const uint16_t *)a->kv->v + base + (size_t)kb0 * hd;
+                ts_dequant_row(TS_TYPE_F16, K16, Kf, (int64_t)nk * hd);
+                ts_dequant_row(TS_TYPE_F16, V16, Vf, (int64_t)nk * hd);
+                Kb = Kf, Vb = Vf;
+            } else {
+                Kb = (const float *)a->kv->k + base + (size_t)kb0 * hd;
+                Vb = (const float *)a->kv->v + base + (size_t)kb0 * hd;
+            }
+            for (int tt = 0; tt < nt; tt++) {
+                int pos = pfirst + tt;
+                int ps = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
+                int jlo = ps > kb0 ? ps - kb0 : 0, jhi = pos - kb0 < nk - 1 ? pos - kb0 : nk - 1;
+                if (jlo > jhi) continue;
+                for (int gi = 0; gi < group; gi++) {
+                    int r = tt * group + gi;
+                    const float *q = a->q + ((int64_t)(t0 + tt) * d->n_head + kvh * group + gi) * hd;
+                    float *o = O + (size_t)r * hd;
+                    float mx = -INFINITY;
+                    k->dots_f32(q, Kb + (size_t)jlo * hd, jhi - jlo + 1, hd, d->scale, sc + jlo);
+                    for (int j = jlo; j <= jhi; j++) mx = sc[j] > mx ? sc[j] : mx;
+                    double m = ml[2 * r];
+                    if (mx > m) {
+                        /* new running max: rescale what was accumulated */
+                        if (m > -INFINITY) {
+                            float f = expf((float)(m - mx));
+                            ml[2 * r + 1] *= f;
+                            for (int i = 0; i < hd; i++) o[i] *= f;
+                        }
+                        ml[2 * r] = m = mx;
+                    }
+                    ml[2 * r + 1] += k->exp_sum(sc + jlo, jhi - jlo + 1, (float)m);
+                    k->axpys_f32(sc + jlo, Vb + (size_t)jlo * hd, jhi - jlo + 1, hd, o);
+                }
+            }
+        }
+        for (int tt = 0; tt < nt; tt++)
+            for (int gi = 0; gi < group; gi++) {
+                int r = tt * group + gi;
+                float inv = (float)(1.0 / ml[2 * r + 1]);
+                float *dst = a->out + ((int64_t)(t0 + tt) * d->n_head + kvh * group + gi) * hd;
+                const float *o = O + (size_t)r * hd;
+                for (int i = 0; i < hd; i++) dst[i] = o[i] * inv;
+            }
+    }
+}
+
 static void attn_range(void *arg, int64_t lo, int64_t hi, int ith) {
     attn_ctx *a = arg;
     const ts_attn_desc *d = a->d;
@@ -579,9 +736,17 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int ith) {
     }
 }
 
-static void cpu_attention(ts_stream *be, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out) {
-    attn_ctx a = {cstream(be), kv, d, q, out};
-    cpu_for(cstream(be), (int64_t)d->n_tok * d->n_head, 1, 1, attn_range, &a);
+static void cpu_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out) {
+    cpu_stream *c = cstream(st);
+    attn_ctx a = {c, kv, d, q, out};
+    int qb = d->n_tok > 1 && c->kscratch ? attn_qb(c, d) : 0;
+    if (qb > 0) {
+        /* prefill: tiled online softmax over blocks of keys */
+        attn_tctx tc = {a, qb, (d->n_tok + qb - 1) / qb};
+        cpu_for(c, (int64_t)tc.nqb * d->n_head_kv, 1, 1, attn_tiled_range, &tc);
+        return;
+    }
+    cpu_for(c, (int64_t)d->n_tok * d->n_head, 1, 1, attn_range, &a);
 }
 
 /* ---- element-wise ---- */

@@ -12,6 +12,10 @@ typedef struct ts_cpu_kernels {
     void (*axpy_f32)(float a, const float *x, float *y, int n);      /* y += a x */
     void (*axpy_f16)(float a, const uint16_t *x, float *y, int n);   /* y += a x */
     void (*to_f16)(const float *x, uint16_t *y, int n);
+    /* attention over a block of keys (tiled prefill path): */
+    void (*dots_f32)(const float *q, const float *K, int nk, int n, float scale, float *s); /* s[j] = scale * q.K[j*n..] */
+    float (*exp_sum)(float *s, int n, float m);                                          /* s[j] = exp(s[j] - m); returns sum */
+    void (*axpys_f32)(const float *p, const float *V, int nk, int n, float *y);          /* y += sum_j p[j] V[j*n..] */
 } ts_cpu_kernels;
 
 /* The kernels for this CPU (TS_FORCE_ISA=scalar selects the references). */

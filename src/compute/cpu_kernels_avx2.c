@@ -67,7 +67,107 @@ static void to_f16(const float *x, uint16_t *y, int n) {
     for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
+/* 4 keys at a time: q is loaded once per 8 elements for 4 dot products */
+static void dots_f32(const float *q, const float *K, int nk, int n, float scale, float *s) {
+    int j = 0;
+    for (; j + 4 <= nk; j += 4) {
+        const float *k0 = K + (size_t)j * n, *k1 = k0 + n, *k2 = k1 + n, *k3 = k2 + n;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m256 qv = _mm256_loadu_ps(q + i);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), a3);
+        }
+        float r0 = hsum256(a0), r1 = hsum256(a1), r2 = hsum256(a2), r3 = hsum256(a3);
+        for (; i < n; i++) r0 += q[i] * k0[i], r1 += q[i] * k1[i], r2 += q[i] * k2[i], r3 += q[i] * k3[i];
+        s[j] = r0 * scale, s[j + 1] = r1 * scale, s[j + 2] = r2 * scale, s[j + 3] = r3 * scale;
+    }
+    for (; j < nk; j++) s[j] = dot_f32(q, K + (size_t)j * n, n) * scale;
+}
+
+/* exp(x) for x <= 0 (arguments here are s - max): 2^k * p(r), r = x - k ln2,
+ * |r| <= ln2/2, with Cephes' degree-6 polynomial for expf (~1-2 ulp); below
+ * -87.3 (where expf is subnormal or 0) it gives ~1e-38 or 0, which the
+ * softmax sum cannot tell apart. */
+static inline __m256 exp_neg(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static float exp_sum(float *s, int n, float m) {
+    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+        _mm256_storeu_ps(s + j, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    if (j < n) { /* tail through the same approximation; padded lanes masked to 0 */
+        float t[8];
+        for (int i = 0; i < 8; i++) t[i] = j + i < n ? s[j + i] - m : 0.0f;
+        __m256 keep = _mm256_castsi256_ps(
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        __m256 ev = _mm256_and_ps(exp_neg(_mm256_loadu_ps(t)), keep);
+        _mm256_storeu_ps(t, ev);
+        for (int i = 0; j + i < n; i++) s[j + i] = t[i];
+        acc = _mm256_add_ps(acc, ev);
+    }
+    return hsum256(acc);
+}
+
+/* y += sum_j p[j] V[j]: 64 elements of y stay in 8 registers while all keys pass */
+static void axpys_f32(const float *p, const float *V, int nk, int n, float *y) {
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8), y2 = _mm256_loadu_ps(y + i + 16),
+               y3 = _mm256_loadu_ps(y + i + 24), y4 = _mm256_loadu_ps(y + i + 32), y5 = _mm256_loadu_ps(y + i + 40),
+               y6 = _mm256_loadu_ps(y + i + 48), y7 = _mm256_loadu_ps(y + i + 56);
+        for (int j = 0; j < nk; j++) {
+            const float *v = V + (size_t)j * n + i;
+            __m256 a = _mm256_broadcast_ss(p + j);
+            y0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v), y0);
+            y1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8), y1);
+            y2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 16), y2);
+            y3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 24), y3);
+            y4 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 32), y4);
+            y5 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 40), y5);
+            y6 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 48), y6);
+            y7 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 56), y7);
+        }
+        _mm256_storeu_ps(y + i, y0), _mm256_storeu_ps(y + i + 8, y1), _mm256_storeu_ps(y + i + 16, y2);
+        _mm256_storeu_ps(y + i + 24, y3), _mm256_storeu_ps(y + i + 32, y4), _mm256_storeu_ps(y + i + 40, y5);
+        _mm256_storeu_ps(y + i + 48, y6), _mm256_storeu_ps(y + i + 56, y7);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 y0 = _mm256_loadu_ps(y + i);
+        for (int j = 0; j < nk; j++) y0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(V + (size_t)j * n + i), y0);
+        _mm256_storeu_ps(y + i, y0);
+    }
+    for (; i < n; i++) {
+        float a = y[i];
+        for (int j = 0; j < nk; j++) a += p[j] * V[(size_t)j * n + i];
+        y[i] = a;
+    }
+}
+
 void ts_cpu_kernels_avx2(ts_cpu_kernels *k) {
+    k->dots_f32 = dots_f32;
+    k->exp_sum = exp_sum;
+    k->axpys_f32 = axpys_f32;
     k->dot_f32 = dot_f32;
     k->dot_f16 = dot_f16;
     k->axpy_f32 = axpy_f32;

@@ -26,6 +26,7 @@ static void q_overlay(ts_q_kernels *dst, const ts_q_kernels *src) {
         if (src->tile[t]) dst->tile[t] = src->tile[t];
         if (src->dequant[t]) dst->dequant[t] = src->dequant[t];
         if (src->quantize[t]) dst->quantize[t] = src->quantize[t];
+        if (src->gemm[t]) dst->gemm[t] = src->gemm[t];
     }
 }
 
@@ -37,6 +38,12 @@ static bool q_has_f16c(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
     return (c >> 29) & 1u;
+}
+/* AVX512_VNNI from CPUID.(7,0):ECX[11] (vpdpbusd / vpdpwssd on zmm) */
+static bool q_has_vnni512(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return (c >> 11) & 1u;
 }
 #endif
 
@@ -65,12 +72,14 @@ static void q_init(void) {
     if (q_max_isa >= TS_ISA_AVX2) {
         memset(&tmp, 0, sizeof tmp);
         ts_q_fill_avx2(&tmp);
+        ts_q_fill_gemm_avx2(&tmp);
         q_overlay(&q_tables[1], &tmp);
         q_overlay(&q_tables[2], &tmp);
     }
     if (q_max_isa >= TS_ISA_AVX512) {
         memset(&tmp, 0, sizeof tmp);
         ts_q_fill_avx512(&tmp);
+        ts_q_fill_gemm_avx512(&tmp, q_has_vnni512());
         q_overlay(&q_tables[2], &tmp);
     }
 #endif
@@ -173,6 +182,27 @@ void ts_gemm_tile(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, i
             } else {
                 for (int c = 0; c < nc; c++) oc[c * out_stride + r] = f ? f(n, wr, xc + c * x_stride) : 0.0f;
             }
+        }
+    }
+}
+
+void ts_gemm(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
+             uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride, void *scratch) {
+    const ts_q_kernels *k = q_get();
+    if (nrows <= 0 || ncols <= 0) return;
+    if (wtype < TS_TYPE_COUNT && k->gemm[wtype]) {
+        k->gemm[wtype](n, w, w_stride, nrows, x, x_stride, ncols, out, out_stride, scratch);
+        return;
+    }
+    /* no panel kernel: row tiles that stay in cache while all columns pass */
+    enum { ROWS = 128, COLS = 16 };
+    const uint8_t *pw = w, *px = x;
+    for (int64_t r0 = 0; r0 < nrows; r0 += ROWS) {
+        int64_t nr = nrows - r0 < ROWS ? nrows - r0 : ROWS;
+        for (int64_t c0 = 0; c0 < ncols; c0 += COLS) {
+            int64_t nc = ncols - c0 < COLS ? ncols - c0 : COLS;
+            ts_gemm_tile(wtype, n, pw + (uint64_t)r0 * w_stride, w_stride, nr, px + (uint64_t)c0 * x_stride, x_stride, nc,
+                         out + c0 * out_stride + r0, out_stride);
         }
     }
 }

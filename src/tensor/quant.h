@@ -15,6 +15,7 @@
 #ifndef TS_QUANT_H
 #define TS_QUANT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tensor/types.h"
@@ -84,6 +85,18 @@ void ts_vec_dot_rows(uint32_t wtype, int64_t n, const void *w, uint64_t row_stri
 void ts_gemm_tile(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows,
                   const void *x, uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride);
 
+/* Prefill GEMM: the same result contract as ts_gemm_tile, for any nrows and
+ * ncols, built for chunks of many tokens. Weight rows are unpacked once per
+ * panel (32 rows x up to 2048 elements) into `scratch`, as int8 quants in the
+ * inner kernel's layout plus per-sub-block integer scales, and that panel is
+ * reused by every activation column before the next is unpacked; the weights
+ * themselves are only read (no repacked copy of a matrix ever exists).
+ * scratch: ts_gemm_scratch_bytes() bytes, 64-byte aligned, one per thread.
+ * Types without a panel kernel at the current ISA go through ts_gemm_tile. */
+size_t ts_gemm_scratch_bytes(void);
+void ts_gemm(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
+             uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride, void *scratch);
+
 /* ISA levels, ordered. */
 enum { TS_ISA_SCALAR = 0, TS_ISA_AVX2 = 1, TS_ISA_AVX512 = 2 };
 
@@ -116,6 +129,9 @@ typedef void (*ts_q_rows_fn)(int64_t n, const void *w, uint64_t row_stride, int6
 typedef void (*ts_q_tile_fn)(int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x, uint64_t x_stride,
                              int64_t ncols, float *out, int64_t out_stride);
 
+typedef void (*ts_q_gemm_fn)(int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
+                             uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride, void *scratch);
+
 typedef struct ts_q_kernels {
     ts_q_dot_fn dot[TS_TYPE_COUNT];     /* NULL: fall back to the next lower ISA */
     ts_q_dotc_fn dotc[TS_TYPE_COUNT];   /* NULL: loop over dot */
@@ -123,12 +139,53 @@ typedef struct ts_q_kernels {
     ts_q_quant_fn quantize[TS_TYPE_COUNT];
     ts_q_rows_fn rows[TS_TYPE_COUNT];   /* NULL: ts_vec_dot_rows loops over dot */
     ts_q_tile_fn tile[TS_TYPE_COUNT];   /* NULL: ts_gemm_tile groups columns over dotc */
+    ts_q_gemm_fn gemm[TS_TYPE_COUNT];   /* NULL: ts_gemm goes through ts_gemm_tile */
 } ts_q_kernels;
+
+/* One K-quant super-block as integers (the references' decode, shared with
+ * the GEMM panel packer): value[i] = d*scale[i/16]*q[i] - dmin*min[i/16]. */
+typedef struct {
+    int8_t q[TS_QK_K];
+    int scale[16];
+    int min[16];
+    float d, dmin;
+} ts_q_kblock;
+/* 0, or -1 when t is not a K-quant. */
+int ts_q_unpack_k(uint32_t t, const void *blk, ts_q_kblock *k);
+
+/* ---- GEMM panels (gemm.c packs, gemm_avx2.c / gemm_avx512.c compute) ----
+ * A panel unit is 32 weight rows (two lane groups of 16) over ns super-blocks.
+ * Per super-block, at s * TS_GP_SB_BYTES(nsub):
+ *   q  [64 k-groups][2 lg][16 rows][4] u8   unsigned quants q_u (<= 63), 4
+ *                                          consecutive elements per row
+ *   sc [nsub][2 lg][16 rows] i32           scale of each sub-block (256/nsub
+ *                                          elements); as an i16 pair (s, s)
+ *                                          when packed for maddubs/madd
+ *   cr [8][2 lg][16 rows] 2 x i16          correction of the 16-groups 2p, 2p+1
+ *   d  [2 lg][16 rows] f32, dm [2 lg][16 rows] f32
+ * and the super-block's value for an activation row x (Q8_K, scale dx) is
+ *   dx * (d * sum_j sc_j * sum_{i in j} q_u[i] x[i]  -  dm * sum_g cr_g * bsum_g(x))
+ * (Q4_K/Q5_K/Q2_K: cr = min, dm = dmin; Q6_K/Q3_K: q_u = q + off, cr = off*scale,
+ * dm = d). Rows past nrows are zero. */
+#define TS_GP_ROWS 32
+#define TS_GP_KSEG 8 /* super-blocks per packed segment */
+#define TS_GP_Q 8192
+#define TS_GP_SB_BYTES(nsub) (TS_GP_Q + (nsub) * 128 + 8 * 128 + 2 * 128)
+/* sub-blocks per super-block the panel uses for type t (8: scales per 32
+ * elements; 16: per 16), 0 when t has no panel form */
+int ts_q_gemm_nsub(uint32_t t);
+/* Packs rows [0, nrows) (nrows <= 32) of w (row stride ws bytes), super-blocks
+ * [sb0, sb0+ns), into panel. sc_pair: scales as (s, s) i16 pairs. */
+void ts_q_gemm_pack(uint32_t t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
+                    uint8_t *panel);
 
 void ts_q_fill_ref(ts_q_kernels *k);
 #if defined(__x86_64__)
 void ts_q_fill_avx2(ts_q_kernels *k);
 void ts_q_fill_avx512(ts_q_kernels *k);
+void ts_q_fill_gemm_avx2(ts_q_kernels *k);
+/* vnni: the CPU has AVX512_VNNI (else the AVX2 panel kernels stay) */
+void ts_q_fill_gemm_avx512(ts_q_kernels *k, int vnni);
 #endif
 #endif
 

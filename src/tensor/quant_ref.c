@@ -98,15 +98,8 @@ static void q3k_scales(const uint8_t *s, int sc[16]) {
     }
 }
 
-/* Each K-quant super-block as integer quants q[256] times an integer scale per
- * 16 elements, minus an integer min per 16 elements (zero for the symmetric
- * types): value = d*scale[i/16]*q[i] - dmin*min[i/16]. */
-typedef struct {
-    int8_t q[TS_QK_K];
-    int scale[16];
-    int min[16];
-    float d, dmin;
-} kblock;
+/* kblock = ts_q_kblock (quant.h): one K-quant super-block as integers. */
+typedef ts_q_kblock kblock;
 
 static void unpack_q2_K(const void *p_, kblock *k) {
     ts_block_q2_K b_;
@@ -210,6 +203,13 @@ static kunpack_fn kunpack_for(uint32_t t) {
     case TS_TYPE_Q6_K: return (kunpack_fn)unpack_q6_K;
     default: return NULL;
     }
+}
+
+int ts_q_unpack_k(uint32_t t, const void *blk, ts_q_kblock *k) {
+    kunpack_fn un = kunpack_for(t);
+    if (!un) return -1;
+    un(blk, k);
+    return 0;
 }
 
 /* The 32-element quants as integer q[32] with value = d*q[i] + m. */

@@ -1,0 +1,184 @@
+/* AVX2 panel GEMM for the K-quants (layout: quant.h, "GEMM panels"; packed
+ * with the scales as (s, s) i16 pairs). Entered only after runtime detection.
+ *
+ * Lanes are weight rows: a ymm holds 4 consecutive quants of 8 rows (half a
+ * lane group). Per 4 elements and token: maddubs (u8 weights <= 63 x s8
+ * activations in [-127, 127]: pairs <= 16002, no saturation), summed in i16
+ * over as many groups as cannot wrap, then madd with the sub-block's scale
+ * pair, which both sums the pairs and applies the scale, into a super-block
+ * i32 sum per (row, token). The micro-kernel holds 16 rows x NT tokens; per super-block the correction (madd of cr with the
+ * token's bsums), conversion and one FMA into the output. */
+#define TS_QUANT_INTERNAL
+#include "tensor/quant.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define QK_BYTES ((int)sizeof(ts_block_q8_K))
+#define QK_QS 4
+#define QK_BSUMS 260
+
+INLINE __m256i bc32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+INLINE float ldf(const uint8_t *p) {
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+INLINE __m256i ld(const uint8_t *p) { return _mm256_load_si256((const __m256i *)p); }
+
+/* NT activation rows against lane group lg (16 rows) of one packed unit:
+ * out[t*os + r] += value for the rows whose mask lane is set. DEPTH groups of
+ * 4 elements are summed in i16 (maddubs outputs, paddw) before one madd with
+ * the scale pair: |pair| <= 2*qmax*127, so DEPTH = 32767 / (2*qmax*127)
+ * cannot wrap (Q4_K 8, Q5_K 4, Q6_K 2, Q2_K/Q3_K >= 4 = a whole sub-block). */
+INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int NT, const int DEPTH, const uint8_t *const *xr,
+               float *out, int64_t os, __m256i m0, __m256i m1, int first) {
+    const size_t sbb = TS_GP_SB_BYTES(NSUB);
+    const int GPS = 64 / NSUB;
+    for (int s = 0; s < ns; s++) {
+        const uint8_t *P = panel + (size_t)s * sbb;
+        const uint8_t *xq[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) xq[t] = xr[t] + (size_t)s * QK_BYTES;
+        __m256i sb0[4], sb1[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) sb0[t] = sb1[t] = _mm256_setzero_si256();
+        for (int j = 0; j < NSUB; j++) {
+#pragma GCC unroll 8
+            for (int c = 0; c < GPS / DEPTH; c++) { /* DEPTH divides GPS for every type */
+                __m256i h0[4], h1[4];
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) h0[t] = h1[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int i = 0; i < DEPTH; i++) {
+                    const int gg = j * GPS + c * DEPTH + i;
+                    const __m256i w0 = ld(P + (gg * 2 + lg) * 64), w1 = ld(P + (gg * 2 + lg) * 64 + 32);
+#pragma GCC unroll 4
+                    for (int t = 0; t < NT; t++) {
+                        const __m256i xb = bc32(xq[t] + QK_QS + 4 * gg);
+                        h0[t] = _mm256_add_epi16(h0[t], _mm256_maddubs_epi16(w0, xb));
+                        h1[t] = _mm256_add_epi16(h1[t], _mm256_maddubs_epi16(w1, xb));
+                        /* keep the chains as written: gcc otherwise re-associates
+                         * the i16 sums into a tree that needs ~30 registers */
+                        __asm__("" : "+x"(h0[t]), "+x"(h1[t]));
+                    }
+                }
+                const __m256i s0 = ld(P + TS_GP_Q + (j * 2 + lg) * 64), s1 = ld(P + TS_GP_Q + (j * 2 + lg) * 64 + 32);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    sb0[t] = _mm256_add_epi32(sb0[t], _mm256_madd_epi16(h0[t], s0));
+                    sb1[t] = _mm256_add_epi32(sb1[t], _mm256_madd_epi16(h1[t], s1));
+                }
+            }
+        }
+        const uint8_t *C = P + TS_GP_Q + NSUB * 128, *D = C + 8 * 128;
+        const __m256 d0 = _mm256_load_ps((const float *)(D + lg * 64)), d1 = _mm256_load_ps((const float *)(D + lg * 64 + 32));
+        const __m256 dm0 = _mm256_load_ps((const float *)(D + 128 + lg * 64));
+        const __m256 dm1 = _mm256_load_ps((const float *)(D + 128 + lg * 64 + 32));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++) {
+                const __m256i bs = bc32(xq[t] + QK_BSUMS + 4 * p);
+                c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(ld(C + (p * 2 + lg) * 64), bs));
+                c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(ld(C + (p * 2 + lg) * 64 + 32), bs));
+            }
+            const __m256 dx = _mm256_set1_ps(ldf(xq[t]));
+            __m256 f0 = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sb0[t]), d0), _mm256_mul_ps(_mm256_cvtepi32_ps(c0), dm0));
+            __m256 f1 = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sb1[t]), d1), _mm256_mul_ps(_mm256_cvtepi32_ps(c1), dm1));
+            float *o = out + t * os;
+            if (first && s == 0) { /* the row's first super-block: no zeroing pass over the output */
+                _mm256_maskstore_ps(o, m0, _mm256_mul_ps(f0, dx));
+                _mm256_maskstore_ps(o + 8, m1, _mm256_mul_ps(f1, dx));
+            } else {
+                _mm256_maskstore_ps(o, m0, _mm256_fmadd_ps(f0, dx, _mm256_maskload_ps(o, m0)));
+                _mm256_maskstore_ps(o + 8, m1, _mm256_fmadd_ps(f1, dx, _mm256_maskload_ps(o + 8, m1)));
+            }
+        }
+    }
+}
+
+#define AK_NT 2 /* tokens per micro-kernel call: 4*NT accumulators + 2 weights, 2 scales, 1 broadcast in 16 ymm */
+#define AK_FN(T, NSUB, DEPTH, NT)                                                                                \
+    static void ak_##T##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, float *out,          \
+                              int64_t os, __m256i m0, __m256i m1, int first) {                                  \
+        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, out, os, m0, m1, first);                                         \
+    }
+#define AK_T(T, NSUB, DEPTH) AK_FN(T, NSUB, DEPTH, 1) AK_FN(T, NSUB, DEPTH, 2)
+AK_T(Q2_K, 16, 4)
+AK_T(Q3_K, 16, 4)
+AK_T(Q4_K, 8, 8)
+AK_T(Q5_K, 8, 4)
+AK_T(Q6_K, 16, 2)
+typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, float *, int64_t, __m256i, __m256i, int);
+static const ak_fn ak_q2[AK_NT + 1] = {NULL, ak_Q2_K_1, ak_Q2_K_2}, ak_q3[AK_NT + 1] = {NULL, ak_Q3_K_1, ak_Q3_K_2},
+                   ak_q4[AK_NT + 1] = {NULL, ak_Q4_K_1, ak_Q4_K_2}, ak_q5[AK_NT + 1] = {NULL, ak_Q5_K_1, ak_Q5_K_2},
+                   ak_q6[AK_NT + 1] = {NULL, ak_Q6_K_1, ak_Q6_K_2};
+
+/* lanes 0..7 set where row base+lane < nr */
+static __m256i rmask8(int64_t nr, int base) {
+    int64_t k = nr - base;
+    int v = k < 0 ? 0 : k > 8 ? 8 : (int)k;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static void agemm(uint32_t t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
+                  int64_t ncols, float *out, int64_t os, void *scratch) {
+    const int nsub = ts_q_gemm_nsub(t);
+    const ak_fn *kf = t == TS_TYPE_Q2_K ? ak_q2 : t == TS_TYPE_Q3_K ? ak_q3 : t == TS_TYPE_Q4_K ? ak_q4 : t == TS_TYPE_Q5_K ? ak_q5 : ak_q6;
+    const int64_t nsb = n / TS_QK_K;
+    const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
+    const uint8_t *pw = w, *px = x;
+    uint8_t *sp = scratch;
+    for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
+        int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
+        int nu = nr > TS_GP_ROWS ? 2 : 1;
+        for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
+            int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
+            for (int u = 0; u < nu; u++) {
+                int64_t ru = nr - u * TS_GP_ROWS;
+                ts_q_gemm_pack(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS), s0,
+                               ns, 1, sp + u * unit);
+            }
+            for (int64_t c0 = 0; c0 < ncols; c0 += AK_NT) {
+                int nt = (int)(ncols - c0 < AK_NT ? ncols - c0 : AK_NT);
+                const uint8_t *xr[AK_NT];
+                for (int i = 0; i < nt; i++) xr[i] = px + (uint64_t)(c0 + i) * xs + (uint64_t)s0 * QK_BYTES;
+                for (int u = 0; u < nu; u++)
+                    for (int lg = 0; lg < 2; lg++) {
+                        int64_t ru = nr - u * TS_GP_ROWS - 16 * lg;
+                        if (ru <= 0) break;
+                        kf[nt](sp + u * unit, ns, lg, xr, out + c0 * os + r0 + u * TS_GP_ROWS + 16 * lg, os, rmask8(ru, 0),
+                               rmask8(ru, 8), s0 == 0);
+                    }
+            }
+        }
+    }
+}
+
+#define AG(T)                                                                                                    \
+    static void agemm_##T(int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,        \
+                          int64_t ncols, float *out, int64_t os, void *scratch) {                              \
+        agemm(TS_TYPE_##T, n, w, ws, nrows, x, xs, ncols, out, os, scratch);                                    \
+    }
+AG(Q2_K)
+AG(Q3_K)
+AG(Q4_K)
+AG(Q5_K)
+AG(Q6_K)
+
+void ts_q_fill_gemm_avx2(ts_q_kernels *k) {
+    k->gemm[TS_TYPE_Q2_K] = agemm_Q2_K;
+    k->gemm[TS_TYPE_Q3_K] = agemm_Q3_K;
+    k->gemm[TS_TYPE_Q4_K] = agemm_Q4_K;
+    k->gemm[TS_TYPE_Q5_K] = agemm_Q5_K;
+    k->gemm[TS_TYPE_Q6_K] = agemm_Q6_K;
+}
+#endif

@@ -1,0 +1,229 @@
+/* CPU attention: the tiled prefill path (n_tok > 1: blocks of queries x
+ * blocks of keys, online softmax) and the decode path (n_tok == 1, one
+ * scores row per (token, head)) against a double-precision softmax computed
+ * here from the cached K/V, on random data: F16 and F32 caches, GQA and MHA,
+ * sliding windows, chunks that start after earlier context, query blocks and
+ * key blocks that do not divide the chunk; and bit-identical results for 1,
+ * 2 and 3 threads. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute/backend.h"
+#include "compute/cpu_kernels.h"
+#include "tensor/quant.h"
+#include "test_util.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static float frand(void) { /* [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 11) * 0x1p-53) * 2.0f - 1.0f;
+}
+
+typedef struct {
+    int n_head, n_head_kv, hd, window, pos0, n_tok;
+    uint32_t kv_type;
+    float qscale; /* magnitude of q: large values make the running max move */
+} acase;
+
+static float kv_at(const void *buf, uint32_t type, size_t i) {
+    return type == TS_TYPE_F16 ? ts_f16_to_f32(((const uint16_t *)buf)[i]) : ((const float *)buf)[i];
+}
+
+/* out (n_tok, n_head, hd) in double from the cache contents */
+static void naive(const acase *c, int n_ctx, const void *K, const void *V, const float *q, float scale, int window,
+                  double *out) {
+    int group = c->n_head / c->n_head_kv;
+    double *s = malloc(sizeof(double) * (size_t)n_ctx);
+    for (int t = 0; t < c->n_tok; t++)
+        for (int h = 0; h < c->n_head; h++) {
+            int pos = c->pos0 + t, kvh = h / group;
+            int start = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+            const float *qv = q + ((size_t)t * c->n_head + h) * c->hd;
+            double mx = -INFINITY, sum = 0;
+            for (int j = start; j <= pos; j++) {
+                double d = 0;
+                for (int i = 0; i < c->hd; i++) d += (double)qv[i] * kv_at(K, c->kv_type, ((size_t)kvh * n_ctx + j) * c->hd + i);
+                s[j] = d * scale;
+                if (s[j] > mx) mx = s[j];
+            }
+            for (int j = start; j <= pos; j++) sum += s[j] = exp(s[j] - mx);
+            double *o = out + ((size_t)t * c->n_head + h) * c->hd;
+            for (int i = 0; i < c->hd; i++) {
+                double v = 0;
+                for (int j = start; j <= pos; j++) v += s[j] * kv_at(V, c->kv_type, ((size_t)kvh * n_ctx + j) * c->hd + i);
+                o[i] = v / sum;
+            }
+        }
+    free(s);
+}
+
+/* Runs case c on a backend with nth threads; tiled = one call for the chunk,
+ * else one decode-path call per token. Returns the output (malloc'd). */
+static float *run(const acase *c, int nth, int tiled, const float *kin, const float *vin, const float *q, float scale,
+                  void **kcache, void **vcache, int *n_ctx_out) {
+    ts_backend *be = NULL;
+    if (ts_backend_cpu_new(nth, &be) != TS_OK) return NULL;
+    ts_stream *st = NULL;
+    if (be->ops->stream_new(be, nth, &st) != TS_OK) {
+        ts_backend_free(be);
+        return NULL;
+    }
+    int total = c->pos0 + c->n_tok, n_ctx = total + 3;
+    ts_backend_reserve r = {.max_tokens = total, .max_in = 256, .n_ctx = n_ctx, .n_head = c->n_head};
+    float *out = NULL;
+    if (be->ops->reserve(st, &r) != TS_OK) goto done;
+    size_t esz = c->kv_type == TS_TYPE_F16 ? 2 : 4, cache = (size_t)c->n_head_kv * n_ctx * c->hd * esz;
+    ts_kv_layer kv = {be->ops->alloc(be, cache), be->ops->alloc(be, cache)};
+    ts_attn_desc d = {.n_tok = total, .pos0 = 0, .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = c->hd,
+                      .n_ctx = n_ctx, .window = c->window, .scale = scale, .kv_type = c->kv_type};
+    be->ops->kv_store(st, &kv, &d, kin, vin);
+    size_t on = (size_t)c->n_tok * c->n_head * c->hd;
+    float *o = be->ops->alloc(be, on * sizeof(float));
+    if (tiled) {
+        d.n_tok = c->n_tok;
+        d.pos0 = c->pos0;
+        be->ops->attention(st, &kv, &d, q, o);
+    } else {
+        for (int t = 0; t < c->n_tok; t++) {
+            d.n_tok = 1;
+            d.pos0 = c->pos0 + t;
+            be->ops->attention(st, &kv, &d, q + (size_t)t * c->n_head * c->hd, o + (size_t)t * c->n_head * c->hd);
+        }
+    }
+    out = malloc(on * sizeof(float));
+    memcpy(out, o, on * sizeof(float));
+    if (kcache) {
+        *kcache = malloc(cache), *vcache = malloc(cache);
+        memcpy(*kcache, kv.k, cache);
+        memcpy(*vcache, kv.v, cache);
+        *n_ctx_out = n_ctx;
+    }
+    be->ops->dealloc(be, o, on * sizeof(float));
+    be->ops->dealloc(be, kv.k, cache);
+    be->ops->dealloc(be, kv.v, cache);
+done:
+    be->ops->stream_free(st);
+    ts_backend_free(be);
+    return out;
+}
+
+/* max |got - want| over max |V|: the output is a convex combination of V rows */
+static double max_err(const float *got, const double *want, size_t n) {
+    double e = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= e)) e = d; /* NaN propagates */
+    }
+    return e;
+}
+
+static void test_case(const acase *c) {
+    int total = c->pos0 + c->n_tok;
+    size_t kvn = (size_t)total * c->n_head_kv * c->hd, qn = (size_t)c->n_tok * c->n_head * c->hd;
+    float *kin = malloc(kvn * sizeof(float)), *vin = malloc(kvn * sizeof(float)), *q = malloc(qn * sizeof(float));
+    for (size_t i = 0; i < kvn; i++) kin[i] = frand(), vin[i] = frand();
+    /* a drift along the positions makes later keys score higher for some heads,
+     * so the running max moves inside and across key blocks */
+    for (int t = 0; t < total; t++)
+        for (int i = 0; i < c->hd; i++) kin[((size_t)t * c->n_head_kv) * c->hd + i] += 0.02f * (float)t * (i % 2 ? 1 : -1);
+    for (size_t i = 0; i < qn; i++) q[i] = frand() * c->qscale;
+    float scale = 1.0f / sqrtf((float)c->hd);
+    void *K = NULL, *V = NULL;
+    int n_ctx = 0;
+    float *tiled1 = run(c, 1, 1, kin, vin, q, scale, &K, &V, &n_ctx);
+    float *tiled2 = run(c, 2, 1, kin, vin, q, scale, NULL, NULL, NULL);
+    float *tiled3 = run(c, 3, 1, kin, vin, q, scale, NULL, NULL, NULL);
+    float *dec = run(c, 2, 0, kin, vin, q, scale, NULL, NULL, NULL);
+    CHECK(tiled1 && tiled2 && tiled3 && dec && K);
+    if (!(tiled1 && tiled2 && tiled3 && dec && K)) return;
+    double *want = malloc(qn * sizeof(double)), *other = malloc(qn * sizeof(double));
+    naive(c, n_ctx, K, V, q, scale, c->window, want);
+    /* the float paths: scores rounded to float, exp in float, sums of up to
+     * total terms; V in [-1, 1) */
+    double tol = 2e-6 * sqrt((double)total) + 1e-6;
+    double et = max_err(tiled1, want, qn), ed = max_err(dec, want, qn);
+    char name[160];
+    snprintf(name, sizeof name, "%s heads %d/%d hd %d window %d pos0 %d n_tok %d", ts_type_name(c->kv_type), c->n_head,
+             c->n_head_kv, c->hd, c->window, c->pos0, c->n_tok);
+    CHECKF(et <= tol, "%s: tiled max error %.3g (tol %.3g)", name, et, tol);
+    CHECKF(ed <= tol, "%s: decode path max error %.3g (tol %.3g)", name, ed, tol);
+    CHECKF(!memcmp(tiled1, tiled2, qn * sizeof(float)) && !memcmp(tiled1, tiled3, qn * sizeof(float)),
+           "%s: tiled result depends on the thread count", name);
+    /* the comparison can fail: a window one position off is far outside tol */
+    naive(c, n_ctx, K, V, q, scale, c->window > 0 ? c->window + 1 : total - 1, other);
+    CHECKF(max_err(tiled1, other, qn) > 10 * tol, "%s: an off-by-one window went unnoticed", name);
+    free(want);
+    free(other);
+    free(tiled1);
+    free(tiled2);
+    free(tiled3);
+    free(dec);
+    free(K);
+    free(V);
+    free(kin);
+    free(vin);
+    free(q);
+}
+
+/* The attention kernels of this CPU (ts_cpu_kernels_get: the SIMD ones, or
+ * the references under TS_FORCE_ISA=scalar) against the references. */
+static void test_kernels(void) {
+    ts_cpu_kernels ref;
+    ts_cpu_kernels_ref(&ref);
+    const ts_cpu_kernels *k = ts_cpu_kernels_get();
+    static const int ns[] = {16, 80, 128, 131};
+    float *q = malloc(sizeof(float) * 131), *K = malloc(sizeof(float) * 70 * 131);
+    float s1[70], s2[70], y1[131], y2[131];
+    int bad_dot = 0, bad_exp = 0, bad_sum = 0, bad_axpy = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (int nk = 1; nk <= 70; nk += 3) {
+            int n = ns[a];
+            for (int i = 0; i < n; i++) q[i] = frand() * 2;
+            for (int i = 0; i < nk * n; i++) K[i] = frand();
+            ref.dots_f32(q, K, nk, n, 0.3f, s1);
+            k->dots_f32(q, K, nk, n, 0.3f, s2);
+            for (int j = 0; j < nk; j++) {
+                double mag = 0;
+                for (int i = 0; i < n; i++) mag += fabs((double)q[i] * K[j * n + i]) * 0.3;
+                bad_dot += !(fabs((double)s1[j] - s2[j]) <= 1e-6 * mag + 1e-30);
+            }
+            /* exp of s - max over a wide range, down to the underflow region */
+            for (int j = 0; j < nk; j++) s1[j] = s2[j] = frand() * (j % 5 == 0 ? 120.0f : 12.0f);
+            float m = -INFINITY; /* the running max, as the callers pass it */
+            for (int j = 0; j < nk; j++) m = s1[j] > m ? s1[j] : m;
+            float e1 = ref.exp_sum(s1, nk, m), e2 = k->exp_sum(s2, nk, m);
+            for (int j = 0; j < nk; j++) bad_exp += !(fabs((double)s1[j] - s2[j]) <= 4e-7 * s1[j] + 1e-37);
+            bad_sum += !(fabs((double)e1 - e2) <= 1e-6 * e1 + 1e-36);
+            for (int i = 0; i < n; i++) y1[i] = y2[i] = frand();
+            for (int j = 0; j < nk; j++) s1[j] = (frand() + 1) * 0.5f;
+            ref.axpys_f32(s1, K, nk, n, y1);
+            k->axpys_f32(s1, K, nk, n, y2);
+            for (int i = 0; i < n; i++) bad_axpy += !(fabs((double)y1[i] - y2[i]) <= 1e-6 * (nk + 1));
+        }
+    CHECKF(bad_dot == 0, "dots_f32: %d differ from the reference", bad_dot);
+    CHECKF(bad_exp == 0 && bad_sum == 0, "exp_sum: %d values, %d sums differ from the reference", bad_exp, bad_sum);
+    CHECKF(bad_axpy == 0, "axpys_f32: %d differ from the reference", bad_axpy);
+    free(q);
+    free(K);
+}
+
+int main(void) {
+    test_kernels();
+    static const acase cases[] = {
+        {6, 2, 64, 0, 0, 70, TS_TYPE_F16, 1.0f},   /* GQA; 70 tokens cross the 64-key block and 16-query blocks */
+        {6, 2, 64, 0, 0, 70, TS_TYPE_F32, 1.0f},
+        {4, 4, 80, 0, 37, 17, TS_TYPE_F16, 3.0f},  /* MHA, hd not a SIMD multiple, chunk after context */
+        {4, 4, 80, 0, 37, 17, TS_TYPE_F32, 3.0f},
+        {8, 2, 128, 5, 0, 40, TS_TYPE_F16, 2.0f},  /* sliding window */
+        {8, 2, 128, 23, 60, 33, TS_TYPE_F32, 2.0f},/* window crossing key blocks, after context */
+        {7, 1, 32, 0, 100, 2, TS_TYPE_F16, 1.0f},  /* two tokens, long context */
+        {2, 1, 16, 0, 0, 130, TS_TYPE_F16, 4.0f},  /* many key blocks, peaky softmax */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_case(&cases[i]);
+    return tu_finish();
+}
