@@ -74,6 +74,13 @@ static inline void tcu_require_gpu(const char *prog) {
     exit(tu_finish());
 }
 
+/* TS_CUDA_TEST_SMALL=1: a few small cases only, for runs under
+ * compute-sanitizer (memcheck / racecheck), which are 10-100x slower. */
+static inline bool tcu_small(void) {
+    const char *s = getenv("TS_CUDA_TEST_SMALL");
+    return s && strcmp(s, "1") == 0;
+}
+
 /* ---- random data ---- */
 static ts_rng tcu_rng_state;
 

@@ -113,6 +113,13 @@ static void test_embed(uint32_t type, int64_t n_in, int64_t vocab, int n, float 
 int main(void) {
     tcu_seed_init("test_cuda_elementwise");
     tcu_require_gpu("test_cuda_elementwise");
+    if (tcu_small()) {
+        test_ew(1001);
+        test_embed(TS_TYPE_Q3_K, 256, 20, 3, 1.0f);
+        test_embed(TS_TYPE_MXFP4, 96, 20, 2, 2.0f);
+        test_embed(TS_TYPE_BF16, 64, 20, 2, 1.0f);
+        return tu_finish();
+    }
     test_ew(1);
     test_ew(1000003);
     test_ew(8960 * 3);

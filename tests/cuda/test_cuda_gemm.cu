@@ -111,6 +111,13 @@ int main(void) {
         CHECKF(0, "cublasCreate failed");
         return tu_finish();
     }
+    if (tcu_small()) {
+        test_dequant(TS_TYPE_Q8_0, 320, 5);
+        test_dequant(TS_TYPE_Q5_K, 512, 4);
+        test_gemm(TS_TYPE_Q4_K, 256, 130, 9, TS_TYPE_F16, true, false, 128);
+        cublasDestroy(g_cublas);
+        return tu_finish();
+    }
     for (size_t i = 0; i < TCU_N_TYPES; i++) {
         const uint32_t t = tcu_all_types[i];
         const bool k = ts_type_get(t)->block_elems == 256;

@@ -209,6 +209,17 @@ static void check_refusals(void) {
 int main(void) {
     tcu_seed_init("test_cuda_matvec");
     tcu_require_gpu("test_cuda_matvec");
+    if (tcu_small()) {
+        run_case(one(TS_TYPE_Q4_0, 576, 67, 1, true, false, true, false));
+        run_case(one(TS_TYPE_Q6_K, 512, 33, 3, false, true, false, false));
+        run_case(one(TS_TYPE_F16, 288, 19, 2, false, false, true, false));
+        run_case(one(TS_TYPE_Q4_K, 512, 33, 2, true, false, true, true));
+        run_case(one(TS_TYPE_Q5_0, 320, 17, 1, false, false, false, true));
+        Case s = one(TS_TYPE_Q4_K, 256, 64, 1, true, false, true, false);
+        s.n_w = 3, s.type[1] = TS_TYPE_Q4_K, s.type[2] = TS_TYPE_Q6_K, s.n_out[1] = 16, s.n_out[2] = 16;
+        run_case(s);
+        return tu_finish();
+    }
     for (size_t ti = 0; ti < TCU_N_TYPES; ti++) {
         const uint32_t t = tcu_all_types[ti];
         const bool k = ts_type_get(t)->block_elems == 256;

@@ -174,6 +174,14 @@ static void test_rope(const RopeCase &c) {
 int main(void) {
     tcu_seed_init("test_cuda_norm_rope");
     tcu_require_gpu("test_cuda_norm_rope");
+    if (tcu_small()) {
+        test_rmsnorm(576, 3, false);
+        test_rmsnorm(1536, 2, true);
+        test_rmsnorm(64, 9, true);
+        test_rope({2, 6, 2, 64, 64, TS_CUDA_ROPE_NEOX, 5, 16, true, true, 10000.0f, 1.0f});
+        test_rope({1, 4, 1, 256, 256, TS_CUDA_ROPE_NORMAL, 3, 8, false, true, 10000.0f, 1.0f});
+        return tu_finish();
+    }
     test_rmsnorm(576, 1, false);
     test_rmsnorm(576, 37, true);
     test_rmsnorm(3584, 3, false);

@@ -167,6 +167,17 @@ static sampler_params P(float t, int k, float p, float mp, float pen, int last, 
 int main(void) {
     const uint64_t seed = tcu_seed_init("test_cuda_sample");
     tcu_require_gpu("test_cuda_sample");
+    if (tcu_small()) {
+        test_argmax(1000, L_TIES);
+        test_argmax(5000, L_PINF + 1);
+        const SCase small[] = {
+            {"defaults", 2000, 3, L_NORMAL, 3.0f, P(0.8f, 40, 0.95f, 0.05f, 1.0f, 64, seed)},
+            {"top-p-only-flat", 1500, 2, L_FLAT, 1.0f, P(1.0f, 0, 0.9f, 0.0f, 1.0f, 64, seed + 1)},
+            {"penalty-greedy", 300, 3, L_TIES, 1.0f, P(0.0f, 0, 1.0f, 0.0f, 1.5f, 16, seed + 2)},
+        };
+        for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) run(small[i]);
+        return tu_finish();
+    }
     for (int kind = 0; kind <= L_PINF + 1; kind++) {
         test_argmax(1, kind == L_PINF + 1 ? kind : L_NORMAL);
         test_argmax(1000, kind);
