@@ -42,7 +42,7 @@ template <int NT> TS_DEV void load_inv(const MvArgs &a, float (&inv)[NT]) {
 }
 
 /* Quantized weights, F32 activations. */
-template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32) mv_q_f32(const MvArgs a) {
+template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS) mv_q_f32(const MvArgs a) {
     typedef Dec<T> D;
     typedef Geo<T> G;
     __shared__ __align__(16) uint8_t sm[MV_WARPS][MV_R * G::SROW];
@@ -148,7 +148,7 @@ template <> struct FRow<TS_TYPE_BF16> {
 #define MVF_CHUNK 256 /* elements per chunk of a float row: 32 lanes x 8 */
 
 /* F32/F16/BF16 weights, F32 activations. */
-template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32) mv_f_f32(const MvArgs a) {
+template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS) mv_f_f32(const MvArgs a) {
     typedef FRow<T> F;
     __shared__ float red[MV_WARPS][MV_R][NT];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -25,6 +25,9 @@
 
 #define MV_WARPS 4 /* warps per block */
 #define MV_R 2     /* rows per group: each x value loaded is used for MV_R rows */
+/* 4 blocks (16 warps) per SM: caps registers at 128; without it ptxas picked
+ * 96 for some instantiations and spilled (measured with -Xptxas -v) */
+#define MV_MIN_BLOCKS 4
 
 template <int T> struct Geo {
     typedef Dec<T> D;

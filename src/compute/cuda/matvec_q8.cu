@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 }
 
 /* Quantized weights, int8 activations. */
-template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32) mv_q_q8(const MvArgs a) {
+template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS) mv_q_q8(const MvArgs a) {
     typedef Dec<T> D;
     typedef Geo<T> G;
     __shared__ __align__(16) uint8_t sm[MV_WARPS][MV_R * G::SROW];
