@@ -81,8 +81,11 @@ if len(dem) != len(names): dem = names
 print(f"{'kernel':40} {'arch':7} {'regs':>4} {'smem':>6} {'stack':>5} {'spill st/ld':>11}")
 for ((k, a), v), d in sorted(zip(rows.items(), dem), key=lambda x: x[1]):
     d = re.sub(r"\(anonymous namespace\)::", "", d).split("(")[0].replace("void ", "")
-    d = re.sub(r"<([^>]*)>", lambda m: "<" + ", ".join(TYPES.get(x.strip(), x.strip()) if not d.startswith("attn") else x
-                                                  for x in m.group(1).split(",")) + ">", d)
+    def targs(m, d=d):
+        a = [x.strip() for x in m.group(1).split(",")]
+        n = 0 if d.startswith("attn") else 1 if d.startswith("mv_") else len(a) # mv_*<type, tokens>
+        return "<" + ", ".join(TYPES.get(x, x) if i < n else x for i, x in enumerate(a)) + ">"
+    d = re.sub(r"<([^>]*)>", targs, d)
     print(f"{d[:40]:40} {a:7} {v.get('regs','?'):>4} {v.get('smem','?'):>6} {v.get('stack','?'):>5} {v.get('st','?'):>5}/{v.get('ld','?'):<5}")
 EOF
     SPILLS=$(awk 'NR>1 && $NF !~ /^0\/0/ {n++} END {print n+0}' "$OUT_DIR/ptxas.txt")
