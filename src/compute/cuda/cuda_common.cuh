@@ -19,6 +19,15 @@ extern "C" {
 }
 #include "compute/cuda/cuda_kernels.h"
 
+/* Device code paths: compiled for the GPU, or for the CPU emulation harness
+ * (tests/cuda/emu), which runs the kernels on host threads; the plain host
+ * compile (test_cuda_decode) takes the portable paths. */
+#if defined(__CUDA_ARCH__) || defined(TS_CUDA_EMU)
+#define TS_DEVICE_PATH 1
+#else
+#define TS_DEVICE_PATH 0
+#endif
+
 #define TS_HD __host__ __device__ __forceinline__
 #define TS_DEV __device__ __forceinline__
 
@@ -55,21 +64,21 @@ template <typename T> TS_HD T ts_cdiv(T a, T b) { return (a + b - 1) / b; }
  * Round-to-nearest without contraction into FMA, so decoders reproduce the
  * CPU's dequantized values bit for bit (nvcc contracts a*b+c by default). */
 TS_HD float fmul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return __fmul_rn(a, b);
 #else
     return a * b;
 #endif
 }
 TS_HD float fadd_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return __fadd_rn(a, b);
 #else
     return a + b;
 #endif
 }
 TS_HD float fsub_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return __fsub_rn(a, b);
 #else
     return a - b;
@@ -77,7 +86,7 @@ TS_HD float fsub_rn(float a, float b) {
 }
 
 TS_HD float bits_to_f32(uint32_t u) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return __uint_as_float(u);
 #else
     float f;
@@ -87,7 +96,7 @@ TS_HD float bits_to_f32(uint32_t u) {
 }
 
 TS_HD uint32_t f32_to_bits(float f) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return __float_as_uint(f);
 #else
     uint32_t u;
@@ -98,7 +107,7 @@ TS_HD uint32_t f32_to_bits(float f) {
 
 /* f16 -> f32 is exact in hardware; the host side uses the CPU reference. */
 TS_HD float h2f(uint16_t h) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return __half2float(__ushort_as_half(h));
 #else
     return ts_f16_to_f32(h);
@@ -112,7 +121,7 @@ TS_HD float e8m0_half(uint8_t e) { return bits_to_f32(e < 2 ? 0x00200000u << e :
 
 /* Round to nearest even (the CPU's lrintf under the default rounding mode). */
 TS_HD int rne_int(float v) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return __float2int_rn(v);
 #else
     return (int)lrintf(v);
@@ -128,7 +137,7 @@ TS_HD uint32_t rd8(const uint8_t *p) { return p[0]; }
 TS_HD uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 
 template <int A> TS_HD uint32_t rd32(const uint8_t *p) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     if (A % 4 == 0) return *(const uint32_t *)p;
     const uintptr_t a = (uintptr_t)p;
     const uint32_t *w = (const uint32_t *)(a & ~(uintptr_t)3);
@@ -143,7 +152,7 @@ template <int A> TS_HD uint32_t rd32(const uint8_t *p) {
 
 /* Per-byte helpers for the int8 path (host fallbacks for the host checks). */
 TS_HD uint32_t vsub4(uint32_t a, uint32_t b) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return __vsub4(a, b);
 #else
     uint32_t r = 0;
@@ -153,7 +162,7 @@ TS_HD uint32_t vsub4(uint32_t a, uint32_t b) {
 }
 
 TS_HD int dp4a(uint32_t a, uint32_t b, int c) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return __dp4a((int)a, (int)b, c);
 #else
     for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
@@ -162,7 +171,7 @@ TS_HD int dp4a(uint32_t a, uint32_t b, int c) {
 }
 
 /* ---- warp reductions ---- */
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(TS_CUDA_EMU)
 TS_DEV float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -44,7 +44,7 @@ TS_HD int kv_mxfp4(uint32_t n) {
 
 /* 16 bytes from a 16-aligned address (host: memcpy). */
 TS_HD uint4 ld_u4(const void *p) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return *(const uint4 *)p;
 #else
     uint4 v;
@@ -53,7 +53,7 @@ TS_HD uint4 ld_u4(const void *p) {
 #endif
 }
 TS_HD uint2 ld_u2(const void *p) {
-#ifdef __CUDA_ARCH__
+#if TS_DEVICE_PATH
     return *(const uint2 *)p;
 #else
     uint2 v;

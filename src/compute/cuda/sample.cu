@@ -109,6 +109,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 #define SM_ROUND 1024
 
 TS_DEV uint32_t ord32(float f) {
+    if (f == 0.0f) f = 0.0f; /* -0 == +0 for the CPU's comparisons: one key for both */
     const uint32_t u = __float_as_uint(f);
     return u ^ ((u >> 31) ? 0xffffffffu : 0x80000000u);
 }
