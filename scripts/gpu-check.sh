@@ -99,7 +99,11 @@ echo "== tests"
 : >"$OUT_DIR/tests.log"
 declare -A TRES
 ALL_OK=1
-TESTS=$(ls "$BUILD"/test_cuda_* 2>/dev/null | grep -v '\.' | sort)
+TESTS=""
+for t in "$BUILD"/test_cuda_*; do
+    case $(basename "$t") in *.*) continue ;; esac # build artefacts, not programs
+    [ -f "$t" ] && [ -x "$t" ] && TESTS="$TESTS $t"
+done
 for t in $TESTS; do
     name=$(basename "$t")
     s=$(date +%s)

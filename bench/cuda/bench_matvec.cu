@@ -18,11 +18,16 @@ static void bench_shape(const Model &M, const Mat &mat, uint32_t type, int n_tok
     const uint64_t rb = ts_type_row_bytes(type, (uint64_t)mat.n_in);
     if (!rb || mat.n_in % 32) return;
     int64_t rows = 0;
-    for (int i = 0; i < mat.n_w; i++) rows += mat.n_out[i];
-    const size_t wbytes = (size_t)rb * (size_t)rows;
-    uint8_t *hw = (uint8_t *)malloc(wbytes);
-    bench_weights(type, hw, rows, mat.n_in);
-    Rotation rot(hw, wbytes);
+    size_t off[3], wbytes = 0, total = 0; /* each weight 256-byte aligned in one buffer */
+    for (int i = 0; i < mat.n_w; i++) {
+        rows += mat.n_out[i];
+        off[i] = total;
+        wbytes += (size_t)rb * (size_t)mat.n_out[i];
+        total += ((size_t)rb * (size_t)mat.n_out[i] + 255) & ~(size_t)255;
+    }
+    uint8_t *hw = (uint8_t *)calloc(1, total);
+    for (int i = 0; i < mat.n_w; i++) bench_weights(type, hw + off[i], mat.n_out[i], mat.n_in);
+    Rotation rot(hw, total);
     free(hw);
     const size_t nx = (size_t)n_tok * mat.n_in;
     float *hx = (float *)malloc(4 * nx);
@@ -34,10 +39,7 @@ static void bench_shape(const Model &M, const Mat &mat, uint32_t type, int n_tok
     for (int i = 0; i < mat.n_w; i++) dy[i] = (float *)bench_dalloc(4 * (size_t)n_tok * mat.n_out[i]);
     auto mats = [&](size_t call, ts_cuda_mat *m) {
         const uint8_t *base = (const uint8_t *)rot.get(call);
-        for (int i = 0; i < mat.n_w; i++) {
-            m[i] = ts_cuda_mat{base, type, mat.n_in, mat.n_out[i], rb, NULL};
-            base += rb * mat.n_out[i];
-        }
+        for (int i = 0; i < mat.n_w; i++) m[i] = ts_cuda_mat{base + off[i], type, mat.n_in, mat.n_out[i], rb, NULL};
     };
     const double bytes = (double)wbytes + 4.0 * nx + 4.0 * n_tok * rows;
     char shape[64], var[48], extra[64];
