@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build the CUDA kernels (sm_90a + compute_90
+# PTX), run every CUDA test, run them again under compute-sanitizer (memcheck,
+# racecheck) in their small mode, run the micro-benchmarks, and print one
+# summary table at the end. Logs go to $OUT (the device tool brings back at
+# most 8 files: build.log, ptxas.txt, tests.log, sanitizer.log, bench.log,
+# summary.txt), or ./gpu-check-out without $OUT.
+#
+#   scripts/gpu-check.sh                 # the whole check, budgeted to ~7.5 min
+#   GPU_CHECK_SKIP_BENCH=1 ...           # tests only
+#   GPU_CHECK_FULL=1 ...                 # build the whole project (needs PCRE2, cJSON), not just the kernels
+#   GPU_CHECK_BUDGET_S=420 GPU_CHECK_JOBS=16 GPU_CHECK_BUILD=build-cuda
+#
+# Exit status: 0 when the build and every test (and sanitizer run that could
+# run) passed; benchmark numbers never change it.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+OUT_DIR="${OUT:-$ROOT/gpu-check-out}"
+mkdir -p "$OUT_DIR"
+BUDGET=${GPU_CHECK_BUDGET_S:-450}
+JOBS=${GPU_CHECK_JOBS:-16}
+BUILD=${GPU_CHECK_BUILD:-build-cuda}
+START=$(date +%s)
+elapsed() { echo $(( $(date +%s) - START )); }
+left() { echo $(( BUDGET - $(date +%s) + START )); }
+
+echo "== machine"
+nvidia-smi 2>&1 | head -20 || echo "nvidia-smi: not available"
+nvcc --version 2>&1 | tail -2
+lscpu 2>/dev/null | grep -m1 'Model name' || grep -m1 'model name' /proc/cpuinfo
+echo "cores: $(nproc)   budget: ${BUDGET}s   logs: $OUT_DIR"
+
+# ---------------------------------------------------------------- build
+echo "== build ($BUILD, -j$JOBS)"
+GEN=()
+command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
+CFG=(-DCMAKE_BUILD_TYPE=Release -DTS_CUDA=ON -DTS_CUDA_WERROR=OFF -DTS_CUDA_PTXAS_VERBOSE=ON)
+[ "${GPU_CHECK_FULL:-0}" = 1 ] || CFG+=(-DTS_CUDA_KERNELS_ONLY=ON)
+BUILD_OK=1
+{
+    cmake -S . -B "$BUILD" "${GEN[@]}" "${CFG[@]}" && cmake --build "$BUILD" -j "$JOBS"
+} >"$OUT_DIR/build.log" 2>&1 || BUILD_OK=0
+echo "build: $([ $BUILD_OK = 1 ] && echo ok || echo FAILED) in $(elapsed)s"
+if [ $BUILD_OK = 0 ]; then
+    tail -40 "$OUT_DIR/build.log"
+    echo "BUILD FAILED: see $OUT_DIR/build.log" | tee "$OUT_DIR/summary.txt"
+    exit 1
+fi
+
+# ptxas report: registers / spills / stack per kernel (demangled)
+PY=$(command -v python3 || true)
+if [ -n "$PY" ]; then
+    "$PY" - "$OUT_DIR/build.log" >"$OUT_DIR/ptxas.txt" 2>&1 <<'EOF'
+import re, subprocess, sys
+lines = open(sys.argv[1], errors="replace").read().splitlines()
+rows, cur, arch = {}, None, ""
+for ln in lines:
+    m = re.search(r"Compiling entry function '(\w+)' for '(\w+)'", ln)
+    if m: cur, arch = m.group(1), m.group(2); continue
+    m = re.search(r"Function properties for (\w+)", ln)
+    if m: cur = m.group(1); continue
+    if cur is None: continue
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", ln)
+    if m: rows.setdefault((cur, arch), {}).update(stack=m.group(1), st=m.group(2), ld=m.group(3)); continue
+    m = re.search(r"Used (\d+) registers", ln)
+    if m:
+        sm = re.search(r"(\d+) bytes smem", ln)
+        rows.setdefault((cur, arch), {}).update(regs=m.group(1), smem=sm.group(1) if sm else "0")
+names = [k[0] for k in rows]
+TYPES = {"0": "F32", "1": "F16", "2": "Q4_0", "3": "Q4_1", "6": "Q5_0", "7": "Q5_1", "8": "Q8_0", "10": "Q2_K",
+         "11": "Q3_K", "12": "Q4_K", "13": "Q5_K", "14": "Q6_K", "20": "IQ4_NL", "30": "BF16", "39": "MXFP4"}
+dem = names
+for tool in ("cu++filt", "c++filt"):
+    try:
+        dem = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
+        break
+    except Exception:
+        pass
+if len(dem) != len(names): dem = names
+print(f"{'kernel':40} {'arch':7} {'regs':>4} {'smem':>6} {'stack':>5} {'spill st/ld':>11}")
+for ((k, a), v), d in sorted(zip(rows.items(), dem), key=lambda x: x[1]):
+    d = re.sub(r"\(anonymous namespace\)::", "", d).split("(")[0].replace("void ", "")
+    def targs(m, d=d):
+        a = [x.strip() for x in m.group(1).split(",")]
+        n = 0 if d.startswith("attn") else 1 if d.startswith("mv_") else len(a) # mv_*<type, tokens>
+        return "<" + ", ".join(TYPES.get(x, x) if i < n else x for i, x in enumerate(a)) + ">"
+    d = re.sub(r"<([^>]*)>", targs, d)
+    print(f"{d[:40]:40} {a:7} {v.get('regs','?'):>4} {v.get('smem','?'):>6} {v.get('stack','?'):>5} {v.get('st','?'):>5}/{v.get('ld','?'):<5}")
+EOF
+    SPILLS=$(awk 'NR>1 && $NF !~ /^0\/0/ {n++} END {print n+0}' "$OUT_DIR/ptxas.txt")
+else
+    grep -E "registers|spill" "$OUT_DIR/build.log" >"$OUT_DIR/ptxas.txt"
+    SPILLS="?"
+fi
+
+# ---------------------------------------------------------------- tests
+echo "== tests"
+: >"$OUT_DIR/tests.log"
+declare -A TRES
+ALL_OK=1
+TESTS=""
+for t in "$BUILD"/test_cuda_*; do
+    case $(basename "$t") in *.*) continue ;; esac # build artefacts, not programs
+    [ -f "$t" ] && [ -x "$t" ] && TESTS="$TESTS $t"
+done
+for t in $TESTS; do
+    name=$(basename "$t")
+    s=$(date +%s)
+    timeout 300 "$t" >"$OUT_DIR/.t.log" 2>&1
+    rc=$?
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT_DIR/.t.log" | tail -1)
+    case $rc in
+        0) st="PASS" ;;
+        124) st="TIMEOUT"; ALL_OK=0 ;;
+        77) st="SKIPPED(no GPU)"; ALL_OK=0 ;;
+        *) st="FAIL(rc=$rc)"; ALL_OK=0 ;;
+    esac
+    TRES[$name]="$st ${line:-no summary line} ($(( $(date +%s) - s ))s)"
+    { echo "===== $name: ${TRES[$name]}"; cat "$OUT_DIR/.t.log"; } >>"$OUT_DIR/tests.log"
+    echo "$name: ${TRES[$name]}"
+    [ "$st" = PASS ] || grep -E 'FAIL|CHECK failed' "$OUT_DIR/.t.log" | head -8
+done
+rm -f "$OUT_DIR/.t.log"
+
+# ------------------------------------------------------- compute-sanitizer
+echo "== compute-sanitizer (small shapes, in parallel)"
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+declare -A SRES
+: >"$OUT_DIR/sanitizer.log"
+if [ -z "$SAN" ]; then
+    echo "compute-sanitizer: not found" | tee -a "$OUT_DIR/sanitizer.log"
+else
+    tmp=$(mktemp -d)
+    for t in $TESTS; do
+        name=$(basename "$t")
+        [ "$name" = test_cuda_decode ] && continue # host-only
+        for tool in memcheck racecheck; do
+            ( TS_CUDA_TEST_SMALL=1 TS_ALLOW_NO_GPU=0 timeout 200 "$SAN" --tool "$tool" --error-exitcode 99 \
+                  --print-limit 20 "$t" >"$tmp/$name.$tool" 2>&1; echo $? >"$tmp/$name.$tool.rc" ) &
+        done
+    done
+    wait
+    for t in $TESTS; do
+        name=$(basename "$t")
+        [ "$name" = test_cuda_decode ] && continue
+        for tool in memcheck racecheck; do
+            rc=$(cat "$tmp/$name.$tool.rc" 2>/dev/null || echo "?")
+            f="$tmp/$name.$tool"
+            if [ "$rc" = 0 ]; then r="clean"
+            elif [ "$rc" = 124 ]; then r="TIMEOUT"; ALL_OK=0
+            elif grep -qiE "not supported|unable to|error 999|Target application terminated before first instrumented API" "$f" \
+                 && ! grep -qE "========= (Invalid|Race|.*hazard)" "$f"; then r="n/a(tool)"
+            else r="ERRORS(rc=$rc)"; ALL_OK=0
+            fi
+            SRES[$name.$tool]=$r
+            { echo "===== $name $tool: $r"; tail -60 "$f"; } >>"$OUT_DIR/sanitizer.log"
+        done
+    done
+    rm -rf "$tmp"
+    echo "sanitizers done at $(elapsed)s"
+fi
+
+# ---------------------------------------------------------------- benchmarks
+: >"$OUT_DIR/bench.log"
+if [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
+    echo "== benchmarks"
+    for b in bench_matvec bench_attention bench_gemm bench_misc; do
+        l=$(left)
+        if [ "$l" -lt 25 ]; then
+            echo "$b: skipped (time budget)" | tee -a "$OUT_DIR/bench.log"
+            continue
+        fi
+        quick=0
+        [ "$l" -lt 200 ] && quick=1
+        case $b in bench_matvec) cap=$(( l * 45 / 100 )) ;; bench_misc) cap=$(( l - 5 )) ;; *) cap=$(( l * 40 / 100 )) ;; esac
+        [ "$cap" -lt 20 ] && cap=20
+        echo "$b (cap ${cap}s$([ $quick = 1 ] && echo ', quick'))"
+        { echo "===== $b"; BENCH_QUICK=$quick timeout "$cap" "$BUILD/$b"; echo "===== $b rc=$?"; } >>"$OUT_DIR/bench.log" 2>&1
+    done
+fi
+
+# ---------------------------------------------------------------- summary
+{
+    echo "== summary ($(elapsed)s; ptxas: $SPILLS kernels with spills, see ptxas.txt)"
+    printf "%-24s %-40s %-10s %-10s\n" "test" "result" "memcheck" "racecheck"
+    for t in $TESTS; do
+        name=$(basename "$t")
+        printf "%-24s %-40s %-10s %-10s\n" "$name" "${TRES[$name]}" "${SRES[$name.memcheck]:--}" "${SRES[$name.racecheck]:--}"
+    done
+    if [ -n "$PY" ] && [ -s "$OUT_DIR/bench.log" ]; then
+        "$PY" - "$OUT_DIR/bench.log" <<'EOF'
+import re, sys, collections
+res = []
+for ln in open(sys.argv[1], errors="replace"):
+    m = re.match(r"RESULT\s+(\S+)\s+(\S+)\s+(.+?)\s+([\d.]+) GB/s\s+([\d.]+) us(.*)", ln)
+    if m: res.append((m.group(1), m.group(2), m.group(3).strip(), float(m.group(4)), float(m.group(5)), m.group(6).strip()))
+copy = [r[3] for r in res if r[0] == "copy"]
+ceil = copy[0] if copy else 0
+print(f"\ncopy ceiling (1 GiB d2d, read+write): {ceil:.0f} GB/s" if ceil else "\n(no copy ceiling measured)")
+# matvec: rows = model.matrix, columns = type, cell = f32/int8 GB/s at t=1
+mv = collections.OrderedDict()
+types = []
+for f, s, v, g, us, x in res:
+    if f != "matvec": continue
+    t, path, tok = v.split()
+    if tok != "t=1": continue
+    if t not in types: types.append(t)
+    mv.setdefault(s, {}).setdefault(t, {})[path] = g
+if mv:
+    print("\nmatvec GB/s, 1 token (f32 / int8 incl. quantize); % of copy ceiling for the best")
+    print(f"{'shape':28}" + "".join(f"{t:>16}" for t in types) + f"{'best':>12}")
+    for s, d in mv.items():
+        cells, best = [], 0
+        for t in types:
+            c = d.get(t, {})
+            f32, i8 = c.get("f32"), c.get("int8")
+            best = max(best, f32 or 0, i8 or 0)
+            cells.append(f"{(f'{f32:.0f}' if f32 else '-')}/{(f'{i8:.0f}' if i8 else '-')}")
+        print(f"{s:28}" + "".join(f"{c:>16}" for c in cells) + (f"{100*best/ceil:>11.0f}%" if ceil else f"{best:>12.0f}"))
+    bt = [(s, v, g) for f, s, v, g, us, x in res if f == "matvec" and not v.endswith("t=1")]
+    if bt:
+        print("matvec small batches: " + "; ".join(f"{s} {v} {g:.0f}" for s, v, g in bt))
+gm = [(s, v, g, us, x) for f, s, v, g, us, x in res if f == "gemm"]
+if gm:
+    print("\nprefill GEMM (dequant + cuBLAS): time, TFLOP/s; parts alone")
+    for s, v, g, us, x in gm:
+        print(f"  {s:26} {v:30} {us:9.1f} us  {x or f'{g:.0f} GB/s'}")
+for fam in ("attention", "rmsnorm", "rope", "ew", "sample"):
+    rows = [(s, v, g, us, x) for f, s, v, g, us, x in res if f == fam]
+    if not rows: continue
+    print(f"\n{fam}: GB/s, us")
+    for s, v, g, us, x in rows:
+        print(f"  {s:26} {v:26} {g:9.1f} GB/s {us:9.2f} us {x}")
+EOF
+    elif [ -s "$OUT_DIR/bench.log" ]; then
+        grep '^RESULT' "$OUT_DIR/bench.log"
+    fi
+    echo
+    echo "overall: $([ $ALL_OK = 1 ] && echo 'tests PASS' || echo 'tests FAILED (see tests.log / sanitizer.log)')"
+} | tee "$OUT_DIR/summary.txt"
+[ $ALL_OK = 1 ]

@@ -1,0 +1,440 @@
+/* Attention over the F16 KV cache: split-K flash-decoding for a few query
+ * tokens, tiled flash attention for prefill, both with an online softmax in
+ * float (expf, not __expf) and the CPU's masking: token t sees positions
+ * [max(0, pos[t] - window + 1), pos[t]] (window 0: from 0).
+ *
+ * The common step (attn_tile): a warp takes a tile of 32 keys for up to RW
+ * query rows. Scores: lane j owns key j and dots it with every row (the K
+ * tile is staged in shared memory, rows padded by 16 bytes so the lanes'
+ * 16-byte reads spread over the banks; q rows are broadcast from shared).
+ * Softmax: per row, the tile max and sum by warp shuffles, the running max,
+ * sum and output rescaled. Values: lane owns HD/32 consecutive dims and runs
+ * over the tile's keys, reading V rows whole (coalesced).
+ *
+ * Decode (n_tok <= 8): grid (n_split, kv heads x head chunks of 8, tokens).
+ * A block takes the GQA group of one kv head (up to 8 query heads share each
+ * K/V load) over one split of [0, n_ctx); its warps take interleaved tiles,
+ * merge their states in shared memory, and write the split's (max, sum,
+ * unnormalized output); attn_combine merges the splits. The split count
+ * depends on n_ctx, the heads and the SM count only, never on pos: blocks
+ * whose split lies past a token's position exit after writing an empty state,
+ * so one graph serves every decode step.
+ *
+ * Prefill: grid (query tiles of BQ tokens, heads); the block stages each K/V
+ * tile once for its BQ queries (each warp owns BQ/4 of them) and walks the
+ * keys from the tile's lowest visible position to its highest.
+ *
+ * CPU reference: the CPU backend's attention op (scores in float, softmax
+ * sums in double, normalized weights times V). */
+#include "compute/cuda/cuda_common.cuh"
+
+namespace {
+
+#define ATT_RW 8 /* query rows per warp (decode: the heads of a GQA group) */
+
+template <int HD, int RW> struct AttnState {
+    float m[RW], l[RW], acc[RW][HD / 32];
+};
+
+/* 8 halves -> floats */
+TS_DEV void h8(const uint4 v, float (&f)[8]) {
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 p = __half22float2(*(const __half2 *)&u[i]);
+        f[2 * i] = p.x, f[2 * i + 1] = p.y;
+    }
+}
+
+/* HD/32 consecutive halves of a V row (shared or global). */
+template <int HD> TS_DEV void ld_vrow(const uint16_t *p, float (&f)[HD / 32]) {
+    if (HD == 64) {
+        const float2 a = __half22float2(*(const __half2 *)p);
+        f[0] = a.x, f[1 % (HD / 32)] = a.y;
+    } else if (HD == 128) {
+        const uint2 v = *(const uint2 *)p;
+        const float2 a = __half22float2(*(const __half2 *)&v.x), b = __half22float2(*(const __half2 *)&v.y);
+        f[0] = a.x, f[1] = a.y, f[2 % (HD / 32)] = b.x, f[3 % (HD / 32)] = b.y;
+    } else {
+        float t[8];
+        h8(*(const uint4 *)p, t);
+#pragma unroll
+        for (int i = 0; i < HD / 32; i++) f[i] = t[i];
+    }
+}
+
+/* One warp, one tile of 32 keys [key0, key0 + 32), RW query rows.
+ * Q: rows (RW, HD) floats in shared; Ks: the tile's K rows, stride KS halves,
+ * in shared; V: the V row of key0, stride vstride halves (shared or global);
+ * lo/hi: each row's visible keys (hi < lo: none). P: (RW, 32) shared scratch. */
+template <int HD, int RW, int KS>
+TS_DEV void attn_tile(AttnState<HD, RW> &S, const float *Q, const uint16_t *Ks, const uint16_t *V, int64_t vstride, int key0,
+                      const int (&lo)[RW], const int (&hi)[RW], float scale, float *P, int lane) {
+    const int key = key0 + lane;
+    float s[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++) s[r] = 0.0f;
+#pragma unroll 4
+    for (int d = 0; d < HD; d += 8) {
+        float kf[8];
+        h8(*(const uint4 *)(Ks + lane * KS + d), kf);
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            const float4 qa = *(const float4 *)(Q + r * HD + d), qb = *(const float4 *)(Q + r * HD + d + 4);
+            float v = s[r];
+            v = fmaf(qa.x, kf[0], v), v = fmaf(qa.y, kf[1], v), v = fmaf(qa.z, kf[2], v), v = fmaf(qa.w, kf[3], v);
+            v = fmaf(qb.x, kf[4], v), v = fmaf(qb.y, kf[5], v), v = fmaf(qb.z, kf[6], v), v = fmaf(qb.w, kf[7], v);
+            s[r] = v;
+        }
+    }
+    int jlo = 32, jhi = -1;
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        const bool valid = key >= lo[r] && key <= hi[r];
+        const float sc = valid ? s[r] * scale : -INFINITY;
+        const float mnew = fmaxf(S.m[r], warp_max(sc));
+        float p = 0.0f, alpha = 1.0f;
+        if (mnew != -INFINITY) {
+            alpha = expf(S.m[r] - mnew); /* 0 while the row had nothing */
+            p = valid ? expf(sc - mnew) : 0.0f;
+        }
+        S.l[r] = S.l[r] * alpha + warp_sum(p);
+#pragma unroll
+        for (int e = 0; e < HD / 32; e++) S.acc[r][e] *= alpha;
+        S.m[r] = mnew;
+        P[r * 32 + lane] = p;
+        const int a = lo[r] - key0, b = hi[r] - key0;
+        if (a <= b && b >= 0 && a <= 31) {
+            jlo = min(jlo, max(a, 0));
+            jhi = max(jhi, min(b, 31));
+        }
+    }
+    __syncwarp();
+    const uint16_t *vp = V + lane * (HD / 32);
+#pragma unroll 2
+    for (int j = jlo; j <= jhi; j++) {
+        float vf[HD / 32];
+        ld_vrow<HD>(vp + (int64_t)j * vstride, vf);
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            const float p = P[r * 32 + j];
+#pragma unroll
+            for (int e = 0; e < HD / 32; e++) S.acc[r][e] = fmaf(p, vf[e], S.acc[r][e]);
+        }
+    }
+    __syncwarp();
+}
+
+template <int HD, int RW> TS_DEV void state_init(AttnState<HD, RW> &S) {
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        S.m[r] = -INFINITY;
+        S.l[r] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < HD / 32; e++) S.acc[r][e] = 0.0f;
+    }
+}
+
+template <int HD> struct DecCfg {
+    static constexpr int WARPS = HD == 256 ? 2 : 4; /* static shared stays under 48 KB */
+    static constexpr int KS = HD + 8;               /* padded K row, halves */
+};
+
+/* Visible window of token t: [lo, hi], or false when its position is bad. */
+TS_DEV bool token_range(const ts_cuda_attn &a, int t, int &lo, int &hi) {
+    const int pos = a.pos[t];
+    if (pos < 0 || pos >= a.n_ctx) {
+        if (a.err) atomicOr(a.err, TS_CUDA_ERR_POS);
+        lo = 0, hi = -1;
+        return false;
+    }
+    hi = pos;
+    lo = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;
+    return true;
+}
+
+template <int HD>
+__global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
+    attn_decode(const ts_cuda_attn a, int n_split, int split_len, int n_hchunk, float *part_ml, float *part_acc) {
+    typedef DecCfg<HD> C;
+    __shared__ __align__(16) uint16_t Ks[C::WARPS][32 * C::KS];
+    __shared__ __align__(16) float Qs[ATT_RW][HD];
+    __shared__ float P[C::WARPS][ATT_RW * 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int split = blockIdx.x, t = blockIdx.z;
+    const int kvh = blockIdx.y / n_hchunk, hc = blockIdx.y % n_hchunk;
+    const int G = a.n_head / a.n_head_kv, g0 = hc * ATT_RW, ng = min(ATT_RW, G - g0);
+    const int h0 = kvh * G + g0; /* first query head of the block */
+
+    int lo, hi;
+    const bool ok = token_range(a, t, lo, hi); /* (err: every block of the token reports it; OR is idempotent) */
+    const int s_lo = split * split_len, s_hi = min(a.n_ctx, s_lo + split_len) - 1;
+    const int ka = max(lo, s_lo), kb = min(hi, s_hi);
+    const bool empty = !ok || ka > kb;
+
+    for (int i = threadIdx.x; i < ATT_RW * HD; i += blockDim.x) {
+        const int r = i / HD, d = i % HD;
+        Qs[r][d] = r < ng ? a.q[((int64_t)t * a.n_head + h0 + r) * HD + d] : 0.0f;
+    }
+    __syncthreads();
+
+    AttnState<HD, ATT_RW> S;
+    state_init<HD, ATT_RW>(S);
+    int lor[ATT_RW], hir[ATT_RW];
+#pragma unroll
+    for (int r = 0; r < ATT_RW; r++) lor[r] = ka, hir[r] = r < ng ? kb : -1;
+    const uint16_t *Kh = a.k + (int64_t)kvh * a.n_ctx * HD, *Vh = a.v + (int64_t)kvh * a.n_ctx * HD;
+    if (!empty) {
+        for (int key0 = (ka & ~31) + 32 * warp; key0 <= kb; key0 += 32 * C::WARPS) {
+            /* stage the tile's K rows (those <= kb exist in the cache) */
+            constexpr int WPR = HD / 8; /* 16-byte words per row */
+#pragma unroll 4
+            for (int k = lane; k < 32 * WPR; k += 32) {
+                const int row = k / WPR, col = k % WPR;
+                if (key0 + row <= kb)
+                    *(uint4 *)(Ks[warp] + row * C::KS + col * 8) = *(const uint4 *)(Kh + (int64_t)(key0 + row) * HD + col * 8);
+            }
+            __syncwarp();
+            attn_tile<HD, ATT_RW, C::KS>(S, &Qs[0][0], Ks[warp], Vh + (int64_t)key0 * HD, HD, key0, lor, hir, a.scale,
+                                         P[warp], lane);
+        }
+    }
+
+    /* merge the warps' states through the (now free) K buffers */
+    __syncthreads();
+    float *mine = (float *)Ks[warp]; /* (ATT_RW, HD) acc, then m[ATT_RW], l[ATT_RW] */
+#pragma unroll
+    for (int r = 0; r < ATT_RW; r++) {
+#pragma unroll
+        for (int e = 0; e < HD / 32; e++) mine[r * HD + lane * (HD / 32) + e] = S.acc[r][e];
+        if (lane == 0) mine[ATT_RW * HD + r] = S.m[r], mine[ATT_RW * HD + ATT_RW + r] = S.l[r];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < ng * HD; i += blockDim.x) {
+        const int r = i / HD, d = i % HD;
+        float M = -INFINITY;
+        for (int w = 0; w < C::WARPS; w++) M = fmaxf(M, ((const float *)Ks[w])[ATT_RW * HD + r]);
+        float L = 0.0f, A = 0.0f;
+        if (M != -INFINITY) {
+            for (int w = 0; w < C::WARPS; w++) {
+                const float *o = (const float *)Ks[w];
+                const float mw = o[ATT_RW * HD + r];
+                if (mw == -INFINITY) continue;
+                const float f = expf(mw - M);
+                L += f * o[ATT_RW * HD + ATT_RW + r];
+                A += f * o[r * HD + d];
+            }
+        }
+        const int64_t row = (int64_t)t * a.n_head + h0 + r;
+        if (n_split == 1) {
+            a.out[row * HD + d] = L > 0.0f ? A / L : 0.0f;
+        } else {
+            part_acc[(row * n_split + split) * HD + d] = A;
+            if (d == 0) part_ml[(row * n_split + split) * 2] = M, part_ml[(row * n_split + split) * 2 + 1] = L;
+        }
+    }
+}
+
+#define ATT_MAX_SPLIT 1024
+
+/* One block per (token, head) row: merges the splits' states. */
+__global__ void __launch_bounds__(128)
+    attn_combine(const float *ml, const float *acc, int n_split, int hd, float *out) {
+    __shared__ float w[ATT_MAX_SPLIT];
+    __shared__ float red[4];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t row = blockIdx.x;
+    const float *m = ml + row * n_split * 2;
+    float M = -INFINITY;
+    for (int s = threadIdx.x; s < n_split; s += 128) M = fmaxf(M, m[2 * s]);
+    M = warp_max(M);
+    if (lane == 0) red[warp] = M;
+    __syncthreads();
+    M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    __syncthreads();
+    float L = 0.0f;
+    for (int s = threadIdx.x; s < n_split; s += 128) {
+        const float f = (M != -INFINITY && m[2 * s] != -INFINITY) ? expf(m[2 * s] - M) : 0.0f;
+        w[s] = f;
+        L += f * m[2 * s + 1];
+    }
+    L = warp_sum(L);
+    if (lane == 0) red[warp] = L;
+    __syncthreads();
+    L = red[0] + red[1] + red[2] + red[3];
+    for (int d = threadIdx.x; d < hd; d += 128) {
+        float A = 0.0f;
+        for (int s = 0; s < n_split; s++)
+            if (w[s] != 0.0f) A += w[s] * acc[(row * n_split + s) * hd + d];
+        out[row * hd + d] = L > 0.0f ? A / L : 0.0f;
+    }
+}
+
+template <int HD> struct PreCfg {
+    static constexpr int BQ = HD == 256 ? 8 : 32; /* queries per block */
+    static constexpr int RW = BQ / 4;             /* per warp */
+    static constexpr int KS = HD + 8;
+};
+
+template <int HD> __global__ void __launch_bounds__(128) attn_prefill(const ts_cuda_attn a) {
+    typedef PreCfg<HD> C;
+    __shared__ __align__(16) float Qs[C::BQ][HD];
+    __shared__ __align__(16) uint16_t Ks[32 * C::KS];
+    __shared__ __align__(16) uint16_t Vs[32 * HD];
+    __shared__ float P[4][C::RW * 32];
+    __shared__ int los[C::BQ], his[C::BQ], krange[2];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int t0 = blockIdx.x * C::BQ, h = blockIdx.y, kvh = h / (a.n_head / a.n_head_kv);
+
+    if (threadIdx.x < C::BQ) {
+        const int t = t0 + threadIdx.x;
+        int lo = 0, hi = -1;
+        if (t < a.n_tok) token_range(a, t, lo, hi);
+        los[threadIdx.x] = lo, his[threadIdx.x] = hi;
+    }
+    for (int i = threadIdx.x; i < C::BQ * HD; i += 128) {
+        const int r = i / HD, d = i % HD, t = t0 + r;
+        Qs[r][d] = t < a.n_tok ? a.q[((int64_t)t * a.n_head + h) * HD + d] : 0.0f;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int kmin = a.n_ctx, kmax = -1;
+        for (int r = 0; r < C::BQ; r++)
+            if (his[r] >= los[r]) kmin = min(kmin, los[r]), kmax = max(kmax, his[r]);
+        krange[0] = kmin, krange[1] = kmax;
+    }
+    __syncthreads();
+    const int kmin = krange[0], kmax = krange[1];
+
+    AttnState<HD, C::RW> S;
+    state_init<HD, C::RW>(S);
+    int lor[C::RW], hir[C::RW], wlo = a.n_ctx, whi = -1;
+#pragma unroll
+    for (int r = 0; r < C::RW; r++) {
+        lor[r] = los[warp * C::RW + r], hir[r] = his[warp * C::RW + r];
+        if (hir[r] >= lor[r]) wlo = min(wlo, lor[r]), whi = max(whi, hir[r]);
+    }
+    const uint16_t *Kh = a.k + (int64_t)kvh * a.n_ctx * HD, *Vh = a.v + (int64_t)kvh * a.n_ctx * HD;
+    constexpr int WPR = HD / 8;
+    for (int key0 = kmax >= kmin ? (kmin & ~31) : 0; key0 <= kmax; key0 += 32) {
+        __syncthreads(); /* the previous tile is consumed */
+        for (int k = threadIdx.x; k < 32 * WPR; k += 128) {
+            const int row = k / WPR, col = k % WPR;
+            if (key0 + row <= kmax) {
+                const int64_t src = (int64_t)(key0 + row) * HD + col * 8;
+                *(uint4 *)(Ks + row * C::KS + col * 8) = *(const uint4 *)(Kh + src);
+                *(uint4 *)(Vs + row * HD + col * 8) = *(const uint4 *)(Vh + src);
+            }
+        }
+        __syncthreads();
+        if (whi < key0 || wlo > key0 + 31) continue; /* nothing of this tile is visible to the warp's rows */
+        attn_tile<HD, C::RW, C::KS>(S, &Qs[warp * C::RW][0], Ks, Vs, HD, key0, lor, hir, a.scale, P[warp], lane);
+    }
+#pragma unroll
+    for (int r = 0; r < C::RW; r++) {
+        const int t = t0 + warp * C::RW + r;
+        if (t >= a.n_tok) continue;
+        const float inv = S.l[r] > 0.0f ? 1.0f / S.l[r] : 0.0f;
+        float *o = a.out + ((int64_t)t * a.n_head + h) * HD + lane * (HD / 32);
+#pragma unroll
+        for (int e = 0; e < HD / 32; e++) o[e] = S.l[r] > 0.0f ? S.acc[r][e] * inv : 0.0f;
+    }
+}
+
+/* Split plan of the decode kernel: a function of the shapes and the SM
+ * count only (never of positions), so scratch size and grid are fixed for a
+ * graph. */
+struct AttnPlan {
+    int n_split, split_len, n_hchunk;
+};
+
+template <int HD> ts_status attn_plan(const ts_cuda_attn *a, AttnPlan &p) {
+    int sms = 0;
+    ts_status st = ts_cuda_sm_count(&sms);
+    if (st != TS_OK) return st;
+    const int G = a->n_head / a->n_head_kv;
+    p.n_hchunk = (G + ATT_RW - 1) / ATT_RW;
+    const int64_t items = (int64_t)a->n_head_kv * p.n_hchunk * a->n_tok;
+    const int64_t target = 4 * (int64_t)sms; /* blocks */
+    int64_t max_split = (a->n_ctx + 32 * DecCfg<HD>::WARPS - 1) / (32 * DecCfg<HD>::WARPS);
+    if (max_split > ATT_MAX_SPLIT) max_split = ATT_MAX_SPLIT;
+    int64_t ns = (target + items - 1) / items;
+    ns = ns < 1 ? 1 : ns > max_split ? max_split : ns;
+    const int64_t per = (a->n_ctx + ns - 1) / ns;
+    p.split_len = (int)((per + 31) / 32 * 32);
+    p.n_split = (int)((a->n_ctx + p.split_len - 1) / p.split_len);
+    return TS_OK;
+}
+
+ts_status attn_check(const ts_cuda_attn *a) {
+    TS_ARG_CHECK(a && a->q && a->k && a->v && a->pos && a->out, "cuda attention: NULL q, k, v, pos or out");
+    TS_ARG_CHECK(a->head_dim == 64 || a->head_dim == 128 || a->head_dim == 256,
+                 "cuda attention: head_dim %d (64, 128 or 256)", a->head_dim);
+    TS_ARG_CHECK(a->n_tok >= 1 && a->n_head >= 1 && a->n_head_kv >= 1 && a->n_head % a->n_head_kv == 0,
+                 "cuda attention: n_tok %d, n_head %d, n_head_kv %d", a->n_tok, a->n_head, a->n_head_kv);
+    TS_ARG_CHECK(a->n_head_kv * ((a->n_head / a->n_head_kv + ATT_RW - 1) / ATT_RW) <= 65535 && a->n_head <= 65535,
+                 "cuda attention: %d heads", a->n_head);
+    TS_ARG_CHECK(a->n_ctx >= 1 && a->window >= 0, "cuda attention: n_ctx %d, window %d", a->n_ctx, a->window);
+    TS_ARG_CHECK((((uintptr_t)a->k | (uintptr_t)a->v) & 15) == 0, "cuda attention: K/V cache not 16-byte aligned");
+    return TS_OK;
+}
+
+template <int HD> size_t attn_scratch(const ts_cuda_attn *a) {
+    if (a->n_tok > TS_CUDA_MAX_DECODE_TOK) return 0;
+    AttnPlan p;
+    if (attn_plan<HD>(a, p) != TS_OK || p.n_split == 1) return 0;
+    const size_t rows = (size_t)a->n_tok * (size_t)a->n_head;
+    const size_t ml = (rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255;
+    return ml + rows * p.n_split * HD * sizeof(float);
+}
+
+template <int HD> ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes) {
+    if (a->n_tok > TS_CUDA_MAX_DECODE_TOK) {
+        const int bq = PreCfg<HD>::BQ;
+        attn_prefill<HD><<<dim3((unsigned)((a->n_tok + bq - 1) / bq), (unsigned)a->n_head), 128, 0, s>>>(*a);
+        TS_CUDA_LAUNCHED("attention prefill");
+        return TS_OK;
+    }
+    AttnPlan p;
+    ts_status st = attn_plan<HD>(a, p);
+    if (st != TS_OK) return st;
+    float *ml = NULL, *acc = NULL;
+    if (p.n_split > 1) {
+        const size_t need = attn_scratch<HD>(a);
+        TS_ARG_CHECK(scratch && scratch_bytes >= need && ((uintptr_t)scratch & 255) == 0,
+                     "cuda attention: scratch %zu bytes (256-aligned) given, %zu needed", scratch_bytes, need);
+        const size_t rows = (size_t)a->n_tok * (size_t)a->n_head;
+        ml = (float *)scratch;
+        acc = (float *)((uint8_t *)scratch + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
+    }
+    const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
+    attn_decode<HD><<<grid, DecCfg<HD>::WARPS * 32, 0, s>>>(*a, p.n_split, p.split_len, p.n_hchunk, ml, acc);
+    TS_CUDA_LAUNCHED("attention decode");
+    if (p.n_split > 1) {
+        attn_combine<<<(unsigned)(a->n_tok * a->n_head), 128, 0, s>>>(ml, acc, p.n_split, HD, a->out);
+        TS_CUDA_LAUNCHED("attention combine");
+    }
+    return TS_OK;
+}
+
+} // namespace
+
+size_t ts_cuda_attn_scratch_bytes(const ts_cuda_attn *a) {
+    if (attn_check(a) != TS_OK) return 0;
+    switch (a->head_dim) {
+    case 64: return attn_scratch<64>(a);
+    case 128: return attn_scratch<128>(a);
+    default: return attn_scratch<256>(a);
+    }
+}
+
+ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes) {
+    ts_status st = attn_check(a);
+    if (st != TS_OK) return st;
+    cudaStream_t s = ts_stream(stream);
+    switch (a->head_dim) {
+    case 64: return attn_launch<64>(s, a, scratch, scratch_bytes);
+    case 128: return attn_launch<128>(s, a, scratch, scratch_bytes);
+    default: return attn_launch<256>(s, a, scratch, scratch_bytes);
+    }
+}

@@ -1,0 +1,200 @@
+/* Shared plumbing of the CUDA kernel files: error checks that name file:line,
+ * exact float helpers usable on host and device (the decoders are also
+ * compiled for the host and checked there against the CPU references), and
+ * unaligned byte readers. */
+#ifndef TS_CUDA_COMMON_CUH
+#define TS_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "base/base.h"
+#include "tensor/quant.h"
+#include "tensor/types.h"
+}
+#include "compute/cuda/cuda_kernels.h"
+
+/* Device code paths: compiled for the GPU, or for the CPU emulation harness
+ * (tests/cuda/emu), which runs the kernels on host threads; the plain host
+ * compile (test_cuda_decode) takes the portable paths. */
+#if defined(__CUDA_ARCH__) || defined(TS_CUDA_EMU)
+#define TS_DEVICE_PATH 1
+#else
+#define TS_DEVICE_PATH 0
+#endif
+
+#define TS_HD __host__ __device__ __forceinline__
+#define TS_DEV __device__ __forceinline__
+
+/* ---- errors ---- */
+
+static inline ts_status ts_cuda_fail(cudaError_t e, const char *what, const char *file, int line) {
+    return ts_fail(TS_ERR_DEVICE, "%s:%d: %s: %s (%s)", file, line, what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+/* Returns from the enclosing function on a failed runtime call. */
+#define TS_CUDA_CHECK(call)                                                           \
+    do {                                                                              \
+        cudaError_t e_ = (call);                                                      \
+        if (e_ != cudaSuccess) return ts_cuda_fail(e_, #call, __FILE__, __LINE__);    \
+    } while (0)
+
+/* After a launch: configuration errors and sticky errors of earlier work. */
+#define TS_CUDA_LAUNCHED(name)                                                        \
+    do {                                                                              \
+        cudaError_t e_ = cudaGetLastError();                                          \
+        if (e_ != cudaSuccess) return ts_cuda_fail(e_, "launch " name, __FILE__, __LINE__); \
+    } while (0)
+
+#define TS_ARG_CHECK(cond, ...)                                                       \
+    do {                                                                              \
+        if (!(cond)) return ts_fail(TS_ERR_ARG, __VA_ARGS__);                         \
+    } while (0)
+
+static inline cudaStream_t ts_stream(void *s) { return (cudaStream_t)s; }
+
+template <typename T> TS_HD T ts_cdiv(T a, T b) { return (a + b - 1) / b; }
+
+/* ---- exact float arithmetic ----
+ * Round-to-nearest without contraction into FMA, so decoders reproduce the
+ * CPU's dequantized values bit for bit (nvcc contracts a*b+c by default). */
+TS_HD float fmul_rn(float a, float b) {
+#if TS_DEVICE_PATH
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+TS_HD float fadd_rn(float a, float b) {
+#if TS_DEVICE_PATH
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+TS_HD float fsub_rn(float a, float b) {
+#if TS_DEVICE_PATH
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
+TS_HD float bits_to_f32(uint32_t u) {
+#if TS_DEVICE_PATH
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+TS_HD uint32_t f32_to_bits(float f) {
+#if TS_DEVICE_PATH
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+
+/* f16 -> f32 is exact in hardware; the host side uses the CPU reference. */
+TS_HD float h2f(uint16_t h) {
+#if TS_DEVICE_PATH
+    return __half2float(__ushort_as_half(h));
+#else
+    return ts_f16_to_f32(h);
+#endif
+}
+
+TS_HD float bf2f(uint16_t h) { return bits_to_f32((uint32_t)h << 16); }
+
+/* 2^(e-128), the halved E8M0 scale of MXFP4 (ts_e8m0_half_to_f32). */
+TS_HD float e8m0_half(uint8_t e) { return bits_to_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23); }
+
+/* Round to nearest even (the CPU's lrintf under the default rounding mode). */
+TS_HD int rne_int(float v) {
+#if TS_DEVICE_PATH
+    return __float2int_rn(v);
+#else
+    return (int)lrintf(v);
+#endif
+}
+
+/* ---- byte readers ----
+ * Quantized blocks sit at any byte offset (18-, 34-, 210-byte blocks), so
+ * reads go through these. A is the alignment of p the caller can guarantee;
+ * on the device an unaligned 32-bit read is two aligned reads and a funnel
+ * shift (the word after p is read: buffers keep 4 bytes of slack). */
+TS_HD uint32_t rd8(const uint8_t *p) { return p[0]; }
+TS_HD uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+
+template <int A> TS_HD uint32_t rd32(const uint8_t *p) {
+#if TS_DEVICE_PATH
+    if (A % 4 == 0) return *(const uint32_t *)p;
+    const uintptr_t a = (uintptr_t)p;
+    const uint32_t *w = (const uint32_t *)(a & ~(uintptr_t)3);
+    const uint32_t sh = (uint32_t)(a & 3) * 8;
+    return __funnelshift_r(w[0], w[1], sh);
+#else
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+#endif
+}
+
+/* Per-byte helpers for the int8 path (host fallbacks for the host checks). */
+TS_HD uint32_t vsub4(uint32_t a, uint32_t b) {
+#if TS_DEVICE_PATH
+    return __vsub4(a, b);
+#else
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) r |= (uint32_t)(uint8_t)((a >> (8 * i)) - (b >> (8 * i))) << (8 * i);
+    return r;
+#endif
+}
+
+TS_HD int dp4a(uint32_t a, uint32_t b, int c) {
+#if TS_DEVICE_PATH
+    return __dp4a((int)a, (int)b, c);
+#else
+    for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+#endif
+}
+
+/* ---- warp reductions ---- */
+#if defined(__CUDACC__) || defined(TS_CUDA_EMU)
+TS_DEV float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+TS_DEV double warp_sum_d(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+TS_DEV float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+TS_DEV int warp_sum_i(int v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+#endif
+
+/* Multiprocessors of the current device (cached per device id). */
+ts_status ts_cuda_sm_count(int *n);
+
+#endif

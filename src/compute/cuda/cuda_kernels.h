@@ -1,0 +1,242 @@
+/* CUDA kernel families of the dense forward pass, one launcher per family.
+ *
+ * Plain C: a stream is passed as `void *` (a cudaStream_t; NULL = the legacy
+ * default stream) and the cuBLAS handle likewise, so C code needs no CUDA
+ * headers. Every pointer is device memory unless its comment says host.
+ *
+ * Every launcher checks its arguments (TS_ERR_ARG, TS_ERR_UNSUPPORTED), then
+ * the launch itself (cudaGetLastError -> TS_ERR_DEVICE naming file:line). None
+ * synchronizes, allocates, or reads device memory on the host, so a decode
+ * step made of these calls can be captured in a CUDA graph once and replayed:
+ * whatever changes per token (positions, token ids, the sampler's RNG state)
+ * is read from device memory, and no grid depends on the KV length.
+ *
+ * Values read from device memory cannot be checked on the host: a kernel that
+ * meets one out of range (a position outside the cache, a token id outside
+ * the vocabulary) skips that item and ORs a TS_CUDA_ERR_* bit into `*err`
+ * when err is not NULL; the caller checks it after a synchronization.
+ *
+ * Layouts are the CPU backend's (src/compute/backend.h): activations (rows,
+ * cols) row-major, rows = tokens; weights as ts_mat, one contiguous quantized
+ * row of n_in elements per output feature, ggml block layouts bit for bit
+ * (src/tensor/quant.h); the KV cache of a layer (n_head_kv, n_ctx, head_dim)
+ * in F16. docs/KERNELS.md (CUDA section) describes each kernel. */
+#ifndef TS_CUDA_KERNELS_H
+#define TS_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TS_CUDA_MAX_MATS 4       /* weights sharing one input in one matvec call */
+#define TS_CUDA_MAX_DECODE_TOK 8 /* tokens of one matvec call (a small decode batch) */
+
+/* Bits of the device-side error word (see above). */
+#define TS_CUDA_ERR_POS 1u   /* a position < 0 or >= n_ctx */
+#define TS_CUDA_ERR_TOKEN 2u /* a token id < 0 or >= the embedding's rows */
+#define TS_CUDA_ERR_EMPTY 4u /* sampling: every logit -inf or NaN (id -1 written) */
+
+/* A weight matrix in device memory: GGUF ne = [n_in, n_out]. */
+typedef struct ts_cuda_mat {
+    const void *data;   /* (n_out, row_bytes) in `type`; 16-byte aligned */
+    uint32_t type;      /* ts_type of the rows */
+    int64_t n_in;       /* elements per row; a multiple of 32 (256 for K-quants) */
+    int64_t n_out;      /* rows */
+    uint64_t row_bytes; /* bytes per row, = ts_type_row_bytes(type, n_in) */
+    const float *bias;  /* (n_out) added to the product, or NULL */
+} ts_cuda_mat;
+
+/* Number of CUDA devices (0 without a driver or device: *n = 0, TS_OK). */
+ts_status ts_cuda_device_count(int *n);
+
+/* ---- 1. decode matrix-vector products ---------------------------------- */
+
+/* True when ts_cuda_matvec / ts_cuda_gemm / ts_cuda_dequant take this type:
+ * F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, MXFP4. */
+bool ts_cuda_type_supported(uint32_t type);
+
+/* inv (rows) = 1 / sqrt(mean(x^2) + eps) per row of x (rows, n), the sum of
+ * squares in double as the CPU rmsnorm does, so the value is the CPU's. */
+ts_status ts_cuda_rms_inv(void *stream, const float *x, int64_t n, int64_t rows, float eps, float *inv);
+
+/* F32 activations (the CPU --precise path): for each i < n_w,
+ *   y[i] (n_tok, w[i].n_out) = x' . w[i]^T (+ w[i].bias)      (accumulate: y[i] += that)
+ * with x' = x (n_tok, n_in) or, when inv_rms and norm_w are given, the RMSNorm
+ * folded into the load: x'[t][k] = (x[t][k] * inv_rms[t]) * norm_w[k]
+ * (inv_rms from ts_cuda_rms_inv). Weights are dequantized in registers as
+ * ts_dequant_row does, products accumulated in float. w and y are host
+ * arrays of n_w (1..TS_CUDA_MAX_MATS) entries; all w[i] share n_in; n_tok is
+ * 1..TS_CUDA_MAX_DECODE_TOK; no y[i] may overlap x. Weights of different types
+ * are allowed (one launch per distinct type). */
+ts_status ts_cuda_matvec(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, const float *x, int n_tok,
+                         const float *inv_rms, const float *norm_w, bool accumulate);
+
+/* int8 activations, the CPU's default path: x is quantized once to the
+ * weights' partner format (Q8_0 for the 32-element quants, Q8_K for the
+ * K-quants, bit for bit what ts_quantize_row produces) and every weight block
+ * is dotted in integers (dp4a), scales applied in float per 32 elements.
+ * Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K. */
+/* TS_TYPE_Q8_0 or TS_TYPE_Q8_K; TS_TYPE_COUNT for types without an int8 path. */
+uint32_t ts_cuda_q8_partner(uint32_t wtype);
+/* Bytes of a quantized activation buffer for n_tok rows of n_in elements:
+ * int8 quants (n_tok, n_in), then float scales (n_tok, n_in/32 for Q8_0,
+ * n_in/256 for Q8_K), then int32 sums (n_tok, n_in/32: sum of each 32 quants,
+ * for Q8_0; n_in/16: Q8_K's bsums), each part 256-byte aligned. 0 if n_in is
+ * not a multiple of the partner's block. */
+size_t ts_cuda_q8_bytes(uint32_t partner, int64_t n_in, int n_tok);
+/* q8 (ts_cuda_q8_bytes) = partner-format x (n_tok, n_in); with norm_w, x is
+ * RMSNormed first (1/rms computed here, as ts_cuda_rms_inv). Any n_tok >= 1. */
+ts_status ts_cuda_quantize_q8(void *stream, uint32_t partner, const float *x, int64_t n_in, int n_tok,
+                              const float *norm_w, float eps, void *q8);
+/* As ts_cuda_matvec, from a q8 buffer of the given partner format: every
+ * w[i] must have that partner. */
+ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
+                            const void *q8, int n_tok, bool accumulate);
+
+/* ---- 2. prefill GEMM ----------------------------------------------------- */
+
+/* dst (n_rows, w.n_in) in dst_type (F32, F16 or BF16) = rows row0.. of w,
+ * dequantized as ts_dequant_row does (F32: bit-identical), then rounded to
+ * nearest even for F16/BF16. */
+ts_status ts_cuda_dequant(void *stream, const ts_cuda_mat *w, int64_t row0, int64_t n_rows, void *dst, uint32_t dst_type);
+/* dst (n) in dst_type (F16 or BF16) = x rounded to nearest even. */
+ts_status ts_cuda_convert_f32(void *stream, const float *x, int64_t n, void *dst, uint32_t dst_type);
+/* Smallest scratch ts_cuda_gemm accepts: x converted, plus 128 dequantized
+ * weight rows; more scratch means fewer, larger cuBLAS calls. */
+size_t ts_cuda_gemm_scratch_min(const ts_cuda_mat *w, int n_tok);
+/* y (n_tok, w.n_out) = x (n_tok, n_in) . w^T (+ bias) (accumulate: y += that).
+ * Weight rows are dequantized to compute_type (TS_TYPE_F16 or TS_TYPE_BF16)
+ * tile by tile into scratch, x converted once, and each tile multiplied by
+ * cublasGemmEx with float accumulation (tensor cores). cublas is a
+ * cublasHandle_t; its stream is set to `stream`. */
+ts_status ts_cuda_gemm(void *stream, void *cublas, const ts_cuda_mat *w, float *y, const float *x, int n_tok,
+                       uint32_t compute_type, bool accumulate, void *scratch, size_t scratch_bytes);
+
+/* ---- 3. RMSNorm, RoPE + KV store ------------------------------------------ */
+
+/* out (rows, n) = x / rms(x) * w per row, as the CPU op (sum of squares in
+ * double); out may equal x. Per-head (qk-norm): n = head_dim, rows = tokens * heads. */
+ts_status ts_cuda_rmsnorm(void *stream, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out);
+
+enum { TS_CUDA_ROPE_NORMAL = 0, TS_CUDA_ROPE_NEOX = 1 }; /* = ts_rope_mode */
+
+/* Per token t and head: optional per-head RMSNorm (q_norm/k_norm), then the
+ * first n_rot dims rotated by th = (float)pos[t] * freq[i], cos(th) * mscale
+ * and sin(th) * mscale (the CPU rope_table's float32 angle); NORMAL rotates
+ * pairs (2i, 2i+1), NEOX pairs (i, i + n_rot/2). q and k are rotated in place;
+ * with k_cache, the rotated k and v are stored as F16 at position pos[t]:
+ * cache[(h * n_ctx + pos) * head_dim + d]. */
+typedef struct ts_cuda_rope_kv {
+    float *q;                /* (n_tok, n_head, head_dim), or NULL */
+    float *k;                /* (n_tok, n_head_kv, head_dim) */
+    const float *v;          /* (n_tok, n_head_kv, head_dim); needed with k_cache */
+    const int32_t *pos;      /* (n_tok) position of each token */
+    const float *freq;       /* (n_rot / 2) rotation frequencies */
+    const float *q_norm;     /* (head_dim) per-head RMSNorm weight for q, or NULL */
+    const float *k_norm;     /* (head_dim) per-head RMSNorm weight for k, or NULL */
+    uint16_t *k_cache;       /* (n_head_kv, n_ctx, head_dim) F16, or NULL: rotate only */
+    uint16_t *v_cache;       /* (n_head_kv, n_ctx, head_dim) F16 */
+    unsigned *err;           /* TS_CUDA_ERR_POS when a pos is outside [0, n_ctx), or NULL */
+    int n_tok, n_head, n_head_kv, head_dim;
+    int n_rot;               /* even, <= head_dim */
+    int n_ctx;               /* cache positions per head (its stride) */
+    int mode;                /* TS_CUDA_ROPE_NORMAL / TS_CUDA_ROPE_NEOX */
+    float mscale;            /* multiplies cos and sin */
+    float eps;               /* of the per-head RMSNorm */
+} ts_cuda_rope_kv;
+
+ts_status ts_cuda_rope_kv_store(void *stream, const ts_cuda_rope_kv *a);
+
+/* ---- 4. attention ---------------------------------------------------------- */
+
+/* out = softmax(scale q.K^T + mask) V per query head, K/V from the F16 cache:
+ * token t attends to positions [max(0, pos[t] - window + 1), pos[t]] (window 0
+ * = no limit), GQA head h reads kv head h / (n_head / n_head_kv). n_tok <=
+ * TS_CUDA_MAX_DECODE_TOK runs split-K flash-decoding over the whole n_ctx
+ * (blocks past a token's position exit at once, so the grid depends on n_ctx,
+ * never on the current length); more tokens run a tiled flash-attention
+ * kernel. head_dim: 64, 128 or 256. */
+typedef struct ts_cuda_attn {
+    const float *q;        /* (n_tok, n_head, head_dim) */
+    const uint16_t *k;     /* (n_head_kv, n_ctx, head_dim) F16 */
+    const uint16_t *v;     /* (n_head_kv, n_ctx, head_dim) F16 */
+    const int32_t *pos;    /* (n_tok) */
+    float *out;            /* (n_tok, n_head, head_dim) */
+    unsigned *err;         /* TS_CUDA_ERR_POS for a pos outside [0, n_ctx) (its row is written as 0), or NULL */
+    int n_tok, n_head, n_head_kv, head_dim, n_ctx;
+    int window;            /* sliding window in positions, 0 = global */
+    float scale;
+} ts_cuda_attn;
+
+size_t ts_cuda_attn_scratch_bytes(const ts_cuda_attn *a);
+ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes);
+
+/* ---- 5. element-wise ---------------------------------------------------- */
+
+enum { TS_CUDA_ACT_SILU = 0, TS_CUDA_ACT_GELU_TANH = 1 }; /* = ts_act */
+
+/* out (n) = act(gate) * up, the CPU's formulas; out may equal gate or up. */
+ts_status ts_cuda_act_mul(void *stream, int act, const float *gate, const float *up, int64_t n, float *out);
+/* x (n) += y */
+ts_status ts_cuda_add(void *stream, float *x, const float *y, int64_t n);
+/* x (n) = a * y; x may equal y */
+ts_status ts_cuda_scale(void *stream, float *x, const float *y, float a, int64_t n);
+/* x (n) += a * y */
+ts_status ts_cuda_scale_add(void *stream, float *x, const float *y, float a, int64_t n);
+/* x (n) = cap * tanh(x / cap) */
+ts_status ts_cuda_softcap(void *stream, float *x, int64_t n, float cap);
+/* out (n, emb.n_in) = rows ids[0..n) of emb dequantized, times scale; an id
+ * outside [0, emb.n_out) gives a zero row and TS_CUDA_ERR_TOKEN in *err. */
+ts_status ts_cuda_embed(void *stream, const ts_cuda_mat *emb, const int32_t *ids, int n, float scale, float *out,
+                        unsigned *err);
+
+/* ---- 6. sampling ------------------------------------------------------- */
+
+/* Greedy: *out_id = argmax of logits (n), ties to the lowest id, NaN as -inf;
+ * -1 (and TS_CUDA_ERR_EMPTY) when every logit is -inf or NaN. The scratch
+ * (ts_cuda_argmax_scratch_bytes) must be zeroed once after allocation; each
+ * call leaves it zeroed again. */
+size_t ts_cuda_argmax_scratch_bytes(int64_t n);
+ts_status ts_cuda_argmax(void *stream, const float *logits, int64_t n, int32_t *out_id, void *scratch, unsigned *err);
+
+/* The CPU sampler's chain (docs/SAMPLING.md) on the device: NaN -> -inf, the
+ * repetition penalty over the distinct ids of the ring `recent`, then greedy
+ * (temperature <= 0) or top-k, top-p, min-p, temperature and one draw from the
+ * xoshiro256** state rng[4] (advanced in device memory), with the same
+ * candidate order, sums in the same order and the same walk, so identical
+ * logits and RNG state give the CPU's id. logits (n_vocab) are modified in
+ * place as the CPU does. The id is written to *out_id (-1 and
+ * TS_CUDA_ERR_EMPTY when nothing can be chosen) and, if `recent` is given,
+ * appended to the ring (the CPU's sampler_accept). Parameters are host values
+ * fixed for a graph; validate them as sampler_new does. */
+typedef struct ts_cuda_sampler_params {
+    float temperature;    /* <= 0: greedy */
+    int32_t top_k;        /* <= 0 or >= candidates: off */
+    float top_p;          /* >= 1: off; > 0 */
+    float min_p;          /* 0: off; [0, 1] */
+    float repeat_penalty; /* 1: off; > 0 */
+} ts_cuda_sampler_params;
+
+typedef struct ts_cuda_sampler_state {
+    uint64_t *rng;        /* (4) xoshiro256** state, seeded as ts_rng_seed */
+    int32_t *recent;      /* (recent_cap) ring of accepted ids, -1 = empty slot; or NULL */
+    int32_t *recent_pos;  /* (1) next ring slot to write */
+    int32_t recent_cap;   /* repeat_last_n (host value) */
+} ts_cuda_sampler_state;
+
+size_t ts_cuda_sample_scratch_bytes(int32_t n_vocab);
+ts_status ts_cuda_sample(void *stream, float *logits, int32_t n_vocab, const ts_cuda_sampler_params *p,
+                         const ts_cuda_sampler_state *st, int32_t *out_id, unsigned *err, void *scratch,
+                         size_t scratch_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,132 @@
+/* Attention (attention.cu) against the CPU backend's attention op, on random
+ * q and a random F16 cache.
+ *
+ * Threshold 1e-5 on ||out - ref|| / ||ref||: both compute the scores in float
+ * from the same F16 keys (different summation orders), the softmax in float
+ * (the CPU sums it in double) and the weighted sum of the same F16 values;
+ * the online softmax adds one rescaling per 32-key tile. Observed differences
+ * are expected near 1e-7-1e-6; a wrong mask, head or position is O(1).
+ *
+ * The cache past the last visible position is filled with NaN: a kernel that
+ * reads a masked value into a sum (0 * NaN) fails. Decode (n_tok <= 8) runs the
+ * split-K path over the whole n_ctx, prefill the tiled path; GQA groups of 1,
+ * 3, 6, 7 and 16 (two head chunks), windows, head_dim 64/128/256, and a
+ * position outside the cache (TS_CUDA_ERR_POS, zero output row). The same
+ * launch is run twice and must agree bit for bit (a moving result is a race). */
+#include "cpu_ref.h"
+#include "cuda_test_util.h"
+
+struct AttCase {
+    int n_tok, n_head, n_head_kv, head_dim, n_ctx, pos0, window;
+};
+
+static void run(const AttCase &c) {
+    const int hd = c.head_dim;
+    const size_t nq = (size_t)c.n_tok * c.n_head * hd, ncache = (size_t)c.n_head_kv * c.n_ctx * hd;
+    float *q = (float *)malloc(4 * nq), *ref = (float *)malloc(4 * nq), *got = (float *)malloc(4 * nq),
+          *got2 = (float *)malloc(4 * nq);
+    uint16_t *kc = (uint16_t *)malloc(2 * ncache), *vc = (uint16_t *)malloc(2 * ncache);
+    int32_t *pos = (int32_t *)malloc(4 * c.n_tok);
+    tcu_fill_normal(q, nq, 1.0f);
+    const int last = c.pos0 + c.n_tok - 1;
+    for (int h = 0; h < c.n_head_kv; h++)
+        for (int p = 0; p < c.n_ctx; p++)
+            for (int d = 0; d < hd; d++) {
+                const size_t i = ((size_t)h * c.n_ctx + p) * hd + d;
+                if (p > last) kc[i] = vc[i] = 0x7e00; /* NaN: never visible */
+                else kc[i] = ts_f32_to_f16(tcu_normal()), vc[i] = ts_f32_to_f16(tcu_normal());
+            }
+    for (int t = 0; t < c.n_tok; t++) pos[t] = c.pos0 + t;
+    const float scale = 1.0f / sqrtf((float)hd);
+    cref_attention(kc, vc, c.n_tok, c.pos0, c.n_head, c.n_head_kv, hd, c.n_ctx, c.window, scale, q, ref);
+
+    float *dq = (float *)tcu_dalloc(4 * nq), *dout = (float *)tcu_dalloc(4 * nq);
+    uint16_t *dk = (uint16_t *)tcu_dalloc(2 * ncache), *dv = (uint16_t *)tcu_dalloc(2 * ncache);
+    int32_t *dpos = (int32_t *)tcu_dalloc(4 * c.n_tok);
+    unsigned *derr = (unsigned *)tcu_dalloc(4);
+    tcu_up(dq, q, 4 * nq), tcu_up(dk, kc, 2 * ncache), tcu_up(dv, vc, 2 * ncache), tcu_up(dpos, pos, 4 * c.n_tok);
+    TCU(cudaMemset(derr, 0, 4));
+    ts_cuda_attn a = {dq, dk, dv, dpos, dout, derr, c.n_tok, c.n_head, c.n_head_kv, hd, c.n_ctx, c.window, scale};
+    const size_t sb = ts_cuda_attn_scratch_bytes(&a);
+    void *scratch = sb ? tcu_dalloc(sb) : NULL;
+    char what[128];
+    snprintf(what, sizeof what, "attention %s t=%d h=%d/%d hd=%d ctx=%d pos0=%d win=%d", c.n_tok <= 8 ? "decode" : "prefill",
+             c.n_tok, c.n_head, c.n_head_kv, hd, c.n_ctx, c.pos0, c.window);
+    for (int rep = 0; rep < 2; rep++) {
+        tcu_poison(dout, 4 * nq);
+        if (scratch) tcu_poison(scratch, sb);
+        TCU_OK(ts_cuda_attention(NULL, &a, scratch, sb), what);
+        tcu_sync(what);
+        tcu_down(rep ? got2 : got, dout, 4 * nq);
+    }
+    tcu_report(what, tcu_rel_err(got, ref, nq), 1e-5, tcu_unwritten(got, nq, 4));
+    CHECKF(memcmp(got, got2, 4 * nq) == 0, "%s: two runs differ (a race?)", what);
+    unsigned err = 1;
+    tcu_down(&err, derr, 4);
+    CHECKF(err == 0, "%s: err %u", what, err);
+
+    /* one token past the cache: flagged, its rows zero, the others still right */
+    if (c.n_tok >= 2) {
+        pos[c.n_tok - 1] = c.n_ctx;
+        tcu_up(dpos, pos, 4 * c.n_tok);
+        tcu_poison(dout, 4 * nq);
+        TCU_OK(ts_cuda_attention(NULL, &a, scratch, sb), "attention bad pos");
+        tcu_sync("attention bad pos");
+        tcu_down(got, dout, 4 * nq);
+        tcu_down(&err, derr, 4);
+        const size_t row = (size_t)c.n_head * hd, good = nq - row;
+        bool zero = true;
+        for (size_t i = good; i < nq; i++) zero &= got[i] == 0.0f;
+        CHECKF(err == TS_CUDA_ERR_POS && zero, "%s bad pos: err %u, zero row %d", what, err, (int)zero);
+        CHECKF(tcu_rel_err(got, ref, good) <= 1e-5, "%s bad pos: the other tokens changed", what);
+    }
+    free(q), free(ref), free(got), free(got2), free(kc), free(vc), free(pos);
+    cudaFree(dq), cudaFree(dout), cudaFree(dk), cudaFree(dv), cudaFree(dpos), cudaFree(derr), cudaFree(scratch);
+}
+
+static void check_refusals(void) {
+    ts_cuda_attn a;
+    memset(&a, 0, sizeof a);
+    CHECK(ts_cuda_attention(NULL, &a, NULL, 0) == TS_ERR_ARG);
+    float *d = (float *)tcu_dalloc(1 << 20);
+    a = ts_cuda_attn{d, (uint16_t *)d, (uint16_t *)d, (int32_t *)d, d, NULL, 1, 12, 2, 96, 1024, 0, 0.1f};
+    CHECK(ts_cuda_attention(NULL, &a, NULL, 0) == TS_ERR_ARG); /* head_dim 96 */
+    a.head_dim = 128, a.n_head = 13;
+    CHECK(ts_cuda_attention(NULL, &a, NULL, 0) == TS_ERR_ARG); /* 13 % 2 */
+    a.n_head = 12;
+    const size_t sb = ts_cuda_attn_scratch_bytes(&a);
+    if (sb) CHECK(ts_cuda_attention(NULL, &a, d, sb - 1) == TS_ERR_ARG); /* scratch too small */
+    a.k = (uint16_t *)((uint8_t *)d + 8);
+    CHECK(ts_cuda_attention(NULL, &a, d, 1 << 20) == TS_ERR_ARG); /* misaligned cache */
+    CHECK(cudaGetLastError() == cudaSuccess);
+    cudaFree(d);
+    printf("%-60s checked\n", "argument refusals");
+}
+
+int main(void) {
+    tcu_seed_init("test_cuda_attention");
+    tcu_require_gpu("test_cuda_attention");
+    if (tcu_small()) {
+        run({2, 6, 2, 64, 300, 200, 0});    /* decode, several splits */
+        run({1, 4, 1, 256, 70, 40, 16});    /* decode, head_dim 256, window */
+        run({12, 6, 3, 128, 48, 20, 0});    /* prefill */
+        return tu_finish();
+    }
+    /* n_tok, n_head, n_kv, hd, n_ctx, pos0, window */
+    run({1, 9, 3, 64, 100, 0, 0});       /* SmolLM2, first token */
+    run({1, 9, 3, 64, 2048, 1500, 0});
+    run({1, 12, 2, 128, 4096, 4095, 0}); /* Qwen2.5-1.5B at the end of the cache */
+    run({1, 28, 4, 128, 8192, 3000, 0}); /* 7B, GQA 7 */
+    run({2, 32, 2, 128, 1024, 77, 0});   /* GQA 16: two head chunks */
+    run({8, 12, 2, 128, 512, 300, 0});
+    run({3, 4, 1, 256, 1024, 700, 512}); /* Gemma 3 270M, sliding window */
+    run({1, 4, 1, 256, 600, 599, 17});
+    run({5, 8, 8, 64, 333, 40, 0});      /* no GQA, odd n_ctx */
+    run({9, 9, 3, 64, 64, 0, 0});        /* prefill from 0 */
+    run({33, 12, 2, 128, 256, 100, 0});  /* prefill after a prefix */
+    run({200, 28, 4, 128, 512, 0, 0});
+    run({70, 4, 1, 256, 300, 5, 32});    /* prefill with a window */
+    run({40, 6, 3, 64, 100, 60, 0});     /* prefill ending at the cache's last slot */
+    check_refusals();
+    return tu_finish();
+}

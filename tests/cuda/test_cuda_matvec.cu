@@ -1,0 +1,259 @@
+/* Decode matrix-vector kernels (matvec.cu, matvec_q8.cu) against the CPU
+ * references, every weight type, on random data.
+ *
+ * F32 path: reference = ts_dequant_row_ref rows dotted with x' in double
+ * (ts_vec_dot_ref(F32)), x' = x or the CPU backend's rmsnorm of x. Threshold
+ * ||y - ref|| / ||ref|| <= 1e-5: the kernel's weights are the CPU's bit for
+ * bit, so the only difference is float accumulation of n_in products in
+ * another order (~sqrt(n_in / 32) * 2^-24, about 1e-7 here); a single wrong
+ * element of a 4096-long row already moves that row by ~1e-2.
+ *
+ * int8 path: the quantizer must reproduce ts_quantize_row_ref's partner
+ * blocks exactly (quants, scales, sums: compared bit for bit), and
+ * matvec_q8 must match ts_vec_dot_ref (the CPU's int8 structure, integer
+ * block sums exact) within 1e-5: only the per-unit float scale products and
+ * their accumulation differ.
+ *
+ * Shapes: n_in 576 (SmolLM2: a partial chunk), 2816 (11 K super-blocks: two
+ * full chunks and a partial one), 4096; n_out odd (a group with one row);
+ * 1, 3 and 8 tokens; bias, accumulate (y += W x), the RMSNorm fold, and
+ * several weights of mixed types in one call. Weights are allocated to their
+ * exact size, so an over-read past the matrix shows under compute-sanitizer. */
+#include "cpu_ref.h"
+#include "cuda_test_util.h"
+
+struct Case {
+    uint32_t type[TS_CUDA_MAX_MATS];
+    int n_w;
+    int64_t n_in;
+    int64_t n_out[TS_CUDA_MAX_MATS];
+    int n_tok;
+    bool bias, accumulate, rms, int8;
+};
+
+static const float EPS = 1e-6f;
+
+static void run_case(const Case &c) {
+    const int64_t n_in = c.n_in;
+    const int nt = c.n_tok;
+    float *x = (float *)malloc(sizeof(float) * n_in * nt), *xr = (float *)malloc(sizeof(float) * n_in * nt);
+    float *nw = (float *)malloc(sizeof(float) * n_in);
+    tcu_fill_normal(x, (size_t)(n_in * nt), 1.0f);
+    for (int64_t i = 0; i < n_in; i++) nw[i] = 1.0f + 0.3f * tcu_normal();
+    if (c.rms) cref_rmsnorm(x, nw, n_in, nt, EPS, xr);
+    else memcpy(xr, x, sizeof(float) * n_in * nt);
+
+    float *dx = (float *)tcu_dalloc(sizeof(float) * n_in * nt), *dnw = (float *)tcu_dalloc(sizeof(float) * n_in);
+    float *dinv = (float *)tcu_dalloc(sizeof(float) * nt);
+    tcu_up(dx, x, sizeof(float) * n_in * nt);
+    tcu_up(dnw, nw, sizeof(float) * n_in);
+
+    ts_cuda_mat m[TS_CUDA_MAX_MATS];
+    float *dy[TS_CUDA_MAX_MATS];
+    uint8_t *hw[TS_CUDA_MAX_MATS];
+    float *hb[TS_CUDA_MAX_MATS], *hy0[TS_CUDA_MAX_MATS];
+    for (int i = 0; i < c.n_w; i++) {
+        const uint64_t rb = ts_type_row_bytes(c.type[i], (uint64_t)n_in);
+        const size_t wbytes = (size_t)(rb * (uint64_t)c.n_out[i]);
+        hw[i] = (uint8_t *)malloc(wbytes);
+        tcu_fill_weights(c.type[i], hw[i], c.n_out[i], n_in);
+        void *dw = tcu_dalloc(wbytes);
+        tcu_up(dw, hw[i], wbytes);
+        hb[i] = (float *)malloc(sizeof(float) * c.n_out[i]);
+        tcu_fill_normal(hb[i], (size_t)c.n_out[i], 1.0f);
+        float *db = NULL;
+        if (c.bias) {
+            db = (float *)tcu_dalloc(sizeof(float) * c.n_out[i]);
+            tcu_up(db, hb[i], sizeof(float) * c.n_out[i]);
+        }
+        m[i] = ts_cuda_mat{dw, c.type[i], n_in, c.n_out[i], rb, db};
+        const size_t ny = (size_t)(c.n_out[i] * nt);
+        dy[i] = (float *)tcu_dalloc(sizeof(float) * ny);
+        hy0[i] = (float *)malloc(sizeof(float) * ny);
+        tcu_fill_normal(hy0[i], ny, 2.0f);
+        if (c.accumulate) tcu_up(dy[i], hy0[i], sizeof(float) * ny);
+        else tcu_poison(dy[i], sizeof(float) * ny);
+    }
+
+    char what[160];
+    int len = snprintf(what, sizeof what, "%s", c.int8 ? "matvec_q8" : "matvec");
+    for (int i = 0; i < c.n_w; i++) len += snprintf(what + len, sizeof what - len, "%s%s", i ? "+" : " ", ts_type_name(c.type[i]));
+    snprintf(what + len, sizeof what - len, " %lldx%lld t=%d%s%s%s", (long long)n_in, (long long)c.n_out[0], nt,
+             c.bias ? " bias" : "", c.accumulate ? " acc" : "", c.rms ? " rms" : "");
+
+    uint32_t partner = c.int8 ? ts_cuda_q8_partner(c.type[0]) : (uint32_t)TS_TYPE_COUNT;
+    void *dq8 = NULL;
+    if (c.int8) {
+        const size_t qb = ts_cuda_q8_bytes(partner, n_in, nt);
+        dq8 = tcu_dalloc(qb);
+        tcu_poison(dq8, qb);
+        TCU_OK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, nt, c.rms ? dnw : NULL, EPS, dq8), what);
+        TCU_OK(ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate), what);
+    } else {
+        if (c.rms) TCU_OK(ts_cuda_rms_inv(NULL, dx, n_in, nt, EPS, dinv), what);
+        TCU_OK(ts_cuda_matvec(NULL, c.n_w, m, dy, dx, nt, c.rms ? dinv : NULL, c.rms ? dnw : NULL, c.accumulate), what);
+    }
+    tcu_sync(what);
+
+    /* the CPU's partner rows, for the int8 reference */
+    uint8_t *xq = NULL;
+    uint64_t xqb = 0;
+    if (c.int8) {
+        xqb = ts_type_row_bytes(partner, (uint64_t)n_in);
+        xq = (uint8_t *)malloc(xqb * nt);
+        for (int t = 0; t < nt; t++) ts_quantize_row_ref(partner, xr + t * n_in, xq + t * xqb, n_in);
+    }
+    float *wf = (float *)malloc(sizeof(float) * n_in);
+    for (int i = 0; i < c.n_w; i++) {
+        const size_t ny = (size_t)(c.n_out[i] * nt);
+        float *got = (float *)malloc(sizeof(float) * ny), *ref = (float *)malloc(sizeof(float) * ny);
+        tcu_down(got, dy[i], sizeof(float) * ny);
+        const uint64_t rb = m[i].row_bytes;
+        for (int64_t r = 0; r < c.n_out[i]; r++) {
+            const uint8_t *row = hw[i] + r * rb;
+            const bool flt = c.type[i] == TS_TYPE_F32 || c.type[i] == TS_TYPE_F16 || c.type[i] == TS_TYPE_BF16;
+            if (!c.int8 && !flt) ts_dequant_row_ref(c.type[i], row, wf, n_in);
+            for (int t = 0; t < nt; t++) {
+                double v;
+                if (c.int8) v = ts_vec_dot_ref(c.type[i], n_in, row, xq + t * xqb);
+                else if (flt) v = ts_vec_dot_ref(c.type[i], n_in, row, xr + t * n_in);
+                else v = ts_vec_dot_ref(TS_TYPE_F32, n_in, wf, xr + t * n_in);
+                float f = (float)v;
+                if (c.bias) f += hb[i][r];
+                if (c.accumulate) f = hy0[i][t * c.n_out[i] + r] + f;
+                ref[t * c.n_out[i] + r] = f;
+            }
+        }
+        char w2[200];
+        snprintf(w2, sizeof w2, "%s [%d]", what, i);
+        tcu_report(c.n_w > 1 ? w2 : what, tcu_rel_err(got, ref, ny), 1e-5, c.accumulate ? 0 : tcu_unwritten(got, ny, 4));
+        free(got), free(ref), free(hw[i]), free(hb[i]), free(hy0[i]);
+        cudaFree((void *)m[i].data), cudaFree((void *)m[i].bias), cudaFree(dy[i]);
+    }
+    if (c.int8) {
+        /* the quantized activations themselves, bit for bit */
+        const size_t qb = ts_cuda_q8_bytes(partner, n_in, nt);
+        uint8_t *want = (uint8_t *)calloc(1, qb), *have = (uint8_t *)malloc(qb);
+        tcu_q8_from_cpu(partner, xq, n_in, nt, want);
+        tcu_down(have, dq8, qb);
+        /* compare only the defined parts (the 256-byte alignment pads are not written) */
+        const int64_t nd = partner == TS_TYPE_Q8_K ? n_in / 256 : n_in / 32, ns = partner == TS_TYPE_Q8_K ? n_in / 16 : n_in / 32;
+        const size_t a = ((size_t)nt * n_in + 255) & ~(size_t)255, b = a + (((size_t)nt * nd * 4 + 255) & ~(size_t)255);
+        size_t bad = 0;
+        for (size_t k = 0; k < (size_t)nt * n_in; k++) bad += want[k] != have[k];
+        for (size_t k = 0; k < (size_t)nt * nd * 4; k++) bad += want[a + k] != have[a + k];
+        for (size_t k = 0; k < (size_t)nt * ns * 4; k++) bad += want[b + k] != have[b + k];
+        char w2[200];
+        snprintf(w2, sizeof w2, "quantize_q8 %s n_in=%lld t=%d%s", ts_type_name(partner), (long long)n_in, nt,
+                 c.rms ? " rms" : "");
+        printf("%-60s %zu bytes differ from ts_quantize_row_ref %s\n", w2, bad, bad ? "FAIL" : "ok");
+        CHECKF(bad == 0, "%s: %zu bytes differ", w2, bad);
+        free(want), free(have);
+        cudaFree(dq8);
+    }
+    free(wf), free(xq), free(x), free(xr), free(nw);
+    cudaFree(dx), cudaFree(dnw), cudaFree(dinv);
+}
+
+static Case one(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, bool bias, bool acc, bool rms, bool int8) {
+    Case c;
+    memset(&c, 0, sizeof c);
+    c.type[0] = type;
+    c.n_w = 1;
+    c.n_in = n_in;
+    c.n_out[0] = n_out;
+    c.n_tok = n_tok;
+    c.bias = bias, c.accumulate = acc, c.rms = rms, c.int8 = int8;
+    return c;
+}
+
+/* Calls that must be refused, each with its status. */
+static void check_refusals(void) {
+    void *dw = tcu_dalloc(4096 * 64);
+    float *dx = (float *)tcu_dalloc(4096 * 8 * 4), *dy = (float *)tcu_dalloc(4096 * 8 * 4);
+    float *ys[4] = {dy, dy, dy, dy};
+    ts_cuda_mat m = {dw, TS_TYPE_Q4_K, 4096, 16, ts_type_row_bytes(TS_TYPE_Q4_K, 4096), NULL};
+    CHECK(ts_cuda_matvec(NULL, 1, &m, ys, dx, 0, NULL, NULL, false) == TS_ERR_ARG);
+    CHECK(ts_cuda_matvec(NULL, 1, &m, ys, dx, 9, NULL, NULL, false) == TS_ERR_ARG);
+    CHECK(ts_cuda_matvec(NULL, 5, &m, ys, dx, 1, NULL, NULL, false) == TS_ERR_ARG);
+    ts_cuda_mat bad = m;
+    bad.data = (const uint8_t *)dw + 2;
+    CHECK(ts_cuda_matvec(NULL, 1, &bad, ys, dx, 1, NULL, NULL, false) == TS_ERR_ARG);
+    bad = m;
+    bad.row_bytes += 1;
+    CHECK(ts_cuda_matvec(NULL, 1, &bad, ys, dx, 1, NULL, NULL, false) == TS_ERR_ARG);
+    bad = m;
+    bad.type = TS_TYPE_IQ2_XXS;
+    CHECK(ts_cuda_matvec(NULL, 1, &bad, ys, dx, 1, NULL, NULL, false) == TS_ERR_ARG);
+    bad = m;
+    bad.n_in = 4000;
+    CHECK(ts_cuda_matvec(NULL, 1, &bad, ys, dx, 1, NULL, NULL, false) == TS_ERR_ARG);
+    CHECK(ts_cuda_matvec(NULL, 1, &m, ys, dx, 1, dx, NULL, false) == TS_ERR_ARG);
+    ts_cuda_mat two[2] = {m, m};
+    two[1].n_in = 2048;
+    two[1].row_bytes = ts_type_row_bytes(TS_TYPE_Q4_K, 2048);
+    CHECK(ts_cuda_matvec(NULL, 2, two, ys, dx, 1, NULL, NULL, false) == TS_ERR_ARG);
+    /* int8: partner mismatch, type without an int8 path */
+    CHECK(ts_cuda_matvec_q8(NULL, 1, &m, ys, TS_TYPE_Q8_0, dx, 1, false) == TS_ERR_ARG);
+    bad = m;
+    bad.type = TS_TYPE_IQ4_NL;
+    bad.row_bytes = ts_type_row_bytes(TS_TYPE_IQ4_NL, 4096);
+    CHECK(ts_cuda_matvec_q8(NULL, 1, &bad, ys, TS_TYPE_Q8_0, dx, 1, false) == TS_ERR_ARG);
+    CHECK(ts_cuda_q8_bytes(TS_TYPE_Q8_K, 576, 1) == 0);
+    CHECK(ts_cuda_quantize_q8(NULL, TS_TYPE_Q8_K, dx, 576, 1, NULL, EPS, dy) == TS_ERR_ARG);
+    CHECK(cudaGetLastError() == cudaSuccess); /* refusals launch nothing */
+    cudaFree(dw), cudaFree(dx), cudaFree(dy);
+    printf("%-60s %s\n", "argument refusals", "checked");
+}
+
+int main(void) {
+    tcu_seed_init("test_cuda_matvec");
+    tcu_require_gpu("test_cuda_matvec");
+    if (tcu_small()) {
+        run_case(one(TS_TYPE_Q4_0, 576, 67, 1, true, false, true, false));
+        run_case(one(TS_TYPE_Q6_K, 512, 33, 3, false, true, false, false));
+        run_case(one(TS_TYPE_F16, 288, 19, 2, false, false, true, false));
+        run_case(one(TS_TYPE_Q4_K, 512, 33, 2, true, false, true, true));
+        run_case(one(TS_TYPE_Q5_0, 320, 17, 1, false, false, false, true));
+        Case s = one(TS_TYPE_Q4_K, 256, 64, 1, true, false, true, false);
+        s.n_w = 3, s.type[1] = TS_TYPE_Q4_K, s.type[2] = TS_TYPE_Q6_K, s.n_out[1] = 16, s.n_out[2] = 16;
+        run_case(s);
+        return tu_finish();
+    }
+    for (size_t ti = 0; ti < TCU_N_TYPES; ti++) {
+        const uint32_t t = tcu_all_types[ti];
+        const bool k = ts_type_get(t)->block_elems == 256;
+        if (!k) run_case(one(t, 576, 301, 1, false, false, false, false));
+        run_case(one(t, 2816, 301, 1, false, false, false, false));
+        run_case(one(t, 2816, 67, 3, true, false, true, false));
+        run_case(one(t, 4096, 37, 8, true, true, false, false));
+        run_case(one(t, 4096, 64, 5, false, false, true, false));
+        if (ts_cuda_q8_partner(t) != TS_TYPE_COUNT) {
+            if (!k) run_case(one(t, 576, 301, 1, false, false, false, true));
+            run_case(one(t, 2816, 301, 1, false, false, false, true));
+            run_case(one(t, 2816, 67, 3, true, false, true, true));
+            run_case(one(t, 4096, 37, 8, true, true, false, true));
+        }
+    }
+    /* several weights sharing x: Q/K/V of a Q4_K_M model (V in Q6_K), gate/up */
+    Case q = one(TS_TYPE_Q4_K, 1536, 1536, 1, true, false, true, false);
+    q.n_w = 3, q.type[1] = TS_TYPE_Q4_K, q.type[2] = TS_TYPE_Q6_K, q.n_out[1] = 256, q.n_out[2] = 256;
+    run_case(q);
+    q.int8 = true;
+    run_case(q);
+    q.n_tok = 4;
+    q.int8 = false;
+    run_case(q);
+    Case f = one(TS_TYPE_F16, 576, 1536, 2, false, false, true, false);
+    f.n_w = 4, f.type[1] = TS_TYPE_Q4_0, f.type[2] = TS_TYPE_BF16, f.type[3] = TS_TYPE_Q8_0;
+    f.n_out[1] = 1536, f.n_out[2] = 193, f.n_out[3] = 64;
+    run_case(f);
+    Case gu = one(TS_TYPE_Q8_0, 896, 4864, 1, false, false, true, true);
+    gu.n_w = 2, gu.type[1] = TS_TYPE_Q5_0, gu.n_out[1] = 4864;
+    run_case(gu);
+    /* residual add fused into a large down projection */
+    run_case(one(TS_TYPE_Q6_K, 8960, 1536, 1, false, true, false, false));
+    run_case(one(TS_TYPE_Q6_K, 8960, 1536, 1, false, true, false, true));
+    check_refusals();
+    return tu_finish();
+}
