@@ -90,6 +90,14 @@ typedef struct ts_rng {
 void ts_rng_seed(ts_rng *r, uint64_t seed);
 uint64_t ts_rng_next(ts_rng *r);
 
+/* A model file can shrink under its mapping (truncated by another
+ * program); touching a page past the new end raises SIGBUS, which the
+ * library cannot turn into a status. The path of the live model-file
+ * mapping that contains addr, or NULL. Async-signal-safe (atomic loads of a
+ * fixed table, no lock, no allocation), so a SIGBUS handler can name the
+ * file from si_addr. */
+const char *ts_map_name_at(const void *addr);
+
 /* ======================================================================
  * Backend
  * ====================================================================== */

@@ -87,5 +87,11 @@ expect_err "slots below top-k" "below top-k" -- "$cli" run -m "$MOE" --prompt hi
 expect_err "budget too small" "cannot hold" -- "$cli" run -m "$MOE" --prompt hi --expert-residency streamed --expert-budget 1K
 expect_err "bad residency" "--expert-residency" -- "$cli" run -m "$MOE" --prompt hi --expert-residency sometimes
 expect_err "expert flags on a dense model" "dense" -- "$cli" run -m "$M" --prompt hi --expert-cache-slots 4
+# the expert I/O variables are read by the command (the library reads no environment)
+expect_err "bad TURBOSPARK_EXPERT_NOCACHE" "TURBOSPARK_EXPERT_NOCACHE" -- env TURBOSPARK_EXPERT_NOCACHE=yes "$cli" run -m "$MOE" --prompt hi
+expect_err "bad TURBOSPARK_EXPERT_IO_THREADS" "TURBOSPARK_EXPERT_IO_THREADS" -- env TURBOSPARK_EXPERT_IO_THREADS=-2 "$cli" run -m "$MOE" --prompt hi
+if TURBOSPARK_EXPERT_NOCACHE=1 TURBOSPARK_EXPERT_IO_THREADS=3 "$cli" run -m "$MOE" --prompt hi --max-new 2 --expert-residency streamed \
+     --expert-cache-slots 4 >/dev/null 2>"$tmp/e" && grep -q "3 I/O threads, nocache o_direct" "$tmp/e"; then ok
+else bad "TURBOSPARK_EXPERT_NOCACHE=1 / IO_THREADS=3 not applied: $(cat "$tmp/e")"; fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

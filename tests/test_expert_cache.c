@@ -381,7 +381,7 @@ static void test_refusals(const gguf_file *f, const expert_map *m) {
     o.residency = EXPERT_RESIDENCY_STREAMED;
     o.n_slots = 1;
     CHECK(try_open(f, m, &o, &c) == TS_ERR_ARG);
-    CHECKF(contains(ts_last_error(), "--expert-cache-slots 1") && contains(ts_last_error(), "top-k = 2"), "%s", ts_last_error());
+    CHECKF(contains(ts_last_error(), "1 slots per layer") && contains(ts_last_error(), "top-k = 2"), "%s", ts_last_error());
     o.residency = EXPERT_RESIDENCY_AUTO; /* the same in auto */
     CHECK(try_open(f, m, &o, &c) == TS_ERR_ARG && contains(ts_last_error(), "top-k = 2"));
 
@@ -408,7 +408,7 @@ static void test_refusals(const gguf_file *f, const expert_map *m) {
     CHECKF(contains(ts_last_error(), num), "%s", ts_last_error());
     snprintf(num, sizeof num, "%llu bytes", (unsigned long long)o.budget_bytes);
     CHECKF(contains(ts_last_error(), num) && contains(ts_last_error(), "top-k = 2") && contains(ts_last_error(), "3 MoE layers") &&
-               contains(ts_last_error(), "--expert-budget"),
+               contains(ts_last_error(), "expert budget"),
            "%s", ts_last_error());
     o.residency = EXPERT_RESIDENCY_AUTO; /* an explicit budget in auto is refused too, not quietly mapped */
     CHECK(try_open(f, m, &o, &c) == TS_ERR_LIMIT && contains(ts_last_error(), "top-k = 2"));
@@ -427,7 +427,7 @@ static void test_refusals(const gguf_file *f, const expert_map *m) {
     o.residency = EXPERT_RESIDENCY_STREAMED;
     o.n_slots = 8;
     o.budget_bytes = need; /* what 2 slots take */
-    CHECK(try_open(f, m, &o, &c) == TS_ERR_LIMIT && contains(ts_last_error(), "--expert-cache-slots 8"));
+    CHECK(try_open(f, m, &o, &c) == TS_ERR_LIMIT && contains(ts_last_error(), "8 slots per layer"));
     /* Resident over a budget. */
     o.residency = EXPERT_RESIDENCY_RESIDENT;
     o.n_slots = 0;
@@ -454,18 +454,18 @@ static void test_parsers(void) {
     CHECK(expert_cache_parse_residency("auto", &r) == TS_OK && r == EXPERT_RESIDENCY_AUTO);
     CHECK(expert_cache_parse_residency("mapped", &r) == TS_OK && r == EXPERT_RESIDENCY_MAPPED);
     CHECK(expert_cache_parse_residency("resident", &r) == TS_OK && r == EXPERT_RESIDENCY_RESIDENT);
-    CHECK(expert_cache_parse_residency("stream", &r) == TS_ERR_ARG && contains(ts_last_error(), "--expert-residency 'stream'"));
+    CHECK(expert_cache_parse_residency("stream", &r) == TS_ERR_ARG && contains(ts_last_error(), "expert residency 'stream'"));
     int32_t n;
     CHECK(expert_cache_parse_slots("auto", &n) == TS_OK && n == 0);
     CHECK(expert_cache_parse_slots("16", &n) == TS_OK && n == 16);
     const char *bad_slots[] = {"0", "-1", "abc", "", "12x", " 3", "99999999999"};
     for (size_t i = 0; i < sizeof bad_slots / sizeof *bad_slots; i++)
-        CHECKF(expert_cache_parse_slots(bad_slots[i], &n) == TS_ERR_ARG && contains(ts_last_error(), "--expert-cache-slots"), "'%s'",
+        CHECKF(expert_cache_parse_slots(bad_slots[i], &n) == TS_ERR_ARG && contains(ts_last_error(), "expert cache slots"), "'%s'",
                bad_slots[i]);
     cache_policy p;
     CHECK(expert_cache_parse_policy("lru", &p) == TS_OK && p == CACHE_POLICY_LRU);
     CHECK(expert_cache_parse_policy("lfu", &p) == TS_OK && p == CACHE_POLICY_LFU);
-    CHECK(expert_cache_parse_policy("lfx", &p) == TS_ERR_ARG && contains(ts_last_error(), "--expert-policy 'lfx'") &&
+    CHECK(expert_cache_parse_policy("lfx", &p) == TS_ERR_ARG && contains(ts_last_error(), "expert policy 'lfx'") &&
           contains(ts_last_error(), "lfu or lru"));
     uint64_t v;
     CHECK(expert_cache_parse_bytes("12G", &v) == TS_OK && v == 12ull << 30);
@@ -476,7 +476,7 @@ static void test_parsers(void) {
     CHECK(expert_cache_parse_bytes("2T", &v) == TS_OK && v == 2ull << 40);
     const char *bad_b[] = {"", "-5", "5X", "nan", "inf", "G", "1GG", "99999999T"};
     for (size_t i = 0; i < sizeof bad_b / sizeof *bad_b; i++)
-        CHECKF(expert_cache_parse_bytes(bad_b[i], &v) == TS_ERR_ARG && contains(ts_last_error(), "--expert-budget"), "'%s'", bad_b[i]);
+        CHECKF(expert_cache_parse_bytes(bad_b[i], &v) == TS_ERR_ARG && contains(ts_last_error(), "expert budget"), "'%s'", bad_b[i]);
 
     uint64_t avail;
     char src[64] = "";
@@ -655,7 +655,7 @@ static void run_layout(bool per_expert) {
     const uint64_t big = 64ull << 30;
     const uint64_t auto_budget_avail = (uint64_t)NMOE * 6 * stride + (256ull << 20); /* 6 slots after the 256 MiB headroom */
     const run_cfg cfgs[] = {
-        {"resident", EXPERT_RESIDENCY_RESIDENT, EXPERT_RESIDENCY_RESIDENT, 0, 0, CACHE_POLICY_LFU, false, false, false, false, -1, 0, 0, "(--expert-residency)", 0},
+        {"resident", EXPERT_RESIDENCY_RESIDENT, EXPERT_RESIDENCY_RESIDENT, 0, 0, CACHE_POLICY_LFU, false, false, false, false, -1, 0, 0, "(as asked)", 0},
         {"resident+mlock", EXPERT_RESIDENCY_RESIDENT, EXPERT_RESIDENCY_RESIDENT, 0, 0, CACHE_POLICY_LFU, false, false, true, false, -1, 0, 0, NULL, 0},
         {"streamed k", EXPERT_RESIDENCY_STREAMED, EXPERT_RESIDENCY_STREAMED, TOPK, TOPK, CACHE_POLICY_LFU, false, false, false, true, 3, 0, 0, NULL, 0},
         {"streamed k lru", EXPERT_RESIDENCY_STREAMED, EXPERT_RESIDENCY_STREAMED, TOPK, TOPK, CACHE_POLICY_LRU, false, false, false, false, 3, 0, 0, NULL, 0},
@@ -668,9 +668,9 @@ static void run_layout(bool per_expert) {
         {"streamed 4 nocache-fadvise", EXPERT_RESIDENCY_STREAMED, EXPERT_RESIDENCY_STREAMED, 4, 4, CACHE_POLICY_LFU, true, true, false, false, 2, 0, 0, NULL, 60},
         {"mapped", EXPERT_RESIDENCY_MAPPED, EXPERT_RESIDENCY_MAPPED, 0, 0, CACHE_POLICY_LFU, false, false, false, true, -1, 0, 0, NULL, 0},
         {"auto big", EXPERT_RESIDENCY_AUTO, EXPERT_RESIDENCY_RESIDENT, 0, 0, CACHE_POLICY_LFU, false, false, false, false, -1, 0, big, "resident (auto: all", 0},
-        {"auto budget 4", EXPERT_RESIDENCY_AUTO, EXPERT_RESIDENCY_STREAMED, 0, 4, CACHE_POLICY_LFU, false, false, false, false, 2, (uint64_t)NMOE * 4 * stride + 100, 0, "--expert-budget", 0},
+        {"auto budget 4", EXPERT_RESIDENCY_AUTO, EXPERT_RESIDENCY_STREAMED, 0, 4, CACHE_POLICY_LFU, false, false, false, false, 2, (uint64_t)NMOE * 4 * stride + 100, 0, "expert budget", 0},
         {"auto avail 6", EXPERT_RESIDENCY_AUTO, EXPERT_RESIDENCY_STREAMED, 0, 6, CACHE_POLICY_LRU, false, false, false, false, 2, 0, auto_budget_avail, "streamed (auto:", 0},
-        {"auto slots 3", EXPERT_RESIDENCY_AUTO, EXPERT_RESIDENCY_STREAMED, 3, 3, CACHE_POLICY_LFU, false, false, false, false, 2, 0, 0, "--expert-cache-slots 3 given", 0},
+        {"auto slots 3", EXPERT_RESIDENCY_AUTO, EXPERT_RESIDENCY_STREAMED, 3, 3, CACHE_POLICY_LFU, false, false, false, false, 2, 0, 0, "3 slots per layer given", 0},
         {"auto tiny", EXPERT_RESIDENCY_AUTO, EXPERT_RESIDENCY_MAPPED, 0, 0, CACHE_POLICY_LFU, false, false, false, false, -1, 0, 1u << 20, "mapped (auto", 0},
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) run_trace(f, &m, &cfgs[i], layout);

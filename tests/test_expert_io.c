@@ -279,19 +279,6 @@ static void test_io_config_checks(void) {
     cfg.n_workers = EXPERT_IO_MAX_WORKERS + 1;
     CHECK(expert_io_new(&cfg, &io) == TS_ERR_ARG && io == NULL);
 
-    setenv("TURBOSPARK_EXPERT_NOCACHE", "1", 1);
-    setenv("TURBOSPARK_EXPERT_DISK_IO", "1", 1);
-    setenv("TURBOSPARK_EXPERT_IO_THREADS", "3", 1);
-    CHECK(expert_io_config_from_env(&cfg) == TS_OK && cfg.nocache && cfg.disk_io && cfg.n_workers == 3);
-    setenv("TURBOSPARK_EXPERT_NOCACHE", "yes", 1);
-    CHECK(expert_io_config_from_env(&cfg) == TS_ERR_ARG && contains(ts_last_error(), "TURBOSPARK_EXPERT_NOCACHE"));
-    setenv("TURBOSPARK_EXPERT_NOCACHE", "0", 1);
-    setenv("TURBOSPARK_EXPERT_IO_THREADS", "-2", 1);
-    CHECK(expert_io_config_from_env(&cfg) == TS_ERR_ARG && contains(ts_last_error(), "TURBOSPARK_EXPERT_IO_THREADS"));
-    unsetenv("TURBOSPARK_EXPERT_NOCACHE");
-    unsetenv("TURBOSPARK_EXPERT_DISK_IO");
-    unsetenv("TURBOSPARK_EXPERT_IO_THREADS");
-    CHECK(expert_io_config_from_env(&cfg) == TS_OK && !cfg.nocache && cfg.n_workers == EXPERT_IO_DEFAULT_WORKERS);
 }
 
 /* read_bytes of /proc/self/io must count O_DIRECT reads of a fresh file. */

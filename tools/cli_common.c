@@ -36,7 +36,7 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
         if (ts_backend_kind_parse(v, &c->backend) != TS_OK) return cli_error(cmd, "--backend %s", ts_last_error()), -1;
     } else if (!strcmp(a, "--expert-residency")) {
         VAL();
-        if (ts_expert_residency_parse(v, &c->mo.expert_residency) != TS_OK) return cli_error(cmd, "%s", ts_last_error()), -1;
+        if (ts_expert_residency_parse(v, &c->mo.expert_residency) != TS_OK) return cli_error(cmd, "--expert-residency: %s", ts_last_error()), -1;
         c->expert_given = true;
     } else if (!strcmp(a, "--expert-cache-slots")) {
         VAL();
@@ -46,11 +46,11 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
         c->expert_given = true;
     } else if (!strcmp(a, "--expert-budget")) {
         VAL();
-        if (ts_parse_bytes(v, &c->mo.expert_budget) != TS_OK) return cli_error(cmd, "--expert-budget %s", ts_last_error()), -1;
+        if (ts_parse_bytes(v, &c->mo.expert_budget) != TS_OK) return cli_error(cmd, "--expert-budget: %s", ts_last_error()), -1;
         c->expert_given = true;
     } else if (!strcmp(a, "--expert-policy")) {
         VAL();
-        if (ts_cache_policy_parse(v, &c->mo.expert_policy) != TS_OK) return cli_error(cmd, "--expert-policy %s", ts_last_error()), -1;
+        if (ts_cache_policy_parse(v, &c->mo.expert_policy) != TS_OK) return cli_error(cmd, "--expert-policy: %s", ts_last_error()), -1;
         c->expert_given = true;
     } else {
         return 0;

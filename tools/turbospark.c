@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/base.h"
+#include "turbospark.h"
 #include "cli.h"
 #include "turbospark.h"
 

@@ -52,16 +52,13 @@ void ts_unmap_file(ts_mapped_file *m);
  * mapped, M now (truncated?)") once it has shrunk. A memory buffer (fd < 0)
  * is always whole.
  *
- * ts_map_name_at: the path of the live ts_map_file mapping that contains addr,
- * or NULL. Async-signal-safe (reads a fixed table with atomic loads, takes no
- * lock, allocates nothing), so a SIGBUS handler can name the file from
- * si_addr. The table holds TS_MAP_REGISTRY mappings at a time and paths up
- * to TS_MAP_NAME_MAX-1 bytes (longer ones keep their tail); a mapping made
- * while it is full is simply not found. */
+ * ts_map_name_at (public: include/turbospark.h) reads a fixed table of
+ * TS_MAP_REGISTRY live mappings with paths up to TS_MAP_NAME_MAX-1 bytes
+ * (longer ones keep their tail); a mapping made while it is full is simply
+ * not found. */
 #define TS_MAP_REGISTRY 32
 #define TS_MAP_NAME_MAX 1024
 ts_status ts_map_check(const ts_mapped_file *m, const char *name);
-const char *ts_map_name_at(const void *addr);
 
 
 /* Sets TS_ERR_NOMEM on failure, so callers only propagate. */

@@ -280,8 +280,8 @@ static ts_status refuse(const char *t, const char *what) {
     char d[128];
     describe(t, d, sizeof d);
     return ts_fail(TS_ERR_UNSUPPORTED,
-                   "chat template not supported: %s (template of %zu bytes starting \"%s\"); choose one with "
-                   "--chat-template NAME (%s)",
+                   "chat template not supported: %s (template of %zu bytes starting \"%s\"); choose one by name "
+                   "(%s)",
                    what, strlen(t), d, NAMES);
 }
 

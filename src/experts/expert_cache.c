@@ -80,7 +80,7 @@ ts_status expert_cache_parse_residency(const char *s, expert_residency *out) {
             *out = (expert_residency)r;
             return TS_OK;
         }
-    return ts_fail(TS_ERR_ARG, "--expert-residency '%s': expected resident, streamed, mapped or auto", s ? s : "");
+    return ts_fail(TS_ERR_ARG, "expert residency '%s': expected resident, streamed, mapped or auto", s ? s : "");
 }
 
 ts_status expert_cache_parse_slots(const char *s, int32_t *out) {
@@ -92,19 +92,19 @@ ts_status expert_cache_parse_slots(const char *s, int32_t *out) {
     errno = 0;
     long v = s && isdigit((unsigned char)*s) ? strtol(s, &end, 10) : -1;
     if (!s || v < 1 || errno || *end || v > (1L << 20))
-        return ts_fail(TS_ERR_ARG, "--expert-cache-slots '%s': expected a positive slot count or auto", s ? s : "");
+        return ts_fail(TS_ERR_ARG, "expert cache slots '%s': expected a positive slot count or auto", s ? s : "");
     *out = (int32_t)v;
     return TS_OK;
 }
 
 ts_status expert_cache_parse_policy(const char *s, cache_policy *out) {
     if (s && cache_policy_parse(s, out)) return TS_OK;
-    return ts_fail(TS_ERR_ARG, "--expert-policy '%s': expected lfu or lru", s ? s : "");
+    return ts_fail(TS_ERR_ARG, "expert policy '%s': expected lfu or lru", s ? s : "");
 }
 
 ts_status expert_cache_parse_bytes(const char *s, uint64_t *out) {
     ts_status st = ts_parse_bytes(s, out);
-    if (st != TS_OK) ts_error_prefix("--expert-budget");
+    if (st != TS_OK) ts_error_prefix("expert budget");
     return st;
 }
 
@@ -330,7 +330,7 @@ static ts_status resolve_budget(const expert_cache_opts *o, uint64_t *budget, bo
         *budget = o->budget_bytes;
         *explicit_budget = true;
         fmt_bytes(b1, sizeof b1, o->budget_bytes);
-        snprintf(why, n, "the %s --expert-budget", b1);
+        snprintf(why, n, "the %s expert budget", b1);
         return TS_OK;
     }
     *explicit_budget = false;
@@ -443,7 +443,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
     const int32_t k = map->n_expert_used;
     if (opts->n_slots > 0 && opts->n_slots < k)
         return ts_fail(TS_ERR_ARG,
-                       "expert cache: --expert-cache-slots %d is below top-k = %d: every routed pass needs its %d experts in "
+                       "expert cache: %d slots per layer is below top-k = %d: every routed pass needs its %d experts in "
                        "slots at once",
                        opts->n_slots, k, k);
 
@@ -483,7 +483,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
     if (mode == EXPERT_RESIDENCY_AUTO) {
         if (opts->n_slots > 0 && have_fd) {
             mode = EXPERT_RESIDENCY_STREAMED;
-            snprintf(c->choice, sizeof c->choice, "expert residency: streamed (auto: --expert-cache-slots %d given)", opts->n_slots);
+            snprintf(c->choice, sizeof c->choice, "expert residency: streamed (auto: %d slots per layer given)", opts->n_slots);
         } else if ((st = resolve_budget(opts, &budget, &explicit_budget, why, sizeof why)) != TS_OK) {
             mode = EXPERT_RESIDENCY_MAPPED;
             snprintf(c->choice, sizeof c->choice, "expert residency: mapped (auto: %s; the page cache serves experts)", ts_last_error());
@@ -517,7 +517,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
             }
         }
     } else {
-        snprintf(c->choice, sizeof c->choice, "expert residency: %s (--expert-residency)", expert_residency_name(mode));
+        snprintf(c->choice, sizeof c->choice, "expert residency: %s (as asked)", expert_residency_name(mode));
     }
     c->mode = mode;
 
@@ -536,7 +536,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
                     fmt_bytes(b1, sizeof b1, need);
                     fmt_bytes(b2, sizeof b2, opts->budget_bytes);
                     st = ts_fail(TS_ERR_LIMIT,
-                                 "expert cache: --expert-cache-slots %d needs %" PRIu64 " bytes (%s), over --expert-budget %" PRIu64
+                                 "expert cache: %d slots per layer need %" PRIu64 " bytes (%s), over the expert budget %" PRIu64
                                  " bytes (%s)",
                                  n, need, b1, opts->budget_bytes, b2);
                     goto fail;
@@ -545,7 +545,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
         } else {
             if (!have_budget) {
                 if ((st = resolve_budget(opts, &budget, &explicit_budget, why, sizeof why))) {
-                    ts_error_prefix("expert cache: cannot size the slots (give --expert-cache-slots or --expert-budget)");
+                    ts_error_prefix("expert cache: cannot size the slots (give a slot count or an expert budget)");
                     goto fail;
                 }
             }
@@ -565,7 +565,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
             char b2[32];
             fmt_bytes(b2, sizeof b2, opts->budget_bytes);
             st = ts_fail(TS_ERR_LIMIT,
-                         "expert cache: resident experts take %" PRIu64 " bytes (%s), over --expert-budget %" PRIu64 " bytes (%s)",
+                         "expert cache: resident experts take %" PRIu64 " bytes (%s), over the expert budget %" PRIu64 " bytes (%s)",
                          map->total_bytes, bt, opts->budget_bytes, b2);
             goto fail;
         }

@@ -67,34 +67,6 @@ void expert_io_config_default(expert_io_config *cfg) {
     cfg->chunk_bytes = EXPERT_IO_DEFAULT_CHUNK;
 }
 
-static ts_status env_int(const char *var, long lo, long hi, long *out, bool *set) {
-    const char *s = getenv(var);
-    *set = false;
-    if (!s || !*s) return TS_OK;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return ts_fail(TS_ERR_ARG, "%s='%s': expected an integer in %ld..%ld", var, s, lo, hi);
-    *out = v;
-    *set = true;
-    return TS_OK;
-}
-
-ts_status expert_io_config_from_env(expert_io_config *cfg) {
-    expert_io_config_default(cfg);
-    long v;
-    bool set;
-    ts_status st;
-    if ((st = env_int("TURBOSPARK_EXPERT_NOCACHE", 0, 1, &v, &set))) return st;
-    if (set) cfg->nocache = v == 1;
-    if ((st = env_int("TURBOSPARK_EXPERT_DISK_IO", 0, 1, &v, &set))) return st;
-    if (set) cfg->disk_io = v == 1;
-    if ((st = env_int("TURBOSPARK_EXPERT_IO_THREADS", 0, EXPERT_IO_MAX_WORKERS, &v, &set))) return st;
-    if (set) cfg->n_workers = (int)v;
-    return TS_OK;
-}
-
 /* ---- one chunk ---- */
 
 /* Reads until `need` bytes are in or the file ends; *got = bytes read. On a

@@ -63,10 +63,9 @@ typedef struct expert_io_config {
     bool disk_io;         /* TURBOSPARK_EXPERT_DISK_IO: the engine samples /proc/self/io around its reads */
 } expert_io_config;
 
-/* Defaults, then TURBOSPARK_EXPERT_NOCACHE, TURBOSPARK_EXPERT_DISK_IO (0/1)
- * and TURBOSPARK_EXPERT_IO_THREADS (0..EXPERT_IO_MAX_WORKERS). A malformed
- * value is an error naming the variable. */
-ts_status expert_io_config_from_env(expert_io_config *cfg);
+/* The TURBOSPARK_EXPERT_* variables are the command's business
+ * (tools/cli_common.c maps them onto ts_model_opts): the library reads no
+ * environment. */
 void expert_io_config_default(expert_io_config *cfg);
 
 typedef struct expert_io_req {

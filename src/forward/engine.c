@@ -179,7 +179,7 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
         m->own_be = true;
     }
     if (m->desc.has_moe && !m->be->host_memory) {
-        st = ts_fail(TS_ERR_UNSUPPORTED, "%s: mixture-of-experts models run on the cpu backend for now (--backend cpu)",
+        st = ts_fail(TS_ERR_UNSUPPORTED, "%s: mixture-of-experts models run on the cpu backend for now",
                      f->path ? f->path : "model");
         goto fail;
     }
