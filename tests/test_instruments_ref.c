@@ -240,7 +240,7 @@ static bool same_set(const int32_t *a, const cJSON *b, int k) {
 }
 
 typedef struct router_stats {
-    long sel_checked, sel_undecided, pred_checked, pred_undecided;
+    long sel_checked, sel_same, sel_undecided, pred_checked, pred_same, pred_undecided;
     long pilot_hits, pilot_total, self_hits, self_total;
     double logit_err;
     long logit_rows;
@@ -278,7 +278,9 @@ static void router_trace(fixture *fx, int pi, bool decode, ts_pilot_mode pilot, 
             const int32_t *got = c.trace[l] + (size_t)t * K;
             if (kth_gap(lg, NE, K) <= SEL_MARGIN) { rs->sel_undecided++; continue; }
             rs->sel_checked++;
-            CHECKF(same_set(got, at(at(sel, t), l), K), "%s prompt %d %s layer %d pass %d: experts {%d,%d,...} differ from transformers'",
+            bool same = same_set(got, at(at(sel, t), l), K);
+            rs->sel_same += same;
+            CHECKF(same, "%s prompt %d %s layer %d pass %d: experts {%d,%d,...} differ from transformers'",
                    fx->name, pi, decode ? "decode" : "prefill", l, t, got[0], got[1]);
         }
         if (l == 0) continue;
@@ -301,7 +303,9 @@ static void router_trace(fixture *fx, int pi, bool decode, ts_pilot_mode pilot, 
             for (int e = 0; e < NE; e++) lg[e] = num(at(at(pl, t), l), e);
             if (kth_gap(lg, NE, K) <= SEL_MARGIN) { rs->pred_undecided++; continue; }
             rs->pred_checked++;
-            CHECKF(same_set(pr, at(at(psel, t), l), K), "%s prompt %d %s layer %d pass %d: pilot {%d,%d,...} differs from transformers'",
+            bool same = same_set(pr, at(at(psel, t), l), K);
+            rs->pred_same += same;
+            CHECKF(same, "%s prompt %d %s layer %d pass %d: pilot {%d,%d,...} differs from transformers'",
                    fx->name, pi, decode ? "decode" : "prefill", l, t, pr[0], pr[1]);
         }
     }
@@ -422,9 +426,9 @@ static void run_fixture(const char *json_name) {
                rs.self_hits, rs.self_total);
         CHECKF(rs.sel_undecided == 0 && rs.pred_undecided == 0, "%s: %ld selections, %ld pilot guesses within %g of a tie", json_name,
                rs.sel_undecided, rs.pred_undecided, SEL_MARGIN);
-        printf("%-24s router: %ld selections = transformers' (prefill + decode), %ld router-logit rows max err %.2g (tol %g); "
-               "pilot %ld guesses = transformers', recall %ld/%ld = %.4f (transformers %.4f, chance %.2f); self-aimed %ld/%ld\n",
-               json_name, rs.sel_checked, rs.logit_rows, rs.logit_err, LOGIT_ATOL, rs.pred_checked, hits, total, recall, want, chance,
+        printf("%-24s router: %ld/%ld selections = transformers' (prefill + decode), %ld router-logit rows max err %.2g (tol %g); "
+               "pilot %ld/%ld guesses = transformers', recall %ld/%ld = %.4f (transformers %.4f, chance %.2f); self-aimed %ld/%ld\n",
+               json_name, rs.sel_same, rs.sel_checked, rs.logit_rows, rs.logit_err, LOGIT_ATOL, rs.pred_same, rs.pred_checked, hits, total, recall, want, chance,
                rs.self_hits, rs.self_total);
     }
     ts_model_free(fx.m);
