@@ -41,10 +41,23 @@
 #define SEL_MARGIN (2 * LOGIT_ATOL)
 #define NEG_FACTOR 100.0 /* the negative control must miss by this multiple of MASS_RTOL */
 
+#define MAX_IDS 256 /* longest prompt a fixture may hold */
+
 static char tmpdir[] = "/tmp/ts_instrXXXXXX";
 
 static const cJSON *at(const cJSON *a, int i) { return cJSON_GetArrayItem(a, i); }
-static double num(const cJSON *a, int i) { return cJSON_GetArrayItem(a, i)->valuedouble; }
+/* A missing or non-numeric entry reads as NaN (ids as -1), which every
+ * comparison below counts as a failure: a damaged fixture cannot pass. */
+static double num(const cJSON *a, int i) {
+    const cJSON *x = cJSON_GetArrayItem(a, i);
+    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+static int32_t id(const cJSON *a, int i) {
+    double v = num(a, i);
+    return v >= 0 && v < 1e6 ? (int32_t)v : -1;
+}
+/* fmax drops a NaN; an error must not */
+static double worse(double err, double e) { return isnan(e) || isnan(err) ? INFINITY : fmax(err, e); }
 static int ival(const cJSON *o, const char *k) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(j) ? j->valueint : -1;
@@ -76,8 +89,8 @@ static ts_session *new_session(fixture *fx, const ts_instruments *ins, int32_t n
  * prefill of n_batch-token chunks, then writes the captures. */
 static bool run(fixture *fx, ts_session *s, const cJSON *ids, bool decode) {
     int n = cJSON_GetArraySize(ids);
-    int32_t tok[256];
-    for (int t = 0; t < n; t++) tok[t] = (int32_t)num(ids, t);
+    int32_t tok[MAX_IDS];
+    for (int t = 0; t < n && t < MAX_IDS; t++) tok[t] = id(ids, t);
     float *lg;
     ts_status st = TS_OK;
     if (decode)
@@ -97,8 +110,8 @@ static bool run(fixture *fx, ts_session *s, const cJSON *ids, bool decode) {
  * largest reference mass. */
 static double mass_err(const double *mass, const double *want, int width) {
     double mx = 0, err = 0;
-    for (int i = 0; i < width; i++) mx = fmax(mx, want[i]);
-    for (int i = 0; i < width; i++) err = fmax(err, fabs(mass[i] - want[i]));
+    for (int i = 0; i < width; i++) mx = worse(mx, want[i]);
+    for (int i = 0; i < width; i++) err = worse(err, fabs(mass[i] - want[i]));
     return mx > 0 ? err / mx : INFINITY;
 }
 
@@ -233,7 +246,7 @@ static double kth_gap(const double *v, int n, int k) {
 static bool same_set(const int32_t *a, const cJSON *b, int k) {
     for (int i = 0; i < k; i++) {
         bool found = false;
-        for (int j = 0; j < k; j++) found |= a[i] == (int32_t)num(b, j);
+        for (int j = 0; j < k; j++) found |= a[i] == id(b, j);
         if (!found) return false;
     }
     return true;
@@ -341,7 +354,7 @@ static void router_logits(fixture *fx, int pi, router_stats *rs) {
             double err = 0;
             for (int e = 0; shaped && e < NE; e++) {
                 const cJSON *x = at(v, e);
-                err = fmax(err, cJSON_IsNumber(x) ? fabs(x->valuedouble - num(at(at(rl, t), l), e)) : INFINITY);
+                err = worse(err, cJSON_IsNumber(x) ? fabs(x->valuedouble - num(at(at(rl, t), l), e)) : INFINITY);
             }
             CHECKF(err < LOGIT_ATOL, "%s prompt %d layer %d pass %d: router logits off by %.3g, tolerance %g", fx->name, pi, l, t, err,
                    LOGIT_ATOL);
@@ -373,11 +386,13 @@ static void run_fixture(const char *json_name) {
                   fx.ffn_width <= 4096 && fx.n_expert <= 64 && (fx.n_ffn_layers > 0 || fx.n_expert > 0);
     CHECKF(shaped, "%s: malformed instrument fixture", json_name);
     if (!shaped) { cJSON_Delete(fx.root); return; }
-    for (int i = 0; i < fx.n_ffn_layers; i++) fx.ffn_layers[i] = (int)num(fl, i);
+    for (int i = 0; i < fx.n_ffn_layers; i++) fx.ffn_layers[i] = id(fl, i);
     for (int i = 0; i < fx.n_prompts; i++) {
         int n = cJSON_GetArraySize(cJSON_GetObjectItem(at(fx.prompts, i), "ids"));
         if (n > fx.max_len) fx.max_len = n;
     }
+    CHECKF(fx.max_len <= MAX_IDS, "%s: a prompt of %d ids (at most %d)", json_name, fx.max_len, MAX_IDS);
+    if (fx.max_len > MAX_IDS) { cJSON_Delete(fx.root); return; }
     /* the fixture belongs to the GGUF the logit fixture describes */
     char refjson[2048];
     snprintf(refjson, sizeof refjson, "%s/ref/%.*s.json", TS_FIXTURES, (int)strlen(g->valuestring) - 5, g->valuestring);
