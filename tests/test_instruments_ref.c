@@ -120,7 +120,7 @@ static double mass_err(const double *mass, const double *want, int width) {
  * bucket: it may move one count. */
 static bool near_edge(double v) {
     if (v == 0) return false;
-    int e;
+    int e = 0;
     frexp(fabs(v), &e); /* |v| in [2^(e-1), 2^e) */
     double tol = 1e-6 + 1e-5 * fabs(v);
     return fabs(fabs(v) - ldexp(1, e - 1)) <= tol || fabs(ldexp(1, e) - fabs(v)) <= tol;
