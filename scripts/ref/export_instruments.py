@@ -23,7 +23,10 @@ a temporary directory and checks it is byte-identical to the committed
 tests/fixtures/ref/ file (so the fixture belongs to exactly that file), and
 that the hooked model's logits equal the committed logit fixture.
 
-Usage: python3 scripts/ref/export_instruments.py [--only NAME[,NAME]]
+Usage: python3 scripts/ref/export_instruments.py [--only NAME[,NAME]] [--check]
+  --check: regenerate into a temporary directory and compare with the
+  committed fixtures (ids and selections exactly, numbers to 1e-5 relative),
+  e.g. after upgrading transformers or torch; writes nothing.
 Format and provenance: docs/REFERENCE.md ("Instrument fixtures").
 """
 from __future__ import annotations
@@ -75,7 +78,7 @@ def kth_gap(logits: np.ndarray, k: int) -> float:
     return float(s[k - 1] - s[k])
 
 
-def export_one(name: str, spec) -> str:
+def export_one(name: str, spec, out_dir: str = OUT_DIR) -> str:
     import torch
     import torch.nn.functional as F
     family = spec[0]
@@ -210,8 +213,8 @@ def export_one(name: str, spec) -> str:
         fx["pilot_total"] = pilot_total
         fx["pilot_recall"] = pilot_hits / pilot_total
         fx["pilot_chance"] = k / n_exp
-    os.makedirs(OUT_DIR, exist_ok=True)
-    path = os.path.join(OUT_DIR, fname + ".json")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, fname + ".json")
     rc.write_json(path, fx)
     msg = f"{fname}: {os.path.getsize(path)} bytes, logits vs fixture max|d| {worst_dlogit:.2g}"
     if ffn_layers:
@@ -226,15 +229,48 @@ def cap_width(ref, ffn_layers, ffn_mod) -> int:
     return ffn_mod(ref.model.layers[ffn_layers[0]]).down_proj.in_features
 
 
+def diff(a, b, where="") -> list:
+    """Differences between two fixture trees: structure, ints and strings
+    exactly (source/machine excepted), floats to 1e-5 relative + 1e-7."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return [f"{where}: keys {sorted(set(a) ^ set(b))}"]
+        return [d for k in a if k not in ("source", "machine") for d in diff(a[k], b[k], f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: length {len(a)} != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in diff(x, y, f"{where}[{i}]")]
+    if isinstance(a, float) or isinstance(b, float):
+        ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= 1e-5 * abs(b) + 1e-7
+        return [] if ok else [f"{where}: {a} != {b}"]
+    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+
+
 def main():
+    import json
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
+    ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     sp = mt.specs()
-    for n in MODELS:
-        if args.only and n not in args.only.split(","):
-            continue
-        print(export_one(n, sp[n]), flush=True)
+    bad = 0
+    with tempfile.TemporaryDirectory() as td:
+        for n in MODELS:
+            if args.only and n not in args.only.split(","):
+                continue
+            msg = export_one(n, sp[n], td if args.check else OUT_DIR)
+            if args.check:
+                fname = f"tiny-{n}-f32.json"
+                with open(os.path.join(td, fname)) as f:
+                    new = json.load(f)
+                with open(os.path.join(OUT_DIR, fname)) as f:
+                    old = json.load(f)
+                d = diff(new, old)
+                bad += bool(d)
+                msg = f"{fname}: {'OK' if not d else 'DIFFERS: ' + '; '.join(d[:4])}"
+            print(msg, flush=True)
+    if bad:
+        raise SystemExit(f"{bad} fixture(s) differ from what this transformers/torch computes")
 
 
 if __name__ == "__main__":
