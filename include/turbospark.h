@@ -393,6 +393,11 @@ typedef struct ts_instruments {
 
 /* Everything off. */
 ts_instruments ts_instruments_default(void);
+/* What ts_session_new checks of the instruments, without a model: output
+ * paths writable (not a directory, not under /proc or /sys, the directory
+ * exists), the two captures on different files, trace/pilot/logits only with
+ * the router capture. A caller checks before a long model load. */
+ts_status ts_instruments_check(const ts_instruments *ins);
 
 /* ======================================================================
  * Sampling

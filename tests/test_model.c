@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "forward/engine.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -296,6 +297,38 @@ static void test_vocab_rows(void) {
     EXPECT_REFUSED(load_edited_ext(LL, NULL, 0, ne, TS_TYPE_F16), "token_embd.weight has 16777217 rows");
 }
 
+
+/* A tokenizer whose size differs from the output rows is refused at load
+ * (issue 9): fewer tokens gave silent empty text, more gave "token id
+ * outside the vocabulary" mid-run. Gemma 3's output is tied to token_embd,
+ * so changing its rows changes the output rows alone. */
+static void test_vocab_mismatch(void) {
+    gguf_file *bf = open_fixture("tiny-gemma3-f32.gguf");
+    if (!bf) return;
+    const gguf_tensor *te = NULL;
+    for (uint64_t t = 0; t < bf->n_tensors; t++)
+        if (bf->tensors[t].name.len == 17 && !memcmp(bf->tensors[t].name.ptr, "token_embd.weight", 17)) te = &bf->tensors[t];
+    CHECK(te != NULL);
+    if (!te) {
+        gguf_close(bf);
+        return;
+    }
+    for (int d = -8; d <= 8; d += 16) {
+        uint64_t ne[2] = {te->ne[0], te->ne[1] + (uint64_t)d}, size = 0;
+        uint8_t *buf = build(bf, NULL, 0, &size, ne, TS_TYPE_F32);
+        gguf_file *f = NULL;
+        CHECK(buf && gguf_open_memory(buf, size, "crafted.gguf", &f) == TS_OK);
+        ts_model *m = NULL;
+        ts_status st = f ? ts_model_load_gguf(f, NULL, &m) : TS_ERR_IO; /* takes f */
+        CHECKF(st == TS_ERR_FORMAT && strstr(ts_last_error(), "crafted.gguf") && strstr(ts_last_error(), "tokenizer has") &&
+                   strstr(ts_last_error(), "output layer has"),
+               "rows %+d: status %d [%s]", d, (int)st, ts_last_error());
+        ts_model_free(m);
+        free(buf);
+    }
+    gguf_close(bf);
+}
+
 int main(void) {
     test_base_loads();
     test_products();
@@ -304,5 +337,6 @@ int main(void) {
     test_experts();
     test_sliding_window();
     test_vocab_rows();
+    test_vocab_mismatch();
     return tu_finish();
 }

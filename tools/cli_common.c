@@ -105,6 +105,8 @@ bool cli_env_instruments(const char *cmd, ts_instruments *out) {
     if (set_l) out->router_logits_layer = (int32_t)v;
     if (!env_int(cmd, "TURBOSPARK_ROUTER_LOGITS_PASS", 0, INT64_MAX, &out->router_logits_pass, &set_p)) return false;
     if (set_p && !set_l) return cli_error(cmd, "TURBOSPARK_ROUTER_LOGITS_PASS needs TURBOSPARK_ROUTER_LOGITS_LAYER"), false;
+    /* before the model loads, which can take minutes */
+    if (ts_instruments_check(out) != TS_OK) return cli_error(cmd, "%s", ts_last_error()), false;
     return true;
 }
 

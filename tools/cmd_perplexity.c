@@ -54,7 +54,8 @@ int cmd_perplexity(int argc, char **argv) {
     if (!cli_env_instruments(cmd, &ins)) return 1;
     char *text;
     size_t len;
-    if (ts_read_file(text_path, max_input, &text, &len) != TS_OK) return cli_error(cmd, "%s", ts_last_error());
+    ts_status rst = ts_read_file(text_path, max_input, &text, &len);
+    if (rst != TS_OK) return cli_error(cmd, "%s%s", ts_last_error(), rst == TS_ERR_LIMIT ? " (raise it with --max-input)" : "");
     cli_model m;
     if (!cli_model_load(cmd, &cc, &m)) { ts_free(text); return 1; }
     int rc = 0;

@@ -194,9 +194,10 @@ static int run_main(const char *cmd, int argc, char **argv) {
     if (o.chat_template && ts_chat_template_from_name(o.chat_template, &t) != TS_OK) return cli_error(cmd, "%s", ts_last_error());
     char *json = NULL;
     size_t json_len = 0;
-    if (o.messages_file && ts_read_file(o.messages_file, (uint64_t)o.max_input, &json, &json_len) != TS_OK) {
+    ts_status rst = o.messages_file ? ts_read_file(o.messages_file, (uint64_t)o.max_input, &json, &json_len) : TS_OK;
+    if (rst != TS_OK) {
         ts_chat_template_free(t);
-        return cli_error(cmd, "%s", ts_last_error());
+        return cli_error(cmd, "%s%s", ts_last_error(), rst == TS_ERR_LIMIT ? " (raise it with --max-input)" : "");
     }
     cli_model m;
     if (!cli_model_load(cmd, &o.c, &m)) {

@@ -45,8 +45,7 @@ ts_instruments ts_instruments_default(void) {
     return i;
 }
 
-ts_status ts_diag_new(const ts_instruments *ins, ts_diag **out) {
-    *out = NULL;
+ts_status ts_instruments_check(const ts_instruments *ins) {
     if (!ins) return TS_OK;
     const bool router = ins->router_path != NULL, ffn = ins->ffn_path != NULL;
     if ((ins->router_trace || ins->pilot != TS_PILOT_OFF || ins->router_logits_layer >= 0) && !router)
@@ -60,6 +59,15 @@ ts_status ts_diag_new(const ts_instruments *ins, ts_diag **out) {
     if (router && ffn && same_path(ins->router_path, ins->ffn_path))
         return ts_fail(TS_ERR_ARG, "TURBOSPARK_ROUTER_HIST and TURBOSPARK_FFN_HIST both name %s: one capture would overwrite the other",
                        ins->router_path);
+    return TS_OK;
+}
+
+ts_status ts_diag_new(const ts_instruments *ins, ts_diag **out) {
+    *out = NULL;
+    if (!ins) return TS_OK;
+    const bool router = ins->router_path != NULL, ffn = ins->ffn_path != NULL;
+    ts_status st = ts_instruments_check(ins); /* again: the paths may have changed since the caller checked */
+    if (st != TS_OK) return st;
     if (!router && !ffn && !ins->phases) return TS_OK;
     ts_diag *d = ts_calloc(1, sizeof *d);
     if (!d) return TS_ERR_NOMEM;
