@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "turbospark.h"
 
@@ -60,6 +61,24 @@ void ts_unmap_file(ts_mapped_file *m);
 #define TS_MAP_NAME_MAX 1024
 ts_status ts_map_check(const ts_mapped_file *m, const char *name);
 
+
+/* An atomic file write: the bytes go to PATH.tmp.XXXXXX beside the target
+ * (created O_EXCL, mode 0666 less the umask, as fopen would) and are renamed
+ * over PATH only once flushed and fsynced, so PATH is either the old file,
+ * absent, or the complete new one. ts_afile_commit reports a write error
+ * (sticky in the stream, so callers write without checking each call) and
+ * removes the temporary on any failure; ts_afile_abort removes it too, and is
+ * a no-op on a zeroed or already finished ts_afile. Messages: "cannot create
+ * PATH: ...", "writing PATH failed: ...", "cannot write PATH: ..." (rename). */
+typedef struct ts_afile {
+    FILE *f;    /* the temporary file, "wb"; NULL once committed or aborted */
+    char *path; /* final path */
+    char *tmp;  /* temporary path beside it */
+} ts_afile;
+
+ts_status ts_afile_open(ts_afile *a, const char *path);
+ts_status ts_afile_commit(ts_afile *a);
+void ts_afile_abort(ts_afile *a);
 
 /* Sets TS_ERR_NOMEM on failure, so callers only propagate. */
 void *ts_malloc(size_t n);

@@ -191,31 +191,15 @@ ts_status gguf_writer_write(gguf_writer *w, const char *path) {
     uint64_t n;
     ts_status st = gguf_writer_to_buffer(w, &buf, &n);
     if (st) return st;
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) { free(buf); return ts_fail(TS_ERR_NOMEM, "out of memory"); }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = ts_fail(TS_ERR_IO, "%s: cannot create temporary file: %s", path, strerror(errno));
-        goto done;
-    }
-    uint64_t done_n = 0;
-    while (done_n < n) {
-        ssize_t r = write(fd, buf + done_n, (size_t)(n - done_n));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            st = ts_fail(TS_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-            break;
+    ts_afile af;
+    if (!(st = ts_afile_open(&af, path))) {
+        if (n && fwrite(buf, 1, (size_t)n, af.f) != n) {
+            st = ts_fail(TS_ERR_IO, "writing %s failed: %s", path, strerror(errno));
+            ts_afile_abort(&af);
+        } else {
+            st = ts_afile_commit(&af);
         }
-        done_n += (uint64_t)r;
     }
-    if (!st && fsync(fd) != 0) st = ts_fail(TS_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
-    if (close(fd) != 0 && !st) st = ts_fail(TS_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-    if (!st && rename(tmp, path) != 0) st = ts_fail(TS_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
-    if (st) unlink(tmp);
-done:
-    free(tmp);
     free(buf);
     return st;
 }
