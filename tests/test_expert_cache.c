@@ -51,8 +51,8 @@ static uint8_t expert_byte(int b, int p, int e, uint64_t i) {
     return (uint8_t)(x >> 40);
 }
 
-static uint32_t proj_type(int b, int p) {
-    static const uint32_t gu[3] = {TS_TYPE_Q4_K, TS_TYPE_Q8_0, TS_TYPE_F16};
+static ts_type proj_type(int b, int p) {
+    static const ts_type gu[3] = {TS_TYPE_Q4_K, TS_TYPE_Q8_0, TS_TYPE_F16};
     if (p == 0) return gu[b % 3];
     if (p == 1) return gu[(b + 1) % 3];
     return b % 2 ? TS_TYPE_F16 : TS_TYPE_Q8_0; /* down: ne0 = FF = 96, not a Q4_K row */

@@ -16,7 +16,8 @@ typedef struct wbuf {
 
 typedef struct wtensor {
     char *name;
-    uint32_t type, n_dims;
+    ts_type type;
+    uint32_t n_dims;
     uint64_t ne[GGUF_MAX_DIMS];
     uint8_t *data; /* (nbytes) */
     uint64_t nbytes;
@@ -73,7 +74,7 @@ void gguf_writer_free(gguf_writer *w) {
     free(w);
 }
 
-static void kv_head(gguf_writer *w, const char *key, uint32_t type) {
+static void kv_head(gguf_writer *w, const char *key, gguf_vtype type) {
     wb_str(w, &w->kv, key);
     wb_u32(w, &w->kv, type);
     w->n_kv++;
@@ -106,7 +107,7 @@ void gguf_w_str(gguf_writer *w, const char *key, const char *v) {
     wb_str(w, &w->kv, v);
 }
 
-void gguf_w_arr(gguf_writer *w, const char *key, uint32_t type, const void *data, uint64_t n) {
+void gguf_w_arr(gguf_writer *w, const char *key, gguf_vtype type, const void *data, uint64_t n) {
     kv_head(w, key, GGUF_VT_ARRAY);
     wb_u32(w, &w->kv, type);
     wb_u64(w, &w->kv, n);
@@ -125,7 +126,7 @@ void gguf_w_raw_kv(gguf_writer *w, const void *bytes, size_t n) {
     w->n_kv++;
 }
 
-void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne, const void *data, uint64_t nbytes) {
+void gguf_w_tensor(gguf_writer *w, const char *name, ts_type type, uint32_t n_dims, const uint64_t *ne, const void *data, uint64_t nbytes) {
     if (w->oom) return;
     if (w->n_tensors == w->cap_tensors) {
         uint64_t cap = w->cap_tensors ? w->cap_tensors * 2 : 16;
