@@ -80,6 +80,38 @@ ts_status ts_afile_open(ts_afile *a, const char *path);
 ts_status ts_afile_commit(ts_afile *a);
 void ts_afile_abort(ts_afile *a);
 
+/* The one UTF-8 decoder (ts_utf8_valid, ts_utf8_sanitize, the tokenizer and
+ * the chat templates all use it). Inline: the tokenizer calls it per
+ * character. ts_utf8_len: length of the valid sequence at s[0..n) (n >= 1),
+ * or 0 when s[0] does not start one (RFC 3629: no overlongs, no surrogates,
+ * nothing past U+10FFFF, no truncated sequence). ts_utf8_cp: the code point
+ * of a sequence of len bytes that ts_utf8_len accepted. */
+static inline size_t ts_utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c < 0xF0) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0;  /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && s[1] < 0x90) return 0;  /* overlong */
+        if (c == 0xF4 && s[1] >= 0x90) return 0; /* past U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+static inline uint32_t ts_utf8_cp(const unsigned char *s, size_t len) {
+    if (len == 1) return s[0];
+    if (len == 2) return (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F);
+    if (len == 3) return (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
+    return (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 | (uint32_t)(s[2] & 0x3F) << 6 | (s[3] & 0x3F);
+}
+
 /* Sets TS_ERR_NOMEM on failure, so callers only propagate. */
 void *ts_malloc(size_t n);
 void *ts_calloc(size_t n, size_t size);

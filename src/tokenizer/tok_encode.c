@@ -201,7 +201,7 @@ static ts_status spm_segment(enc *e, const char *t, size_t len) {
     sym *s = e->syms;
     int32_t ns = 0;
     for (size_t i = 0; i < len;) {
-        size_t l = tok_utf8_valid_len((const unsigned char *)t + i, len - i);
+        size_t l = ts_utf8_len((const unsigned char *)t + i, len - i);
         if (!l) l = 1; /* an invalid byte is a symbol of its own: it falls back to <0xNN> */
         s[ns] = (sym){.prev = ns - 1, .next = i + l == len ? -1 : ns + 1, .start = (uint32_t)i, .n = (uint32_t)l};
         ns++;
@@ -394,7 +394,7 @@ static ts_status bpe_fragment(enc *e, const char *text, size_t len) {
     e->n_subst = 0;
     size_t clean_len = 0;
     for (size_t i = 0; i < len;) {
-        size_t l = tok_utf8_valid_len((const unsigned char *)text + i, len - i);
+        size_t l = ts_utf8_len((const unsigned char *)text + i, len - i);
         if (!l) {
             if (!grow((void **)&e->subst, &e->subst_cap, e->n_subst + 1, sizeof(size_t))) return TS_ERR_NOMEM;
             e->subst[e->n_subst++] = clean_len;
@@ -410,7 +410,7 @@ static ts_status bpe_fragment(enc *e, const char *text, size_t len) {
         if (!grow((void **)&e->buf, &e->buf_cap, clean_len, 1)) return TS_ERR_NOMEM;
         size_t o = 0;
         for (size_t i = 0; i < len;) {
-            size_t l = tok_utf8_valid_len((const unsigned char *)text + i, len - i);
+            size_t l = ts_utf8_len((const unsigned char *)text + i, len - i);
             if (!l) { memcpy(e->buf + o, "\xEF\xBF\xBD", 3); o += 3; i++; }
             else { memcpy(e->buf + o, text + i, l); o += l; i += l; }
         }
