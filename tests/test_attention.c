@@ -26,11 +26,11 @@ static float frand(void) { /* [-1, 1) */
 
 typedef struct {
     int n_head, n_head_kv, hd, window, pos0, n_tok;
-    uint32_t kv_type;
+    ts_type kv_type;
     float qscale; /* magnitude of q: large values make the running max move */
 } acase;
 
-static float kv_at(const void *buf, uint32_t type, size_t i) {
+static float kv_at(const void *buf, ts_type type, size_t i) {
     return type == TS_TYPE_F16 ? ts_f16_to_f32(((const uint16_t *)buf)[i]) : ((const float *)buf)[i];
 }
 

@@ -1,6 +1,7 @@
 /* src/base: the per-thread error message (ts_fail given its own message as
  * an argument, ts_error_prefix) and the mapping checks behind the CLI's
  * SIGBUS line (ts_map_check, ts_map_name_at). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -206,6 +207,77 @@ static void test_context_once(void) {
     unlink(path);
 }
 
+static int dir_count(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+/* The atomic writer: a commit leaves exactly the new file, with the mode
+ * fopen would give; every failure (abort, a rename that cannot happen, a
+ * directory that does not exist) leaves nothing but what was there. */
+static void test_atomic_file(void) {
+    char dir[600], path[700], sub[700];
+    snprintf(dir, sizeof dir, "%s/afile", tmpdir);
+    CHECK(mkdir(dir, 0700) == 0);
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    mode_t um = umask(022);
+    ts_afile a;
+    CHECKF(ts_afile_open(&a, path) == TS_OK, "%s", ts_last_error());
+    CHECK(strstr(a.tmp, "/out.bin.tmp.") != NULL && access(path, F_OK) != 0);
+    fputs("first", a.f);
+    CHECKF(ts_afile_commit(&a) == TS_OK, "%s", ts_last_error());
+    CHECK(a.f == NULL && a.tmp == NULL && a.path == NULL);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && sb.st_size == 5 && (sb.st_mode & 0777) == 0644);
+    umask(um);
+    /* abort: the old file stays, no temporary is left */
+    CHECK(ts_afile_open(&a, path) == TS_OK);
+    fputs("second, longer", a.f);
+    ts_afile_abort(&a);
+    ts_afile_abort(&a); /* a second abort is a no-op */
+    CHECK(stat(path, &sb) == 0 && sb.st_size == 5 && dir_count(dir) == 1);
+    /* two open at once get different temporaries; the last commit wins */
+    ts_afile b;
+    CHECK(ts_afile_open(&a, path) == TS_OK && ts_afile_open(&b, path) == TS_OK);
+    CHECK(strcmp(a.tmp, b.tmp) != 0);
+    fputs("aa", a.f);
+    fputs("bbb", b.f);
+    CHECK(ts_afile_commit(&a) == TS_OK && ts_afile_commit(&b) == TS_OK);
+    CHECK(stat(path, &sb) == 0 && sb.st_size == 3 && dir_count(dir) == 1);
+    /* the rename fails (the target is a non-empty directory) */
+    snprintf(sub, sizeof sub, "%s/d", dir);
+    CHECK(mkdir(sub, 0700) == 0);
+    snprintf(path, sizeof path, "%s/d/x", dir);
+    int fd = open(path, O_WRONLY | O_CREAT, 0600);
+    CHECK(fd >= 0 && close(fd) == 0);
+    CHECK(ts_afile_open(&a, sub) == TS_OK);
+    fputs("data", a.f);
+    ts_status st = ts_afile_commit(&a);
+    CHECKF(st == TS_ERR_IO && strstr(ts_last_error(), "cannot write") && strstr(ts_last_error(), sub), "%d '%s'", st, ts_last_error());
+    CHECK(dir_count(dir) == 2 && dir_count(sub) == 1);
+    unlink(path);
+    rmdir(sub);
+    /* a sticky stream error is reported at commit and nothing is renamed */
+    snprintf(path, sizeof path, "%s/err.bin", dir);
+    CHECK(ts_afile_open(&a, path) == TS_OK);
+    CHECK(fgetc(a.f) == EOF && ferror(a.f)); /* a stream opened "wb" cannot read: sets the error flag */
+    fputs("x", a.f);
+    st = ts_afile_commit(&a);
+    CHECKF(st == TS_ERR_IO && strstr(ts_last_error(), "writing") && strstr(ts_last_error(), "err.bin"), "%d '%s'", st, ts_last_error());
+    CHECK(access(path, F_OK) != 0 && dir_count(dir) == 1);
+    /* no directory: a clear message, nothing created */
+    snprintf(path, sizeof path, "%s/missing/out.bin", dir);
+    st = ts_afile_open(&a, path);
+    CHECKF(st == TS_ERR_IO && strstr(ts_last_error(), "cannot create") && a.f == NULL && a.tmp == NULL, "%d '%s'", st, ts_last_error());
+    CHECK(dir_count(dir) == 1);
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/ts_base_XXXXXX", t && *t ? t : "/tmp");
@@ -218,6 +290,7 @@ int main(void) {
     test_map_check();
     test_map_registry();
     test_context_once();
+    test_atomic_file();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

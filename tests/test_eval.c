@@ -38,6 +38,13 @@ int main(void) {
     CHECK(truncate(path, 30) == 0);
     CHECK(ts_logits_file_open(path, &f) == TS_ERR_FORMAT);
     unlink(path);
+    /* an abandoned writer leaves no file (nor its temporary) behind */
+    CHECK(ts_logits_writer_open(&w, path, 3) == TS_OK);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s", w.af.tmp);
+    CHECK(ts_logits_writer_add(&w, 1, r0) == TS_OK && access(tmp, F_OK) == 0);
+    ts_logits_writer_abort(&w);
+    CHECK(access(path, F_OK) != 0 && access(tmp, F_OK) != 0);
 
     ts_kl_stats s = {0};
     for (int i = 1; i <= 100; i++) ts_kl_stats_add(&s, i, i % 2);

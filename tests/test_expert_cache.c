@@ -51,8 +51,8 @@ static uint8_t expert_byte(int b, int p, int e, uint64_t i) {
     return (uint8_t)(x >> 40);
 }
 
-static uint32_t proj_type(int b, int p) {
-    static const uint32_t gu[3] = {TS_TYPE_Q4_K, TS_TYPE_Q8_0, TS_TYPE_F16};
+static ts_type proj_type(int b, int p) {
+    static const ts_type gu[3] = {TS_TYPE_Q4_K, TS_TYPE_Q8_0, TS_TYPE_F16};
     if (p == 0) return gu[b % 3];
     if (p == 1) return gu[(b + 1) % 3];
     return b % 2 ? TS_TYPE_F16 : TS_TYPE_Q8_0; /* down: ne0 = FF = 96, not a Q4_K row */
@@ -467,16 +467,17 @@ static void test_parsers(void) {
     CHECK(expert_cache_parse_policy("lfu", &p) == TS_OK && p == CACHE_POLICY_LFU);
     CHECK(expert_cache_parse_policy("lfx", &p) == TS_ERR_ARG && contains(ts_last_error(), "expert policy 'lfx'") &&
           contains(ts_last_error(), "lfu or lru"));
+    /* --expert-budget is read by ts_parse_bytes (tools/cli_common.c) */
     uint64_t v;
-    CHECK(expert_cache_parse_bytes("12G", &v) == TS_OK && v == 12ull << 30);
-    CHECK(expert_cache_parse_bytes("1.5GiB", &v) == TS_OK && v == 3ull << 29);
-    CHECK(expert_cache_parse_bytes("800M", &v) == TS_OK && v == 800ull << 20);
-    CHECK(expert_cache_parse_bytes("64kb", &v) == TS_OK && v == 64ull << 10);
-    CHECK(expert_cache_parse_bytes("1073741824", &v) == TS_OK && v == 1073741824ull);
-    CHECK(expert_cache_parse_bytes("2T", &v) == TS_OK && v == 2ull << 40);
+    CHECK(ts_parse_bytes("12G", &v) == TS_OK && v == 12ull << 30);
+    CHECK(ts_parse_bytes("1.5GiB", &v) == TS_OK && v == 3ull << 29);
+    CHECK(ts_parse_bytes("800M", &v) == TS_OK && v == 800ull << 20);
+    CHECK(ts_parse_bytes("64kb", &v) == TS_OK && v == 64ull << 10);
+    CHECK(ts_parse_bytes("1073741824", &v) == TS_OK && v == 1073741824ull);
+    CHECK(ts_parse_bytes("2T", &v) == TS_OK && v == 2ull << 40);
     const char *bad_b[] = {"", "-5", "5X", "nan", "inf", "G", "1GG", "99999999T"};
     for (size_t i = 0; i < sizeof bad_b / sizeof *bad_b; i++)
-        CHECKF(expert_cache_parse_bytes(bad_b[i], &v) == TS_ERR_ARG && contains(ts_last_error(), "expert budget"), "'%s'", bad_b[i]);
+        CHECKF(ts_parse_bytes(bad_b[i], &v) == TS_ERR_ARG && contains(ts_last_error(), "expected bytes"), "'%s'", bad_b[i]);
 
     uint64_t avail;
     char src[64] = "";

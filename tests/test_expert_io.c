@@ -319,7 +319,7 @@ static void test_diskio(void) {
 /* ---------------------------------------------------------------- locator */
 
 enum { L_EMBD = 256, L_FF = 64, L_NEXP = 4, L_NBLOCK = 3 };
-static const uint32_t l_types[3] = {TS_TYPE_Q4_K, TS_TYPE_Q8_0, TS_TYPE_F16};
+static const ts_type l_types[3] = {TS_TYPE_Q4_K, TS_TYPE_Q8_0, TS_TYPE_F16};
 
 /* Bytes of expert e's projection p in block b: a function of (b, p, e, i). */
 static uint8_t expert_byte(int b, int p, int e, uint64_t i) {
@@ -352,7 +352,7 @@ static moe_opts default_opts(void) {
     return (moe_opts){"qwen3moe", false, L_NEXP, 2, L_FF, 6 * L_FF, L_NEXP, -1, -1, -1, -1, false, false};
 }
 
-static void w_proj(gguf_writer *w, const char *name, uint32_t type, uint32_t nd, uint64_t ne0, uint64_t ne1, int n_exp,
+static void w_proj(gguf_writer *w, const char *name, ts_type type, uint32_t nd, uint64_t ne0, uint64_t ne1, int n_exp,
                    int b, int p, int e_first) {
     uint64_t rb = ts_type_row_bytes(type, ne0);
     uint64_t per = rb * ne1;
@@ -400,7 +400,7 @@ static void write_moe(const char *path, const moe_opts *o) {
             } else {
                 for (int e = 0; e < o->tensor_count; e++) {
                     if (p == 1 && e == 3 && b == o->missing_block) continue;
-                    uint32_t t = l_types[p];
+                    ts_type t = l_types[p];
                     if (p == 0 && e == 2 && b == o->mixed_type_block) t = TS_TYPE_Q8_0;
                     snprintf(name, sizeof name, "blk.%d.ffn_%s.%d.weight", b, expert_proj_name(p), e);
                     w_proj(w, name, t, 2, ne0, ne1, 1, b, p, e);

@@ -409,7 +409,7 @@ static void test_fixtures(void) {
 
 typedef struct {
     const char *arch;
-    uint32_t wtype;
+    ts_type wtype;
     int n_embd, n_ff, n_head, n_head_kv, head_dim, n_layer, n_vocab, n_ctx, swa;
     bool tied;
 } gen_cfg;
@@ -422,7 +422,7 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-static void put_mat(gguf_writer *w, const char *name, uint32_t type, int64_t n_in, int64_t n_out, float scale) {
+static void put_mat(gguf_writer *w, const char *name, ts_type type, int64_t n_in, int64_t n_out, float scale) {
     uint64_t rb = ts_type_row_bytes(type, (uint64_t)n_in);
     uint8_t *data = malloc(rb * (uint64_t)n_out);
     float *row = malloc(sizeof(float) * (size_t)n_in);
@@ -560,7 +560,7 @@ fail:
     return NULL;
 }
 
-static void test_generated(const char *arch, uint32_t wtype, int swa) {
+static void test_generated(const char *arch, ts_type wtype, int swa) {
     gen_cfg c = {.arch = arch, .wtype = wtype, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
                  .n_layer = 2, .n_vocab = 96, .n_ctx = 64, .swa = swa, .tied = wtype == TS_TYPE_Q8_0};
     ts_model *m = NULL;
@@ -776,7 +776,7 @@ int main(int argc, char **argv) {
     printf("kernels: %s%s\n", ts_kernels_isa(), forced ? " (TS_FORCE_ISA)" : "");
     test_fixtures();
 
-    uint32_t types[] = {TS_TYPE_F32, TS_TYPE_F16, TS_TYPE_BF16, TS_TYPE_Q8_0, TS_TYPE_Q4_0, TS_TYPE_Q4_1, TS_TYPE_Q5_0,
+    ts_type types[] = {TS_TYPE_F32, TS_TYPE_F16, TS_TYPE_BF16, TS_TYPE_Q8_0, TS_TYPE_Q4_0, TS_TYPE_Q4_1, TS_TYPE_Q5_0,
                         TS_TYPE_Q5_1, TS_TYPE_Q2_K, TS_TYPE_Q3_K, TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) test_generated("llama", types[i], 0);
     test_generated("qwen2", TS_TYPE_Q4_K, 0);

@@ -144,6 +144,7 @@ static void header(bb *b, uint32_t ver, uint64_t nt, uint64_t nkv) {
     pu64(b, nt);
     pu64(b, nkv);
 }
+/* type is the raw on-disk u32: the tests hand it ids no ts_type names */
 static void tinfo(bb *b, const char *name, uint32_t nd, const uint64_t *ne, uint32_t type, uint64_t off) {
     pstr(b, name);
     pu32(b, nd);

@@ -17,7 +17,7 @@
 static void raw_str_kv(gguf_writer *w, const char *key, const char *v, size_t vlen) {
     uint8_t buf[512];
     uint64_t kl = strlen(key), vl = vlen;
-    uint32_t type = GGUF_VT_STRING;
+    uint32_t type = GGUF_VT_STRING; /* the raw on-disk u32 */
     size_t n = 0;
     memcpy(buf + n, &kl, 8), n += 8;
     memcpy(buf + n, key, kl), n += kl;

@@ -43,7 +43,7 @@ static bool edited(const kv_edit *e, int n, const char *key) {
 
 /* Copies every kv and tensor of f (the edited keys left out), then appends
  * the edits. extra_tensor: optional replacement for token_embd.weight. */
-static uint8_t *build(const gguf_file *f, const kv_edit *ed, int n_ed, uint64_t *size, const uint64_t *embd_ne, uint32_t embd_type) {
+static uint8_t *build(const gguf_file *f, const kv_edit *ed, int n_ed, uint64_t *size, const uint64_t *embd_ne, ts_type embd_type) {
     gguf_writer *w = gguf_writer_new(3, f->alignment);
     for (uint64_t k = 0; k < f->n_kv; k++) {
         const gguf_kv *kv = &f->kv[k];
@@ -82,6 +82,7 @@ static uint8_t *build(const gguf_file *f, const kv_edit *ed, int n_ed, uint64_t 
                 gguf_w_arr(w, key, v->v.arr.type, v->v.arr.raw, v->v.arr.n);
             }
             break;
+        case GGUF_VT_COUNT: break; /* not a type: the reader refuses unknown ids */
         }
         free(key);
     }
@@ -131,7 +132,7 @@ static char g_msg[1024];
 
 /* Builds the edited copy of base and runs the loader's description build on
  * it; the message is left in g_msg. */
-static ts_status load_edited_ext(const char *base, const kv_edit *ed, int n_ed, const uint64_t *embd_ne, uint32_t embd_type) {
+static ts_status load_edited_ext(const char *base, const kv_edit *ed, int n_ed, const uint64_t *embd_ne, ts_type embd_type) {
     g_msg[0] = 0;
     gguf_file *bf = open_fixture(base);
     if (!bf) return TS_ERR_IO;

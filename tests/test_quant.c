@@ -47,7 +47,7 @@ static int same_float(float a, float b) {
     return ua == ub;
 }
 
-static const uint32_t all_types[] = {TS_TYPE_F32,  TS_TYPE_F16,  TS_TYPE_BF16, TS_TYPE_Q4_0,   TS_TYPE_Q4_1,
+static const ts_type all_types[] = {TS_TYPE_F32,  TS_TYPE_F16,  TS_TYPE_BF16, TS_TYPE_Q4_0,   TS_TYPE_Q4_1,
                                      TS_TYPE_Q5_0, TS_TYPE_Q5_1, TS_TYPE_Q8_0, TS_TYPE_Q2_K,   TS_TYPE_Q3_K,
                                      TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K, TS_TYPE_IQ4_NL, TS_TYPE_MXFP4};
 #define NTYPES (int)(sizeof all_types / sizeof all_types[0])
@@ -80,6 +80,7 @@ static void test_fixture(const char *name) {
     if (!buf || len < 24) { free(buf); return; }
     uint32_t hdr[6];
     memcpy(hdr, buf, 24);
+    /* raw header words; the type id is checked by ts_type_row_bytes below (0 when unknown) */
     uint32_t type = hdr[2], n = hdr[3], nbytes = hdr[4], kind = hdr[5];
     CHECKF(!memcmp(buf, "TSQF", 4) && hdr[1] == 1 && len == 24 + (size_t)nbytes + 4 * (size_t)n, "%s: bad header", name);
     if (len != 24 + (size_t)nbytes + 4 * (size_t)n) { free(buf); return; }
@@ -194,7 +195,7 @@ static uint16_t f16_for(int sc) {
 static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 
 /* f16 scale offsets in a block (ggml layouts), -1 terminated */
-static const int *scale_offsets(uint32_t t) {
+static const int *scale_offsets(ts_type t) {
     static const int o0[] = {0, -1}, o02[] = {0, 2, -1}, q2k[] = {80, 82, -1}, q3k[] = {108, -1}, q6k[] = {208, -1},
                      none[] = {-1};
     switch (t) {
@@ -208,7 +209,7 @@ static const int *scale_offsets(uint32_t t) {
 }
 
 /* A weight row of type t with n elements for scenario sc. */
-static void make_weights(uint32_t t, int sc, uint8_t *w, int64_t n) {
+static void make_weights(ts_type t, int sc, uint8_t *w, int64_t n) {
     const ts_type_traits *tr = ts_type_get(t);
     uint64_t bytes = ts_type_row_bytes(t, (uint64_t)n);
     if (t == TS_TYPE_F32 || t == TS_TYPE_F16 || t == TS_TYPE_BF16) {
@@ -266,8 +267,8 @@ static void make_weights(uint32_t t, int sc, uint8_t *w, int64_t n) {
 }
 
 /* Activation row in the partner format of wtype. */
-static void make_acts(uint32_t wtype, int sc, uint8_t *x, int64_t n, float *tmp) {
-    uint32_t p = ts_type_dot_partner(wtype);
+static void make_acts(ts_type wtype, int sc, uint8_t *x, int64_t n, float *tmp) {
+    ts_type p = ts_type_dot_partner(wtype);
     for (int64_t i = 0; i < n; i++) {
         tmp[i] = gauss();
         if (sc == SC_MAXQ) tmp[i] = rnd() & 1 ? 3.0f : -3.0f; /* all quants at +-127 */
@@ -276,7 +277,7 @@ static void make_acts(uint32_t wtype, int sc, uint8_t *x, int64_t n, float *tmp)
     ts_quantize_row_ref(p, tmp, x, n);
 }
 
-static double dot_tol(uint32_t t, int64_t n, double mag) {
+static double dot_tol(ts_type t, int64_t n, double mag) {
     const ts_type_traits *tr = ts_type_get(t);
     double terms = tr->block_elems == 1 ? (double)n / 8 : (double)(n / tr->block_elems);
     /* plus the float subnormal spacing per term, for results near underflow */
@@ -291,8 +292,8 @@ typedef struct {
     float *wf, *xf, *tmp;
 } bufs;
 
-static void test_dot_case(uint32_t t, int64_t n, int sc, int isa, bufs *b) {
-    uint32_t p = ts_type_dot_partner(t);
+static void test_dot_case(ts_type t, int64_t n, int sc, int isa, bufs *b) {
+    ts_type p = ts_type_dot_partner(t);
     make_weights(t, sc, b->w, n);
     make_acts(t, sc, b->x, n, b->tmp);
     ts_dequant_row_ref(t, b->w, b->wf, n);
@@ -325,9 +326,9 @@ static void test_dot_case(uint32_t t, int64_t n, int sc, int isa, bufs *b) {
 }
 
 /* Multi-row and tile entry points against per-pair reference dots. */
-static void test_rows_tile(uint32_t t, int64_t n, int isa, bufs *b) {
+static void test_rows_tile(ts_type t, int64_t n, int isa, bufs *b) {
     enum { R = 5, C = 7 };
-    uint32_t p = ts_type_dot_partner(t);
+    ts_type p = ts_type_dot_partner(t);
     uint64_t ws = ts_type_row_bytes(t, (uint64_t)n), xs = ts_type_row_bytes(p, (uint64_t)n);
     uint8_t *W = malloc(ws * R + 1), *X = malloc(xs * C + 1);
     /* odd base addresses: the kernels must not assume alignment */
@@ -372,10 +373,10 @@ static void test_rows_tile(uint32_t t, int64_t n, int isa, bufs *b) {
  * 32-row panel or the 16-row lane group, 1..17 columns (the micro-kernels
  * take 6 or 4), rows long enough to cross the packed K segment, extreme
  * quants and activations, odd addresses, nothing written outside the tile. */
-static void test_gemm(uint32_t t, int64_t n, int isa, bufs *b) {
+static void test_gemm(ts_type t, int64_t n, int isa, bufs *b) {
     enum { R = 70, C = 17, OS = R + 3 };
     static const int nrs[] = {1, 5, 16, 31, 33, 64, 70};
-    uint32_t p = ts_type_dot_partner(t);
+    ts_type p = ts_type_dot_partner(t);
     uint64_t ws = ts_type_row_bytes(t, (uint64_t)n), xs = ts_type_row_bytes(p, (uint64_t)n);
     uint8_t *W = malloc(ws * R + 1), *X = malloc(xs * C + 1);
     uint8_t *w = W + 1, *x = X + 1;
@@ -432,7 +433,7 @@ static void test_gemm(uint32_t t, int64_t n, int isa, bufs *b) {
 }
 
 static void test_quantize_acts(int isa, bufs *b) {
-    static const uint32_t acts[] = {TS_TYPE_Q8_0, TS_TYPE_Q8_K, TS_TYPE_F16, TS_TYPE_BF16};
+    static const ts_type acts[] = {TS_TYPE_Q8_0, TS_TYPE_Q8_K, TS_TYPE_F16, TS_TYPE_BF16};
     int64_t n = 33 * 256;
     uint64_t cap = ts_type_row_bytes(TS_TYPE_F32, (uint64_t)n);
     uint8_t *q1 = malloc(cap), *q2 = malloc(cap);
@@ -520,7 +521,7 @@ int main(void) {
     for (int isa = 0; isa <= max_isa; isa++) {
         CHECK(ts_kernels_set_isa(isa) == 0);
         for (int ti = 0; ti < NTYPES; ti++) {
-            uint32_t t = all_types[ti];
+            ts_type t = all_types[ti];
             CHECK(ts_type_supported(t));
             int be = (int)ts_type_get(t)->block_elems;
             for (int k = 0; k < 4; k++) {

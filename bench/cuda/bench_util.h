@@ -82,7 +82,7 @@ static inline void bench_weights(uint32_t type, uint8_t *w, int64_t rows, int64_
     float *x = (float *)malloc(sizeof(float) * (size_t)n_in);
     for (int64_t r = 0; r < rows && r < distinct; r++) {
         for (int64_t i = 0; i < n_in; i++) x[i] = 0.05f * bench_normal();
-        ts_quantize_row_ref(type, x, w + (uint64_t)r * rb, n_in);
+        ts_quantize_row_ref((ts_type)type, x, w + (uint64_t)r * rb, n_in);
     }
     for (int64_t r = distinct; r < rows; r++) memcpy(w + (uint64_t)r * rb, w + (uint64_t)(r % distinct) * rb, rb);
     free(x);

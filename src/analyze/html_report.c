@@ -89,32 +89,10 @@ ts_status html_open(html_doc *h, const char *path, const char *title) {
     memset(h, 0, sizeof *h);
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "cannot write %s: it is a directory", path);
-    size_t n = strlen(path) + 16;
-    h->path = strdup(path);
-    h->tmp = malloc(n);
-    if (!h->path || !h->tmp) {
-        free(h->path);
-        free(h->tmp);
-        memset(h, 0, sizeof *h);
-        return ts_fail(TS_ERR_NOMEM, "out of memory");
-    }
-    snprintf(h->tmp, n, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(h->tmp);
-    if (fd < 0 || !(h->f = fdopen(fd, "w"))) {
-        ts_status st = ts_fail(TS_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(h->tmp);
-        }
-        free(h->path);
-        free(h->tmp);
-        memset(h, 0, sizeof *h);
-        return st;
-    }
-    /* mkstemp makes the file 0600; a report is meant to be shared */
-    mode_t um = umask(0);
-    umask(um);
-    (void)fchmod(fd, 0666 & ~um);
+    ts_status st = ts_afile_open(&h->af, path);
+    if (st) return st;
+    h->f = h->af.f;
+    h->path = h->af.path;
     /* The policy forbids every external load: the page must stand alone. */
     out(h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
@@ -127,26 +105,20 @@ ts_status html_open(html_doc *h, const char *path, const char *title) {
 }
 
 void html_discard(html_doc *h) {
-    if (!h->f) return;
-    fclose(h->f);
-    unlink(h->tmp);
-    free(h->tmp);
-    free(h->path);
+    ts_afile_abort(&h->af);
     memset(h, 0, sizeof *h);
 }
 
 ts_status html_close(html_doc *h) {
     if (h->in_table) html_table_end(h);
     out(h, "</body>\n</html>\n");
-    ts_status st = TS_OK;
-    if (h->oom) st = ts_fail(TS_ERR_NOMEM, "out of memory writing %s", h->path);
-    else if (fflush(h->f) != 0 || ferror(h->f) || fsync(fileno(h->f)) != 0)
-        st = ts_fail(TS_ERR_IO, "writing %s failed: %s", h->path, errno ? strerror(errno) : "write error");
-    if (fclose(h->f) != 0 && !st) st = ts_fail(TS_ERR_IO, "writing %s failed: %s", h->path, strerror(errno));
-    if (!st && rename(h->tmp, h->path) != 0) st = ts_fail(TS_ERR_IO, "cannot write %s: %s", h->path, strerror(errno));
-    if (st) unlink(h->tmp);
-    free(h->tmp);
-    free(h->path);
+    ts_status st;
+    if (h->oom) {
+        st = ts_fail(TS_ERR_NOMEM, "out of memory writing %s", h->path);
+        ts_afile_abort(&h->af);
+    } else {
+        st = ts_afile_commit(&h->af);
+    }
     memset(h, 0, sizeof *h);
     return st;
 }

@@ -15,8 +15,9 @@
 #include "base/base.h"
 
 typedef struct html_doc {
-    FILE *f;
-    char *path, *tmp;
+    ts_afile af;  /* the temporary file, renamed into place by html_close */
+    FILE *f;      /* af.f */
+    const char *path; /* af.path, for messages */
     int n_charts; /* charts written so far (unique ids in the page) */
     bool in_table;
     bool oom;     /* an allocation failed: the page is incomplete and html_close refuses it */

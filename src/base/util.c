@@ -56,26 +56,10 @@ bad:
     return ts_fail(TS_ERR_ARG, "'%s': expected bytes, e.g. 12G, 1.5GiB, 800M or 1073741824", s ? s : "");
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t L = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (!L || L > n) return 0;
-    for (size_t k = 1; k < L; k++)
-        if ((s[k] & 0xC0) != 0x80) return 0;
-    uint32_t cp = L == 2 ? ((c & 0x1Fu) << 6) | (s[1] & 0x3Fu)
-                  : L == 3 ? ((c & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu)
-                           : ((c & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) | (s[3] & 0x3Fu);
-    if ((L == 2 && cp < 0x80) || (L == 3 && cp < 0x800) || (L == 4 && cp < 0x10000)) return 0; /* overlong */
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return L;
-}
-
 bool ts_utf8_valid(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t L = utf8_seq(p + i, n - i);
+        size_t L = ts_utf8_len(p + i, n - i);
         if (!L) return false;
         i += L;
     }
@@ -91,7 +75,7 @@ char *ts_utf8_sanitize(const char *s, size_t n) {
     if (!o) return NULL;
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t L = utf8_seq(p + i, n - i);
+        size_t L = ts_utf8_len(p + i, n - i);
         if (L && p[i]) {
             memcpy(q, p + i, L);
             q += L;

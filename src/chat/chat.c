@@ -73,40 +73,11 @@ bool chat_template_emits_bos(const chat_template *t) {
 
 /* ---------------------------------------------------------------- UTF-8 */
 
-/* Decodes one well-formed UTF-8 sequence (no overlongs, surrogates or values
- * past U+10FFFF); returns its length or 0. */
+/* One code point of valid UTF-8 at s[0..n): its length, or 0 (and *cp 0). */
 static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-    if (n == 0) return 0;
-    unsigned c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if ((c & 0xe0) == 0xc0) len = 2, v = c & 0x1f, min = 0x80;
-    else if ((c & 0xf0) == 0xe0) len = 3, v = c & 0x0f, min = 0x800;
-    else if ((c & 0xf8) == 0xf0) len = 4, v = c & 0x07, min = 0x10000;
-    else return 0;
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        v = (v << 6) | (s[i] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
-    *cp = v;
-    return len;
-}
-
-static bool utf8_valid(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t l = utf8_decode(p + i, n - i, &cp);
-        if (!l) return false;
-        i += l;
-    }
-    return true;
+    size_t l = n ? ts_utf8_len(s, n) : 0;
+    *cp = l ? ts_utf8_cp(s, l) : 0;
+    return l;
 }
 
 /* Python's str.isspace(), which Jinja's trim filter and str.strip() use. */
@@ -356,7 +327,7 @@ ts_status chat_render(const chat_template *t, const chat_message *msgs, size_t n
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].content) return ts_fail(TS_ERR_ARG, "chat: message %zu has no content", i + 1);
         if ((unsigned)msgs[i].role > CHAT_ROLE_ASSISTANT) return ts_fail(TS_ERR_ARG, "chat: message %zu has a bad role", i + 1);
-        if (!utf8_valid(msgs[i].content, strlen(msgs[i].content)))
+        if (!ts_utf8_valid(msgs[i].content, strlen(msgs[i].content)))
             return ts_fail(TS_ERR_ARG, "chat: message %zu is not valid UTF-8", i + 1);
     }
 
@@ -560,7 +531,7 @@ ts_status chat_messages_parse_json(const char *json, size_t len, chat_messages *
     out->msgs = NULL;
     out->n = 0;
     if (memchr(json, '\0', len)) return ts_fail(TS_ERR_FORMAT, "messages JSON: contains a NUL byte");
-    if (!utf8_valid(json, len)) return ts_fail(TS_ERR_FORMAT, "messages JSON: not valid UTF-8");
+    if (!ts_utf8_valid(json, len)) return ts_fail(TS_ERR_FORMAT, "messages JSON: not valid UTF-8");
     if (has_nul_escape(json, len)) return ts_fail(TS_ERR_FORMAT, "messages JSON: \\u0000 (NUL) in a string is not supported");
 
     const char *end = NULL;

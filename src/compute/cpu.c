@@ -344,7 +344,7 @@ typedef struct {
     int n_tok;
     int64_t n_in;
     int n_slots;
-    uint32_t slot_type[CPU_MAX_MATS];   /* partner type of each distinct slot */
+    ts_type slot_type[CPU_MAX_MATS];    /* partner type of each distinct slot */
     uint64_t slot_row[CPU_MAX_MATS];    /* bytes per partner row */
     const uint8_t *slot_x[CPU_MAX_MATS];
     int w_slot[CPU_MAX_MATS];           /* slot of each weight */
@@ -429,7 +429,7 @@ static void cpu_matmul(ts_stream *be, int n_w, const ts_mat *const *w, float *co
     j.q_chunk = j.n_in;
     int64_t rows = 0;
     for (int i = 0; i < n_w; i++) {
-        uint32_t pt = c->exact_act ? TS_TYPE_F32 : ts_type_dot_partner(w[i]->type);
+        ts_type pt = c->exact_act ? TS_TYPE_F32 : ts_type_dot_partner(w[i]->type);
         int s = 0;
         while (s < j.n_slots && j.slot_type[s] != pt) s++;
         if (s == j.n_slots) {

@@ -5,28 +5,12 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 ts_status json_out_open(json_out *j, const char *path) {
     memset(j, 0, sizeof *j);
-    size_t n = strlen(path) + 16;
-    j->path = strdup(path);
-    j->tmp = malloc(n);
-    if (!j->path || !j->tmp) {
-        free(j->path);
-        free(j->tmp);
-        return ts_fail(TS_ERR_NOMEM, "out of memory");
-    }
-    snprintf(j->tmp, n, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(j->tmp);
-    if (fd < 0 || !(j->f = fdopen(fd, "w"))) {
-        ts_status st = ts_fail(TS_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-        if (fd >= 0) { close(fd); unlink(j->tmp); }
-        free(j->path);
-        free(j->tmp);
-        return st;
-    }
-    return TS_OK;
+    ts_status st = ts_afile_open(&j->af, path);
+    j->f = j->af.f;
+    return st;
 }
 
 void json_out_printf(json_out *j, const char *fmt, ...) {
@@ -62,13 +46,7 @@ void json_out_f64_matrix(json_out *j, const char *key, const double *m, int64_t 
 }
 
 ts_status json_out_close(json_out *j) {
-    ts_status st = TS_OK;
-    if (fflush(j->f) != 0 || ferror(j->f) || fsync(fileno(j->f)) != 0) st = ts_fail(TS_ERR_IO, "%s: %s", j->path, strerror(errno));
-    if (fclose(j->f) != 0 && !st) st = ts_fail(TS_ERR_IO, "%s: %s", j->path, strerror(errno));
-    if (!st && rename(j->tmp, j->path) != 0) st = ts_fail(TS_ERR_IO, "%s: %s", j->path, strerror(errno));
-    if (st) unlink(j->tmp);
-    free(j->tmp);
-    free(j->path);
+    ts_status st = ts_afile_commit(&j->af);
     memset(j, 0, sizeof *j);
     return st;
 }

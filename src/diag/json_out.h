@@ -10,8 +10,8 @@
 #include "base/base.h"
 
 typedef struct json_out {
-    FILE *f;
-    char *path, *tmp;
+    ts_afile af; /* the temporary file, renamed into place at close */
+    FILE *f;     /* af.f, the stream the writers print to */
 } json_out;
 
 ts_status json_out_open(json_out *j, const char *path);

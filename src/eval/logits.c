@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define LOGITS_MAGIC "TSLOGIT1"
 #define LOGITS_HEADER 24
@@ -43,31 +42,11 @@ int32_t ts_argmax(const float *x, int32_t n) {
 ts_status ts_logits_writer_open(ts_logits_writer *w, const char *path, uint32_t n_vocab) {
     memset(w, 0, sizeof *w);
     w->n_vocab = n_vocab;
-    size_t pl = strlen(path);
-    w->path = strdup(path);
-    w->tmp = malloc(pl + 16);
-    if (!w->path || !w->tmp) {
-        ts_logits_writer_abort(w);
-        return ts_fail(TS_ERR_NOMEM, "out of memory");
-    }
-    snprintf(w->tmp, pl + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(w->tmp);
-    if (fd < 0) {
-        ts_status st = ts_fail(TS_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-        free(w->tmp);
-        w->tmp = NULL;
-        ts_logits_writer_abort(w);
-        return st;
-    }
-    w->f = fdopen(fd, "wb");
-    if (!w->f) {
-        close(fd);
-        ts_logits_writer_abort(w);
-        return ts_fail(TS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
+    ts_status st = ts_afile_open(&w->af, path);
+    if (st) return st;
     uint32_t hdr32[2] = {n_vocab, 0};
     uint64_t zero = 0;
-    if (fwrite(LOGITS_MAGIC, 1, 8, w->f) != 8 || fwrite(hdr32, 4, 2, w->f) != 2 || fwrite(&zero, 8, 1, w->f) != 1) {
+    if (fwrite(LOGITS_MAGIC, 1, 8, w->af.f) != 8 || fwrite(hdr32, 4, 2, w->af.f) != 2 || fwrite(&zero, 8, 1, w->af.f) != 1) {
         ts_logits_writer_abort(w);
         return ts_fail(TS_ERR_IO, "%s: write failed", path);
     }
@@ -75,31 +54,26 @@ ts_status ts_logits_writer_open(ts_logits_writer *w, const char *path, uint32_t 
 }
 
 ts_status ts_logits_writer_add(ts_logits_writer *w, int32_t target, const float *logits) {
-    if (fwrite(&target, 4, 1, w->f) != 1 || fwrite(logits, 4, w->n_vocab, w->f) != w->n_vocab)
-        return ts_fail(TS_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+    if (fwrite(&target, 4, 1, w->af.f) != 1 || fwrite(logits, 4, w->n_vocab, w->af.f) != w->n_vocab)
+        return ts_fail(TS_ERR_IO, "%s: write failed: %s", w->af.path, strerror(errno));
     w->n++;
     return TS_OK;
 }
 
 ts_status ts_logits_writer_close(ts_logits_writer *w) {
-    ts_status st = TS_OK;
-    if (fseek(w->f, 16, SEEK_SET) != 0 || fwrite(&w->n, 8, 1, w->f) != 1 || fflush(w->f) != 0 || fsync(fileno(w->f)) != 0)
-        st = ts_fail(TS_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
-    if (fclose(w->f) != 0 && !st) st = ts_fail(TS_ERR_IO, "%s: close failed: %s", w->path, strerror(errno));
-    w->f = NULL;
-    if (!st && rename(w->tmp, w->path) != 0) st = ts_fail(TS_ERR_IO, "%s: rename failed: %s", w->path, strerror(errno));
-    if (st) unlink(w->tmp);
-    free(w->tmp);
-    free(w->path);
-    w->tmp = w->path = NULL;
+    /* the position count goes in the header only now that it is known */
+    if (fseek(w->af.f, 16, SEEK_SET) != 0 || fwrite(&w->n, 8, 1, w->af.f) != 1) {
+        ts_status st = ts_fail(TS_ERR_IO, "%s: write failed: %s", w->af.path, strerror(errno));
+        ts_logits_writer_abort(w);
+        return st;
+    }
+    ts_status st = ts_afile_commit(&w->af);
+    memset(w, 0, sizeof *w);
     return st;
 }
 
 void ts_logits_writer_abort(ts_logits_writer *w) {
-    if (w->f) fclose(w->f);
-    if (w->tmp) unlink(w->tmp);
-    free(w->tmp);
-    free(w->path);
+    ts_afile_abort(&w->af);
     memset(w, 0, sizeof *w);
 }
 

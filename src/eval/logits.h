@@ -26,9 +26,7 @@ double ts_kl_rows(const float *p_logits, const float *q_logits, int32_t n);
 int32_t ts_argmax(const float *logits, int32_t n);
 
 typedef struct ts_logits_writer {
-    FILE *f;           /* the temporary file */
-    char *path;        /* final path */
-    char *tmp;         /* temporary path, renamed on close */
+    ts_afile af;       /* the temporary file, renamed into place on close */
     uint32_t n_vocab;
     uint64_t n;        /* positions written */
 } ts_logits_writer;

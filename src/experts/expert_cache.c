@@ -102,20 +102,12 @@ ts_status expert_cache_parse_policy(const char *s, cache_policy *out) {
     return ts_fail(TS_ERR_ARG, "expert policy '%s': expected lfu or lru", s ? s : "");
 }
 
-ts_status expert_cache_parse_bytes(const char *s, uint64_t *out) {
-    ts_status st = ts_parse_bytes(s, out);
-    if (st != TS_OK) ts_error_prefix("expert budget");
-    return st;
-}
-
 void expert_cache_opts_default(expert_cache_opts *o) {
     memset(o, 0, sizeof *o);
     o->residency = EXPERT_RESIDENCY_AUTO;
     o->policy = CACHE_POLICY_LFU;
     expert_io_config_default(&o->io);
 }
-
-static void fmt_bytes(char *b, size_t n, uint64_t v) { ts_fmt_bytes(v, 1, b, n); }
 
 /* ------------------------------------------------------------ available memory */
 
@@ -329,7 +321,7 @@ static ts_status resolve_budget(const expert_cache_opts *o, uint64_t *budget, bo
     if (o->budget_bytes) {
         *budget = o->budget_bytes;
         *explicit_budget = true;
-        fmt_bytes(b1, sizeof b1, o->budget_bytes);
+        ts_fmt_bytes(o->budget_bytes, 1, b1, sizeof b1);
         snprintf(why, n, "the %s expert budget", b1);
         return TS_OK;
     }
@@ -344,10 +336,10 @@ static ts_status resolve_budget(const expert_cache_opts *o, uint64_t *budget, bo
     uint64_t take = o->reserve_bytes + head;
     *budget = avail > take ? avail - take : 0;
     char b2[32], b3[32], b4[32];
-    fmt_bytes(b1, sizeof b1, *budget);
-    fmt_bytes(b2, sizeof b2, avail);
-    fmt_bytes(b3, sizeof b3, o->reserve_bytes);
-    fmt_bytes(b4, sizeof b4, head);
+    ts_fmt_bytes(*budget, 1, b1, sizeof b1);
+    ts_fmt_bytes(avail, 1, b2, sizeof b2);
+    ts_fmt_bytes(o->reserve_bytes, 1, b3, sizeof b3);
+    ts_fmt_bytes(head, 1, b4, sizeof b4);
     snprintf(why, n, "the %s budget left of %s available (%s) after %s reserved and %s headroom", b1, b2, src, b3, b4);
     return TS_OK;
 }
@@ -366,8 +358,8 @@ static ts_status refuse_budget(const expert_cache *c, uint64_t budget, const cha
     const expert_map *m = c->map;
     uint64_t need = c->stride_max * (uint64_t)m->n_moe * (uint64_t)m->n_expert_used;
     char bn[32], bs[32];
-    fmt_bytes(bn, sizeof bn, need);
-    fmt_bytes(bs, sizeof bs, c->stride_max);
+    ts_fmt_bytes(need, 1, bn, sizeof bn);
+    ts_fmt_bytes(c->stride_max, 1, bs, sizeof bs);
     return ts_fail(TS_ERR_LIMIT,
                    "expert cache: %s (%" PRIu64 " bytes) cannot hold top-k = %d experts in each of %d MoE layers: "
                    "that needs %d x %d slots of up to %" PRIu64 " bytes (%s) = %" PRIu64 " bytes (%s)",
@@ -392,7 +384,7 @@ static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
         else if (bytes && posix_memalign(&p, EC_A, bytes) != 0) p = NULL;
         if (bytes && !p) {
             char b[32];
-            fmt_bytes(b, sizeof b, bytes);
+            ts_fmt_bytes(bytes, 1, b, sizeof b);
             return ts_fail(TS_ERR_NOMEM, "expert cache: out of memory for %d slots of blk.%d (%s)", c->n_slots, L->block, b);
         }
         /* Touch the slots now: their memory is taken at open, not on the
@@ -478,7 +470,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
     char why[384] = "", bt[32];
     uint64_t budget = 0;
     bool explicit_budget = false, have_budget = false;
-    fmt_bytes(bt, sizeof bt, map->total_bytes);
+    ts_fmt_bytes(map->total_bytes, 1, bt, sizeof bt);
 
     if (mode == EXPERT_RESIDENCY_AUTO) {
         if (opts->n_slots > 0 && have_fd) {
@@ -504,7 +496,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
             } else {
                 mode = EXPERT_RESIDENCY_MAPPED;
                 char bn[32];
-                fmt_bytes(bn, sizeof bn, need_min);
+                ts_fmt_bytes(need_min, 1, bn, sizeof bn);
                 if (!have_fd)
                     snprintf(c->choice, sizeof c->choice,
                              "expert residency: mapped (auto: %s of experts exceed %s, and the file has no descriptor to stream from)",
@@ -533,8 +525,8 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
                 uint64_t need = slots_total(c, (uint64_t)(n < map->n_expert ? n : map->n_expert));
                 if (need > opts->budget_bytes) {
                     char b1[32], b2[32];
-                    fmt_bytes(b1, sizeof b1, need);
-                    fmt_bytes(b2, sizeof b2, opts->budget_bytes);
+                    ts_fmt_bytes(need, 1, b1, sizeof b1);
+                    ts_fmt_bytes(opts->budget_bytes, 1, b2, sizeof b2);
                     st = ts_fail(TS_ERR_LIMIT,
                                  "expert cache: %d slots per layer need %" PRIu64 " bytes (%s), over the expert budget %" PRIu64
                                  " bytes (%s)",
@@ -563,7 +555,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
     } else if (mode == EXPERT_RESIDENCY_RESIDENT) {
         if (opts->budget_bytes && map->total_bytes > opts->budget_bytes) {
             char b2[32];
-            fmt_bytes(b2, sizeof b2, opts->budget_bytes);
+            ts_fmt_bytes(opts->budget_bytes, 1, b2, sizeof b2);
             st = ts_fail(TS_ERR_LIMIT,
                          "expert cache: resident experts take %" PRIu64 " bytes (%s), over the expert budget %" PRIu64 " bytes (%s)",
                          map->total_bytes, bt, opts->budget_bytes, b2);
@@ -872,17 +864,17 @@ int expert_cache_format_start(const expert_cache *c, char *buf, size_t n) {
     const expert_map *m = c->map;
     switch (c->mode) {
     case EXPERT_RESIDENCY_STREAMED:
-        fmt_bytes(b1, sizeof b1, c->slot_bytes);
-        fmt_bytes(b2, sizeof b2, m->total_bytes);
+        ts_fmt_bytes(c->slot_bytes, 1, b1, sizeof b1);
+        ts_fmt_bytes(m->total_bytes, 1, b2, sizeof b2);
         return snprintf(buf, n, "expert cache: streamed, %d slots/layer (%s), %s of slots for %d layers (experts: %s in the file), %d I/O threads, nocache %s",
                         c->n_slots, cache_policy_name(c->policy), b1, m->n_moe, b2, expert_io_workers(c->io),
                         expert_nocache_mode_name(c->nocache));
     case EXPERT_RESIDENCY_RESIDENT:
-        fmt_bytes(b1, sizeof b1, m->total_bytes);
+        ts_fmt_bytes(m->total_bytes, 1, b1, sizeof b1);
         return snprintf(buf, n, "expert cache: resident, %s of experts for %d layers mapped and prefaulted%s%s", b1, m->n_moe,
                         c->mlock_note[0] ? ", " : "", c->mlock_note);
     default:
-        fmt_bytes(b1, sizeof b1, m->total_bytes);
+        ts_fmt_bytes(m->total_bytes, 1, b1, sizeof b1);
         return snprintf(buf, n, "expert cache: mapped, %s of experts for %d layers served from the page cache", b1, m->n_moe);
     }
 }

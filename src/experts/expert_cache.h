@@ -100,9 +100,7 @@ const char *expert_residency_name(expert_residency r); /* "auto" / "resident" / 
 ts_status expert_cache_parse_residency(const char *s, expert_residency *out); /* --expert-residency */
 ts_status expert_cache_parse_slots(const char *s, int32_t *out);             /* --expert-cache-slots N|auto; auto -> 0 */
 ts_status expert_cache_parse_policy(const char *s, cache_policy *out);       /* --expert-policy lfu|lru */
-/* --expert-budget: bytes, with an optional K/M/G/T suffix (powers of 1024;
- * "KiB", "MB", "G", "g" all accepted) and an optional fraction ("1.5G"). */
-ts_status expert_cache_parse_bytes(const char *s, uint64_t *out);
+/* --expert-budget is parsed by ts_parse_bytes (include/turbospark.h). */
 
 typedef struct expert_cache_opts {
     expert_residency residency; /* AUTO by default */

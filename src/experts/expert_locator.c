@@ -102,7 +102,7 @@ static ts_status abs_range(const loc_ctx *c, const gguf_tensor *t, uint64_t rel,
     return TS_OK;
 }
 
-static ts_status check_type_same(const loc_ctx *c, const gguf_tensor *t, uint32_t want, const char *first) {
+static ts_status check_type_same(const loc_ctx *c, const gguf_tensor *t, ts_type want, const char *first) {
     if (t->type == want) return TS_OK;
     return ts_fail(TS_ERR_UNSUPPORTED, "%s: tensor %.*s is %s but %s is %s (one type per projection and layer)",
                    fname(c->f), (int)t->name.len, t->name.ptr, ts_type_name(t->type), first, ts_type_name(want));

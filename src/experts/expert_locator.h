@@ -51,13 +51,13 @@ const char *expert_layout_name(expert_layout l);
 typedef struct expert_slice {
     uint64_t offset; /* absolute file offset of the first byte */
     uint64_t nbytes; /* length in bytes: row_bytes(type, ne0) * ne1 */
-    uint32_t type;   /* ts_type of the rows */
+    ts_type type;    /* of the rows */
 } expert_slice;
 
 typedef struct expert_layer_info {
     int32_t block;            /* blk.N index of this MoE layer */
     expert_layout layout;
-    uint32_t type[EXPERT_PROJ_COUNT];     /* per projection; the same for all experts of a stacked layer */
+    ts_type type[EXPERT_PROJ_COUNT];      /* per projection; the same for all experts of a stacked layer */
     uint64_t proj_bytes[EXPERT_PROJ_COUNT]; /* largest slice of each projection over the layer's experts */
     uint64_t expert_bytes;    /* largest gate+up+down sum over the layer's experts (the slot size it needs) */
     uint64_t layer_bytes;     /* all experts of the layer, summed */

@@ -80,7 +80,7 @@ static void value_free(gguf_value *v) {
 
 static ts_status rd_array(gguf_cursor *c, gguf_array *a, int depth, const char *key);
 
-static ts_status rd_scalar(gguf_cursor *c, uint32_t type, gguf_value *v, const char *key) {
+static ts_status rd_scalar(gguf_cursor *c, gguf_vtype type, gguf_value *v, const char *key) {
     uint8_t b[8] = {0};
     v->type = type;
     if (type == GGUF_VT_STRING) return rd_str(c, &v->v.str, "string value");
@@ -112,12 +112,14 @@ static ts_status rd_array(gguf_cursor *c, gguf_array *a, int depth, const char *
     if (depth > GGUF_MAX_NESTING)
         return ts_fail(TS_ERR_FORMAT, "%s: key '%s': arrays nested deeper than %d", c->name, key, GGUF_MAX_NESTING);
     uint64_t at = c->pos;
-    ts_status st = rd_u32(c, &a->type, "array type");
+    uint32_t raw; /* the on-disk element type: a gguf_vtype once checked */
+    ts_status st = rd_u32(c, &raw, "array type");
     if (st) return st;
     if ((st = rd_u64(c, &a->n, "array length"))) return st;
-    if (a->type >= GGUF_VT_COUNT)
+    if (raw >= GGUF_VT_COUNT)
         return ts_fail(TS_ERR_FORMAT, "%s: key '%s': array at offset %llu has unknown element type %u", c->name, key,
-                       (unsigned long long)at, a->type);
+                       (unsigned long long)at, raw);
+    a->type = (gguf_vtype)raw;
     /* Minimum encoded size per element bounds n before any allocation. */
     uint64_t min_elem = a->type == GGUF_VT_STRING ? 8 : a->type == GGUF_VT_ARRAY ? 12 : gguf_vtype_size(a->type);
     uint64_t need;
@@ -213,9 +215,10 @@ static ts_status parse(gguf_file *f) {
         if ((st = rd_str(&c, &kv->key, "metadata key"))) goto out;
         fmt_name(name, sizeof name, kv->key);
         if (!strset_add(&seen, &kv->key)) { st = ts_fail(TS_ERR_FORMAT, "%s: duplicate metadata key '%s'", f->path, name); goto out; }
-        uint32_t type;
-        if ((st = rd_u32(&c, &type, "metadata value type"))) goto out;
-        if (type >= GGUF_VT_COUNT) { st = ts_fail(TS_ERR_FORMAT, "%s: key '%s' has unknown value type %u", f->path, name, type); goto out; }
+        uint32_t raw; /* the on-disk value type: a gguf_vtype once checked */
+        if ((st = rd_u32(&c, &raw, "metadata value type"))) goto out;
+        if (raw >= GGUF_VT_COUNT) { st = ts_fail(TS_ERR_FORMAT, "%s: key '%s' has unknown value type %u", f->path, name, raw); goto out; }
+        gguf_vtype type = (gguf_vtype)raw;
         kv->val.type = type;
         if (type == GGUF_VT_ARRAY) st = rd_array(&c, &kv->val.v.arr, 1, name);
         else st = rd_scalar(&c, type, &kv->val, name);
@@ -245,10 +248,12 @@ static ts_status parse(gguf_file *f) {
             if ((st = rd_u64(&c, &t->ne[d], "tensor dim"))) goto out;
             if (t->ne[d] > (uint64_t)INT64_MAX) { st = ts_fail(TS_ERR_FORMAT, "%s: tensor '%s' dim %u is %llu, out of range", f->path, name, d, (unsigned long long)t->ne[d]); goto out; }
         }
-        if ((st = rd_u32(&c, &t->type, "tensor type"))) goto out;
+        uint32_t raw; /* the on-disk type id: a ts_type once ts_type_get knows it */
+        if ((st = rd_u32(&c, &raw, "tensor type"))) goto out;
         if ((st = rd_u64(&c, &t->offset, "tensor offset"))) goto out;
-        const ts_type_traits *tr = ts_type_get(t->type);
-        if (!tr) { st = ts_fail(TS_ERR_FORMAT, "%s: tensor '%s' has unknown type id %u", f->path, name, t->type); goto out; }
+        const ts_type_traits *tr = ts_type_get(raw);
+        if (!tr) { st = ts_fail(TS_ERR_FORMAT, "%s: tensor '%s' has unknown type id %u", f->path, name, raw); goto out; }
+        t->type = (ts_type)raw;
         uint64_t nel = 1;
         for (int d = 0; d < GGUF_MAX_DIMS; d++)
             if (!ts_mul_u64(nel, t->ne[d], &nel) || nel > (uint64_t)INT64_MAX) { st = ts_fail(TS_ERR_FORMAT, "%s: tensor '%s': element count overflows", f->path, name); goto out; }
@@ -361,10 +366,10 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
     return NULL;
 }
 
-static bool is_unsigned(uint32_t t) { return t == GGUF_VT_UINT8 || t == GGUF_VT_UINT16 || t == GGUF_VT_UINT32 || t == GGUF_VT_UINT64; }
-static bool is_signed(uint32_t t) { return t == GGUF_VT_INT8 || t == GGUF_VT_INT16 || t == GGUF_VT_INT32 || t == GGUF_VT_INT64; }
+static bool is_unsigned(gguf_vtype t) { return t == GGUF_VT_UINT8 || t == GGUF_VT_UINT16 || t == GGUF_VT_UINT32 || t == GGUF_VT_UINT64; }
+static bool is_signed(gguf_vtype t) { return t == GGUF_VT_INT8 || t == GGUF_VT_INT16 || t == GGUF_VT_INT32 || t == GGUF_VT_INT64; }
 
-static gguf_get_result wrong_type(const gguf_file *f, const char *key, uint32_t have, const char *want) {
+static gguf_get_result wrong_type(const gguf_file *f, const char *key, gguf_vtype have, const char *want) {
     ts_fail(TS_ERR_FORMAT, "%s: key '%s' has type %s, expected %s", f->path, key, gguf_vtype_name(have), want);
     return GGUF_GET_WRONG_TYPE;
 }
@@ -443,7 +448,7 @@ gguf_get_result gguf_get_str(const gguf_file *f, const char *key, gguf_str *out)
     return GGUF_GET_OK;
 }
 
-gguf_get_result gguf_get_arr(const gguf_file *f, const char *key, uint32_t elem_type, const gguf_array **out) {
+gguf_get_result gguf_get_arr(const gguf_file *f, const char *key, gguf_vtype elem_type, const gguf_array **out) {
     const gguf_kv *kv = gguf_get_kv(f, key);
     if (!kv) return GGUF_GET_MISSING;
     if (kv->val.type != GGUF_VT_ARRAY) return wrong_type(f, key, kv->val.type, "array");

@@ -36,6 +36,8 @@ typedef enum gguf_vtype {
     GGUF_VT_COUNT
 } gguf_vtype;
 
+/* Both take a raw u32 on purpose: they accept any id, unknown ones included
+ * ("unknown", 0), so messages can name a type read from a bad file. */
 const char *gguf_vtype_name(uint32_t t);
 /* Size of one element of a fixed-size type; 0 for STRING/ARRAY/unknown. */
 size_t gguf_vtype_size(uint32_t t);
@@ -47,7 +49,7 @@ typedef struct gguf_str {
 
 typedef struct gguf_value gguf_value;
 typedef struct gguf_array {
-    uint32_t type;      /* gguf_vtype of the elements */
+    gguf_vtype type;    /* of the elements */
     uint64_t n;         /* element count */
     const uint8_t *raw; /* fixed-size types: (n * gguf_vtype_size(type)) LE bytes in the map */
     gguf_str *strs;     /* type STRING: (n) strings, owned */
@@ -55,7 +57,7 @@ typedef struct gguf_array {
 } gguf_array;
 
 struct gguf_value {
-    uint32_t type; /* gguf_vtype */
+    gguf_vtype type;
     union {
         uint64_t u64; /* UINT8..UINT64 widened */
         int64_t i64;  /* INT8..INT64 widened */
@@ -75,7 +77,7 @@ typedef struct gguf_tensor {
     gguf_str name;
     uint32_t n_dims;              /* 1..GGUF_MAX_DIMS */
     uint64_t ne[GGUF_MAX_DIMS];   /* elements per dim, ne[0] fastest; unused dims = 1 */
-    uint32_t type;                /* ts_type (ggml type id) */
+    ts_type type;                 /* a known id (checked with ts_type_get on reading) */
     uint64_t offset;              /* relative to the data section */
     uint64_t nbytes;              /* checked size of the data */
     const uint8_t *data;          /* (nbytes) bytes in the map */
@@ -124,7 +126,7 @@ gguf_get_result gguf_get_f32(const gguf_file *f, const char *key, float *out); /
 gguf_get_result gguf_get_bool(const gguf_file *f, const char *key, bool *out);
 gguf_get_result gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
 /* Array of the given element type (GGUF_VT_COUNT = any). */
-gguf_get_result gguf_get_arr(const gguf_file *f, const char *key, uint32_t elem_type, const gguf_array **out);
+gguf_get_result gguf_get_arr(const gguf_file *f, const char *key, gguf_vtype elem_type, const gguf_array **out);
 
 /* Element accessors for fixed-size arrays (memcpy; safe on unaligned data). */
 float gguf_arr_f32(const gguf_array *a, uint64_t i);
@@ -157,13 +159,13 @@ void gguf_w_f64(gguf_writer *w, const char *key, double v);
 void gguf_w_bool(gguf_writer *w, const char *key, bool v);
 void gguf_w_str(gguf_writer *w, const char *key, const char *v);
 /* Fixed-size element array: data holds n elements of gguf_vtype_size(type). */
-void gguf_w_arr(gguf_writer *w, const char *key, uint32_t type, const void *data, uint64_t n);
+void gguf_w_arr(gguf_writer *w, const char *key, gguf_vtype type, const void *data, uint64_t n);
 void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, uint64_t n);
 /* Low-level escape hatch for nested arrays and hand-made broken files: appends
  * raw bytes to the metadata stream and counts one more kv. */
 void gguf_w_raw_kv(gguf_writer *w, const void *bytes, size_t n);
 /* Tensor: data of exactly ts_type_row_bytes*rows bytes is copied. */
-void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne, const void *data, uint64_t nbytes);
+void gguf_w_tensor(gguf_writer *w, const char *name, ts_type type, uint32_t n_dims, const uint64_t *ne, const void *data, uint64_t nbytes);
 /* Serialises to a heap buffer / writes atomically. */
 ts_status gguf_writer_to_buffer(gguf_writer *w, uint8_t **out, uint64_t *size);
 ts_status gguf_writer_write(gguf_writer *w, const char *path);

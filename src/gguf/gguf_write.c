@@ -16,7 +16,8 @@ typedef struct wbuf {
 
 typedef struct wtensor {
     char *name;
-    uint32_t type, n_dims;
+    ts_type type;
+    uint32_t n_dims;
     uint64_t ne[GGUF_MAX_DIMS];
     uint8_t *data; /* (nbytes) */
     uint64_t nbytes;
@@ -73,7 +74,7 @@ void gguf_writer_free(gguf_writer *w) {
     free(w);
 }
 
-static void kv_head(gguf_writer *w, const char *key, uint32_t type) {
+static void kv_head(gguf_writer *w, const char *key, gguf_vtype type) {
     wb_str(w, &w->kv, key);
     wb_u32(w, &w->kv, type);
     w->n_kv++;
@@ -106,7 +107,7 @@ void gguf_w_str(gguf_writer *w, const char *key, const char *v) {
     wb_str(w, &w->kv, v);
 }
 
-void gguf_w_arr(gguf_writer *w, const char *key, uint32_t type, const void *data, uint64_t n) {
+void gguf_w_arr(gguf_writer *w, const char *key, gguf_vtype type, const void *data, uint64_t n) {
     kv_head(w, key, GGUF_VT_ARRAY);
     wb_u32(w, &w->kv, type);
     wb_u64(w, &w->kv, n);
@@ -125,7 +126,7 @@ void gguf_w_raw_kv(gguf_writer *w, const void *bytes, size_t n) {
     w->n_kv++;
 }
 
-void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne, const void *data, uint64_t nbytes) {
+void gguf_w_tensor(gguf_writer *w, const char *name, ts_type type, uint32_t n_dims, const uint64_t *ne, const void *data, uint64_t nbytes) {
     if (w->oom) return;
     if (w->n_tensors == w->cap_tensors) {
         uint64_t cap = w->cap_tensors ? w->cap_tensors * 2 : 16;
@@ -191,31 +192,15 @@ ts_status gguf_writer_write(gguf_writer *w, const char *path) {
     uint64_t n;
     ts_status st = gguf_writer_to_buffer(w, &buf, &n);
     if (st) return st;
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) { free(buf); return ts_fail(TS_ERR_NOMEM, "out of memory"); }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = ts_fail(TS_ERR_IO, "%s: cannot create temporary file: %s", path, strerror(errno));
-        goto done;
-    }
-    uint64_t done_n = 0;
-    while (done_n < n) {
-        ssize_t r = write(fd, buf + done_n, (size_t)(n - done_n));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            st = ts_fail(TS_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-            break;
+    ts_afile af;
+    if (!(st = ts_afile_open(&af, path))) {
+        if (n && fwrite(buf, 1, (size_t)n, af.f) != n) {
+            st = ts_fail(TS_ERR_IO, "writing %s failed: %s", path, strerror(errno));
+            ts_afile_abort(&af);
+        } else {
+            st = ts_afile_commit(&af);
         }
-        done_n += (uint64_t)r;
     }
-    if (!st && fsync(fd) != 0) st = ts_fail(TS_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
-    if (close(fd) != 0 && !st) st = ts_fail(TS_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-    if (!st && rename(tmp, path) != 0) st = ts_fail(TS_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
-    if (st) unlink(tmp);
-done:
-    free(tmp);
     free(buf);
     return st;
 }

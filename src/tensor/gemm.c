@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-int ts_q_gemm_nsub(uint32_t t) {
+int ts_q_gemm_nsub(ts_type t) {
     switch (t) {
     case TS_TYPE_Q4_K: case TS_TYPE_Q5_K: return 8;
     case TS_TYPE_Q2_K: case TS_TYPE_Q3_K: case TS_TYPE_Q6_K: return 16;
@@ -17,7 +17,7 @@ int ts_q_gemm_nsub(uint32_t t) {
 }
 
 /* q_u = q + off: the unsigned operand of maddubs / vpdpbusd */
-static int gp_offset(uint32_t t) { return t == TS_TYPE_Q6_K ? 32 : t == TS_TYPE_Q3_K ? 4 : 0; }
+static int gp_offset(ts_type t) { return t == TS_TYPE_Q6_K ? 32 : t == TS_TYPE_Q3_K ? 4 : 0; }
 
 /* Direct decoders for the two types of Q4_K_M files (the generic path goes
  * through the references' ts_q_kblock): q_u[256] in element order, the
@@ -58,7 +58,7 @@ static void gp_q6_K(const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, fl
 }
 
 /* any K-quant through the references' decode */
-static void gp_generic(uint32_t t, const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, float *dm) {
+static void gp_generic(ts_type t, const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, float *dm) {
     const int nsub = ts_q_gemm_nsub(t), off = gp_offset(t), per = 256 / nsub; /* elements per sub-block */
     ts_q_kblock k;
     ts_q_unpack_k(t, b, &k);
@@ -69,7 +69,7 @@ static void gp_generic(uint32_t t, const uint8_t *b, uint8_t *q, int *sc, int *c
     *dm = off ? k.d : k.dmin;
 }
 
-void ts_q_gemm_pack(uint32_t t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
+void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
                     uint8_t *panel) {
     const int nsub = ts_q_gemm_nsub(t);
     const uint32_t bb = ts_type_get(t)->block_bytes;

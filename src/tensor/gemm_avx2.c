@@ -129,7 +129,7 @@ static __m256i rmask8(int64_t nr, int base) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-static void agemm(uint32_t t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
+static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
                   int64_t ncols, float *out, int64_t os, void *scratch) {
     const int nsub = ts_q_gemm_nsub(t);
     const ak_fn *kf = t == TS_TYPE_Q2_K ? ak_q2 : t == TS_TYPE_Q3_K ? ak_q3 : t == TS_TYPE_Q4_K ? ak_q4 : t == TS_TYPE_Q5_K ? ak_q5 : ak_q6;

@@ -117,7 +117,7 @@ static __mmask16 rmask(int64_t nr) { return nr >= 16 ? (__mmask16)0xffff : nr <=
 
 /* Rows in blocks of two units (64 rows); per block, K in segments of
  * TS_GP_KSEG super-blocks: pack both units, then every token passes over them. */
-static void vgemm(uint32_t t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
+static void vgemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
                   int64_t ncols, float *out, int64_t os, void *scratch) {
     const int nsub = ts_q_gemm_nsub(t);
     const vk_fn *kf = nsub == 8 ? vk8 : vk16;

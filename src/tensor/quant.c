@@ -129,24 +129,24 @@ int ts_kernels_set_isa(int isa) {
 
 /* Unsupported types are refused at model load (ts_type_supported); here they
  * produce zeros rather than touching memory whose layout is unknown. */
-void ts_dequant_row(uint32_t type, const void *src, float *dst, int64_t n) {
+void ts_dequant_row(ts_type type, const void *src, float *dst, int64_t n) {
     const ts_q_kernels *k = q_get();
     if (type < TS_TYPE_COUNT && k->dequant[type]) k->dequant[type](src, dst, n);
     else memset(dst, 0, (size_t)n * sizeof(float));
 }
 
-void ts_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
+void ts_quantize_row(ts_type type, const float *src, void *dst, int64_t n) {
     const ts_q_kernels *k = q_get();
     if (type < TS_TYPE_COUNT && k->quantize[type]) k->quantize[type](src, dst, n);
 }
 
-float ts_vec_dot(uint32_t wtype, int64_t n, const void *w, const void *x) {
+float ts_vec_dot(ts_type wtype, int64_t n, const void *w, const void *x) {
     const ts_q_kernels *k = q_get();
     if (wtype >= TS_TYPE_COUNT || !k->dot[wtype]) return 0;
     return k->dot[wtype](n, w, x);
 }
 
-void ts_vec_dot_rows(uint32_t wtype, int64_t n, const void *w, uint64_t row_stride, int64_t nrows, const void *x,
+void ts_vec_dot_rows(ts_type wtype, int64_t n, const void *w, uint64_t row_stride, int64_t nrows, const void *x,
                      float *out) {
     const ts_q_kernels *k = q_get();
     if (wtype < TS_TYPE_COUNT && k->rows[wtype] && nrows > 0) {
@@ -158,7 +158,7 @@ void ts_vec_dot_rows(uint32_t wtype, int64_t n, const void *w, uint64_t row_stri
     for (int64_t r = 0; r < nrows; r++) out[r] = f ? f(n, p + r * row_stride, x) : 0.0f;
 }
 
-void ts_gemm_tile(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
+void ts_gemm_tile(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
                   uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride) {
     const ts_q_kernels *k = q_get();
     ts_q_dot_fn f = wtype < TS_TYPE_COUNT ? k->dot[wtype] : NULL;
@@ -186,7 +186,7 @@ void ts_gemm_tile(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, i
     }
 }
 
-void ts_gemm(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
+void ts_gemm(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
              uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride, void *scratch) {
     const ts_q_kernels *k = q_get();
     if (nrows <= 0 || ncols <= 0) return;

@@ -53,36 +53,36 @@ float ts_e8m0_half_to_f32(uint8_t e);
 
 /* True for the weight types the kernels can dequantize and dot: F32, F16,
  * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, MXFP4. */
-int ts_type_supported(uint32_t type);
+int ts_type_supported(ts_type type);
 /* Partner activation format for dot products with this weight type
  * (TS_TYPE_COUNT when unsupported). */
-uint32_t ts_type_dot_partner(uint32_t wtype);
+ts_type ts_type_dot_partner(ts_type wtype);
 
 /* ---- scalar references ---- */
 /* n must be a multiple of the type's block size; types as ts_type_supported
  * plus Q8_K. */
-void ts_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n);
+void ts_dequant_row_ref(ts_type type, const void *src, float *dst, int64_t n);
 /* Round-to-nearest quantization of a row into any supported type (activation
  * formats Q8_0/Q8_K/F32/F16/BF16 and, for tests and tools, the weight types;
  * the weight quantizers are simple, not ggml's error-minimizing search). */
-void ts_quantize_row_ref(uint32_t type, const float *src, void *dst, int64_t n);
+void ts_quantize_row_ref(ts_type type, const float *src, void *dst, int64_t n);
 /* dot(w, x) with w of wtype and x in ts_type_dot_partner(wtype); accumulates
  * across blocks in double. */
-float ts_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *x);
+float ts_vec_dot_ref(ts_type wtype, int64_t n, const void *w, const void *x);
 
 /* ---- dispatched fast paths (same contracts) ---- */
-void ts_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
-void ts_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
-float ts_vec_dot(uint32_t wtype, int64_t n, const void *w, const void *x);
+void ts_dequant_row(ts_type type, const void *src, float *dst, int64_t n);
+void ts_quantize_row(ts_type type, const float *src, void *dst, int64_t n);
+float ts_vec_dot(ts_type wtype, int64_t n, const void *w, const void *x);
 /* Several weight rows against one activation row: out[r] = dot(w + r*row_stride, x).
  * row_stride in bytes. */
-void ts_vec_dot_rows(uint32_t wtype, int64_t n, const void *w, uint64_t row_stride, int64_t nrows, const void *x, float *out);
+void ts_vec_dot_rows(ts_type wtype, int64_t n, const void *w, uint64_t row_stride, int64_t nrows, const void *x, float *out);
 /* Matrix-matrix tile for prefill: nrows weight rows (w + r*w_stride bytes)
  * times ncols activation rows in the partner format (x + c*x_stride bytes):
  *   out[c*out_stride + r] = dot(w row r, x row c)      (out_stride in floats)
  * i.e. each activation row gets its own output row, as a (tokens, features)
  * matrix. Weight blocks are loaded once per group of activation columns. */
-void ts_gemm_tile(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows,
+void ts_gemm_tile(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows,
                   const void *x, uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride);
 
 /* Prefill GEMM: the same result contract as ts_gemm_tile, for any nrows and
@@ -94,7 +94,7 @@ void ts_gemm_tile(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, i
  * scratch: ts_gemm_scratch_bytes() bytes, 64-byte aligned, one per thread.
  * Types without a panel kernel at the current ISA go through ts_gemm_tile. */
 size_t ts_gemm_scratch_bytes(void);
-void ts_gemm(uint32_t wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
+void ts_gemm(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
              uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride, void *scratch);
 
 /* ISA levels, ordered. */
@@ -151,7 +151,7 @@ typedef struct {
     float d, dmin;
 } ts_q_kblock;
 /* 0, or -1 when t is not a K-quant. */
-int ts_q_unpack_k(uint32_t t, const void *blk, ts_q_kblock *k);
+int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
 
 /* ---- GEMM panels (gemm.c packs, gemm_avx2.c / gemm_avx512.c compute) ----
  * A panel unit is 32 weight rows (two lane groups of 16) over ns super-blocks.
@@ -173,10 +173,10 @@ int ts_q_unpack_k(uint32_t t, const void *blk, ts_q_kblock *k);
 #define TS_GP_SB_BYTES(nsub) (TS_GP_Q + (nsub) * 128 + 8 * 128 + 2 * 128)
 /* sub-blocks per super-block the panel uses for type t (8: scales per 32
  * elements; 16: per 16), 0 when t has no panel form */
-int ts_q_gemm_nsub(uint32_t t);
+int ts_q_gemm_nsub(ts_type t);
 /* Packs rows [0, nrows) (nrows <= 32) of w (row stride ws bytes), super-blocks
  * [sb0, sb0+ns), into panel. sc_pair: scales as (s, s) i16 pairs. */
-void ts_q_gemm_pack(uint32_t t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
+void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
                     uint8_t *panel);
 
 void ts_q_fill_ref(ts_q_kernels *k);

@@ -194,7 +194,7 @@ static void unpack_q6_K(const void *p_, kblock *k) {
 
 typedef void (*kunpack_fn)(const void *, kblock *);
 
-static kunpack_fn kunpack_for(uint32_t t) {
+static kunpack_fn kunpack_for(ts_type t) {
     switch (t) {
     case TS_TYPE_Q2_K: return (kunpack_fn)unpack_q2_K;
     case TS_TYPE_Q3_K: return (kunpack_fn)unpack_q3_K;
@@ -205,7 +205,7 @@ static kunpack_fn kunpack_for(uint32_t t) {
     }
 }
 
-int ts_q_unpack_k(uint32_t t, const void *blk, ts_q_kblock *k) {
+int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k) {
     kunpack_fn un = kunpack_for(t);
     if (!un) return -1;
     un(blk, k);
@@ -218,7 +218,7 @@ typedef struct {
     float d, m;
 } sblock;
 
-static void unpack_small(uint32_t t, const uint8_t *p, sblock *s) {
+static void unpack_small(ts_type t, const uint8_t *p, sblock *s) {
     s->m = 0;
     switch (t) {
     case TS_TYPE_Q4_0: {
@@ -298,16 +298,16 @@ static void unpack_small(uint32_t t, const uint8_t *p, sblock *s) {
     }
 }
 
-static int is_small(uint32_t t) {
+static int is_small(ts_type t) {
     return t == TS_TYPE_Q4_0 || t == TS_TYPE_Q4_1 || t == TS_TYPE_Q5_0 || t == TS_TYPE_Q5_1 || t == TS_TYPE_Q8_0 ||
            t == TS_TYPE_IQ4_NL || t == TS_TYPE_MXFP4;
 }
 
-int ts_type_supported(uint32_t t) {
+int ts_type_supported(ts_type t) {
     return t == TS_TYPE_F32 || t == TS_TYPE_F16 || t == TS_TYPE_BF16 || is_small(t) || kunpack_for(t) != NULL;
 }
 
-uint32_t ts_type_dot_partner(uint32_t t) {
+ts_type ts_type_dot_partner(ts_type t) {
     if (t == TS_TYPE_F32 || t == TS_TYPE_F16 || t == TS_TYPE_BF16) return TS_TYPE_F32;
     if (is_small(t)) return TS_TYPE_Q8_0;
     if (kunpack_for(t)) return TS_TYPE_Q8_K;
@@ -319,7 +319,7 @@ uint32_t ts_type_dot_partner(uint32_t t) {
 
 /* Operation order matches ggml's dequantize_row_* (d*sc first, then *q, then
  * -dmin*m), so results are bit-identical to ggml and to gguf-py. */
-static void dequant_k(uint32_t t, const uint8_t *src, float *y, int64_t nb) {
+static void dequant_k(ts_type t, const uint8_t *src, float *y, int64_t nb) {
     kunpack_fn un = kunpack_for(t);
     uint32_t bytes = ts_type_get(t)->block_bytes;
     kblock k;
@@ -333,7 +333,7 @@ static void dequant_k(uint32_t t, const uint8_t *src, float *y, int64_t nb) {
     }
 }
 
-static void dequant_small(uint32_t t, const uint8_t *src, float *y, int64_t nb) {
+static void dequant_small(ts_type t, const uint8_t *src, float *y, int64_t nb) {
     uint32_t bytes = ts_type_get(t)->block_bytes;
     sblock s;
     for (int64_t i = 0; i < nb; i++) {
@@ -373,7 +373,7 @@ static void dequant_q8_K(const void *src, float *y, int64_t n) {
     }
 }
 
-void ts_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n) {
+void ts_dequant_row_ref(ts_type type, const void *src, float *dst, int64_t n) {
     switch (type) {
     case TS_TYPE_F32: dequant_f32(src, dst, n); return;
     case TS_TYPE_F16: dequant_f16(src, dst, n); return;
@@ -446,7 +446,7 @@ static void quant_bf16(const float *x, void *dst, int64_t n) {
 }
 
 /* Weight quantizers: plain min/max round-to-nearest, for fixtures and tools. */
-static void quant_small(uint32_t t, const float *x, uint8_t *out, int64_t n) {
+static void quant_small(ts_type t, const float *x, uint8_t *out, int64_t n) {
     uint32_t bytes = ts_type_get(t)->block_bytes;
     _Alignas(8) uint8_t dst[64];
     for (int64_t i = 0; i < n / TS_QK; i++, x += TS_QK, out += bytes, memcpy(out - bytes, dst, bytes)) {
@@ -544,7 +544,7 @@ static void quant_small(uint32_t t, const float *x, uint8_t *out, int64_t n) {
 
 /* K-quants: per 16 (or 32) elements a scale (and min) chosen from min/max, the
  * sub-block scales quantized against the super-block maximum. */
-static void quant_k(uint32_t t, const float *x, uint8_t *out, int64_t n) {
+static void quant_k(ts_type t, const float *x, uint8_t *out, int64_t n) {
     uint32_t bytes = ts_type_get(t)->block_bytes;
     _Alignas(8) uint8_t dst[256];
     for (int64_t i = 0; i < n / TS_QK_K; i++, x += TS_QK_K, out += bytes, memcpy(out - bytes, dst, bytes)) {
@@ -675,7 +675,7 @@ static void quant_k(uint32_t t, const float *x, uint8_t *out, int64_t n) {
     }
 }
 
-void ts_quantize_row_ref(uint32_t type, const float *src, void *dst, int64_t n) {
+void ts_quantize_row_ref(ts_type type, const float *src, void *dst, int64_t n) {
     switch (type) {
     case TS_TYPE_F32: quant_f32(src, dst, n); return;
     case TS_TYPE_F16: quant_f16(src, dst, n); return;
@@ -719,7 +719,7 @@ static float dot_f16(int64_t n, const void *w, const void *x) { return dot_h16(n
 static float dot_bf16(int64_t n, const void *w, const void *x) { return dot_h16(n, w, x, ts_bf16_to_f32); }
 
 /* block: (d_w*d_x) * sum(q*qx) [+ m_w*d_x*sum(qx)] */
-static float dot_small(uint32_t t, int64_t n, const void *w, const void *x) {
+static float dot_small(ts_type t, int64_t n, const void *w, const void *x) {
     uint32_t bytes = ts_type_get(t)->block_bytes;
     const uint8_t *pw = w;
     const uint8_t *px = x;
@@ -742,7 +742,7 @@ static float dot_small(uint32_t t, int64_t n, const void *w, const void *x) {
 }
 
 /* super-block: d_w*d_x * sum_j scale_j*sum(q*qx) - dmin_w*d_x * sum_j min_j*bsum_j */
-static float dot_k(uint32_t t, int64_t n, const void *w, const void *x) {
+static float dot_k(ts_type t, int64_t n, const void *w, const void *x) {
     kunpack_fn un = kunpack_for(t);
     uint32_t bytes = ts_type_get(t)->block_bytes;
     const uint8_t *pw = w, *px = x;
@@ -789,7 +789,7 @@ static const ts_q_dot_fn ref_dots[TS_TYPE_COUNT] = {
     [TS_TYPE_Q4_K] = dot_Q4_K, [TS_TYPE_Q5_K] = dot_Q5_K, [TS_TYPE_Q6_K] = dot_Q6_K,
 };
 
-float ts_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *x) {
+float ts_vec_dot_ref(ts_type wtype, int64_t n, const void *w, const void *x) {
     if (wtype >= TS_TYPE_COUNT || !ref_dots[wtype]) return 0;
     return ref_dots[wtype](n, w, x);
 }

@@ -48,6 +48,11 @@ typedef struct ts_type_traits {
     uint32_t block_bytes;   /* bytes per block */
 } ts_type_traits;
 
+/* These three take a raw u32 id on purpose: they are the validators, called
+ * on ids straight from a file (the GGUF reader checks a tensor's on-disk type
+ * with ts_type_get before it becomes a ts_type) and from the CUDA code, which
+ * is C++ and keeps types as uint32_t (an enum parameter would not accept it).
+ * Everything else takes a ts_type. */
 /* NULL when the id is not a known type. */
 const ts_type_traits *ts_type_get(uint32_t type);
 const char *ts_type_name(uint32_t type); /* "?" when unknown */

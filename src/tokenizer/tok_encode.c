@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/heap.h"
 #include "tokenizer/tok_internal.h"
 
 #define TOK_MAX_TEXT ((size_t)512 << 20) /* symbol indices and offsets are 32-bit */
@@ -60,8 +61,7 @@ typedef struct enc {
     size_t n, cap;
     sym *syms;
     size_t syms_cap;
-    void *heap; /* bpe_pair or spm_pair */
-    size_t heap_n, heap_cap, heap_elt;
+    ts_heap heap; /* of spm_pair or bpe_pair, by the vocabulary's kind: only one kind runs per vocabulary */
     char *buf; /* SPM: escaped fragment; BPE: clean (valid UTF-8) fragment */
     size_t buf_cap;
     char *wbuf; /* BPE: byte-level text of one word */
@@ -163,83 +163,17 @@ static ts_status push_id(enc *e, int32_t id) {
     return TS_OK;
 }
 
-/* ---- binary heaps ---- */
+/* ---- merge queues: the first pair out is the one to merge next ---- */
 
-static bool bpe_before(const bpe_pair *a, const bpe_pair *b) {
+/* Lower rank first; among equal ranks the leftmost, as the reference does. */
+static bool bpe_before(const void *pa, const void *pb) {
+    const bpe_pair *a = pa, *b = pb;
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
-static bool spm_before(const spm_pair *a, const spm_pair *b) {
+/* Higher score first; among equal scores the leftmost. */
+static bool spm_before(const void *pa, const void *pb) {
+    const spm_pair *a = pa, *b = pb;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static bool heap_push_bpe(enc *e, bpe_pair p) {
-    if (!grow(&e->heap, &e->heap_cap, e->heap_n + 1, sizeof(bpe_pair))) return false;
-    bpe_pair *h = e->heap;
-    size_t i = e->heap_n++;
-    while (i > 0) {
-        size_t par = (i - 1) / 2;
-        if (!bpe_before(&p, &h[par])) break;
-        h[i] = h[par];
-        i = par;
-    }
-    h[i] = p;
-    return true;
-}
-
-static bpe_pair heap_pop_bpe(enc *e) {
-    bpe_pair *h = e->heap;
-    bpe_pair top = h[0], last = h[--e->heap_n];
-    size_t i = 0, n = e->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && bpe_before(&h[c + 1], &h[c])) c++;
-        if (!bpe_before(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (n) h[i] = last;
-    return top;
-}
-
-static bool heap_push_spm(enc *e, spm_pair p) {
-    if (!grow(&e->heap, &e->heap_cap, e->heap_n + 1, sizeof(spm_pair))) return false;
-    spm_pair *h = e->heap;
-    size_t i = e->heap_n++;
-    while (i > 0) {
-        size_t par = (i - 1) / 2;
-        if (!spm_before(&p, &h[par])) break;
-        h[i] = h[par];
-        i = par;
-    }
-    h[i] = p;
-    return true;
-}
-
-static spm_pair heap_pop_spm(enc *e) {
-    spm_pair *h = e->heap;
-    spm_pair top = h[0], last = h[--e->heap_n];
-    size_t i = 0, n = e->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && spm_before(&h[c + 1], &h[c])) c++;
-        if (!spm_before(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (n) h[i] = last;
-    return top;
-}
-
-/* The heap storage is shared by both kinds: only one runs per vocabulary. */
-static void heap_reset(enc *e, size_t elt) {
-    if (e->heap_elt != elt) {
-        /* capacity was counted in the other element size */
-        e->heap_cap = e->heap_cap * e->heap_elt / elt;
-        e->heap_elt = elt;
-    }
-    e->heap_n = 0;
 }
 
 static int32_t lookup_token(const tok_vocab *v, const char *s, size_t n) {
@@ -255,7 +189,8 @@ static ts_status spm_try_pair(enc *e, const char *t, int32_t l, int32_t r) {
     uint32_t size = s[l].n + s[r].n;
     int32_t id = lookup_token(e->v, t + s[l].start, size);
     if (id < 0) return TS_OK;
-    if (!heap_push_spm(e, (spm_pair){e->v->score[id], l, r, size})) return TS_ERR_NOMEM;
+    spm_pair p = {e->v->score[id], l, r, size};
+    if (!ts_heap_push(&e->heap, &p, spm_before)) return TS_ERR_NOMEM;
     return TS_OK;
 }
 
@@ -266,18 +201,19 @@ static ts_status spm_segment(enc *e, const char *t, size_t len) {
     sym *s = e->syms;
     int32_t ns = 0;
     for (size_t i = 0; i < len;) {
-        size_t l = tok_utf8_valid_len((const unsigned char *)t + i, len - i);
+        size_t l = ts_utf8_len((const unsigned char *)t + i, len - i);
         if (!l) l = 1; /* an invalid byte is a symbol of its own: it falls back to <0xNN> */
         s[ns] = (sym){.prev = ns - 1, .next = i + l == len ? -1 : ns + 1, .start = (uint32_t)i, .n = (uint32_t)l};
         ns++;
         i += l;
     }
     ts_status st;
-    heap_reset(e, sizeof(spm_pair));
+    ts_heap_clear(&e->heap);
     for (int32_t i = 1; i < ns; i++)
         if ((st = spm_try_pair(e, t, i - 1, i))) return st;
-    while (e->heap_n) {
-        spm_pair p = heap_pop_spm(e);
+    while (e->heap.n) {
+        spm_pair p;
+        ts_heap_pop(&e->heap, &p, spm_before);
         sym *L = &s[p.left], *R = &s[p.right];
         if (L->n == 0 || R->n == 0 || L->n + R->n != p.size) continue; /* stale */
         L->n += R->n;
@@ -355,7 +291,8 @@ static ts_status bpe_try_pair(enc *e, int32_t l, int32_t r) {
     if (s[l].id == UINT32_MAX || s[r].id == UINT32_MAX) return TS_OK;
     uint32_t rank, res;
     if (!tok_merge_find(e->v, s[l].id, s[r].id, &rank, &res)) return TS_OK;
-    if (!heap_push_bpe(e, (bpe_pair){rank, l, r, s[l].id, s[r].id})) return TS_ERR_NOMEM;
+    bpe_pair p = {rank, l, r, s[l].id, s[r].id};
+    if (!ts_heap_push(&e->heap, &p, bpe_before)) return TS_ERR_NOMEM;
     return TS_OK;
 }
 
@@ -389,11 +326,12 @@ static ts_status bpe_word(enc *e, const char *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         s[i] = (sym){.prev = (int32_t)i - 1, .next = i + 1 == n ? -1 : (int32_t)i + 1, .start = (uint32_t)i, .n = 1,
                      .id = v->byte_sym[(unsigned char)p[i]]};
-    heap_reset(e, sizeof(bpe_pair));
+    ts_heap_clear(&e->heap);
     for (size_t i = 1; i < n; i++)
         if ((st = bpe_try_pair(e, (int32_t)i - 1, (int32_t)i))) return st;
-    while (e->heap_n) {
-        bpe_pair q = heap_pop_bpe(e);
+    while (e->heap.n) {
+        bpe_pair q;
+        ts_heap_pop(&e->heap, &q, bpe_before);
         sym *L = &s[q.left], *R = &s[q.right];
         if (L->n == 0 || R->n == 0 || L->id != q.lid || R->id != q.rid) continue; /* stale */
         uint32_t rank, res;
@@ -456,7 +394,7 @@ static ts_status bpe_fragment(enc *e, const char *text, size_t len) {
     e->n_subst = 0;
     size_t clean_len = 0;
     for (size_t i = 0; i < len;) {
-        size_t l = tok_utf8_valid_len((const unsigned char *)text + i, len - i);
+        size_t l = ts_utf8_len((const unsigned char *)text + i, len - i);
         if (!l) {
             if (!grow((void **)&e->subst, &e->subst_cap, e->n_subst + 1, sizeof(size_t))) return TS_ERR_NOMEM;
             e->subst[e->n_subst++] = clean_len;
@@ -472,7 +410,7 @@ static ts_status bpe_fragment(enc *e, const char *text, size_t len) {
         if (!grow((void **)&e->buf, &e->buf_cap, clean_len, 1)) return TS_ERR_NOMEM;
         size_t o = 0;
         for (size_t i = 0; i < len;) {
-            size_t l = tok_utf8_valid_len((const unsigned char *)text + i, len - i);
+            size_t l = ts_utf8_len((const unsigned char *)text + i, len - i);
             if (!l) { memcpy(e->buf + o, "\xEF\xBF\xBD", 3); o += 3; i++; }
             else { memcpy(e->buf + o, text + i, l); o += l; i += l; }
         }
@@ -583,7 +521,8 @@ ts_status tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_
     if (!v) return ts_fail(TS_ERR_ARG, "tok_encode: no vocabulary");
     if (len && !text) return ts_fail(TS_ERR_ARG, "tok_encode: NULL text");
     if (len > TOK_MAX_TEXT) return ts_fail(TS_ERR_LIMIT, "tok_encode: text of %zu bytes is over the %zu-byte limit", len, TOK_MAX_TEXT);
-    enc e = {.v = v, .heap_elt = v->kind == TOK_KIND_SPM ? sizeof(spm_pair) : sizeof(bpe_pair)};
+    enc e = {.v = v};
+    ts_heap_init(&e.heap, v->kind == TOK_KIND_SPM ? sizeof(spm_pair) : sizeof(bpe_pair));
     frags fr = {0};
     ts_status st = partition(v, text, len, parse_special, &fr);
     if (st) goto fail;
@@ -605,7 +544,7 @@ ts_status tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_
     if (add_special && v->add_eos && v->eos >= 0 && (st = push_id(&e, v->eos))) goto fail;
     free(fr.v);
     free(e.syms);
-    free(e.heap);
+    ts_heap_free(&e.heap);
     free(e.buf);
     free(e.wbuf);
     free(e.subst);
@@ -621,7 +560,7 @@ fail:
     if (st == TS_ERR_NOMEM) ts_fail(TS_ERR_NOMEM, "tok_encode: out of memory");
     free(fr.v);
     free(e.syms);
-    free(e.heap);
+    ts_heap_free(&e.heap);
     free(e.buf);
     free(e.wbuf);
     free(e.subst);

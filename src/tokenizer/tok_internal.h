@@ -116,26 +116,4 @@ void tok_splitter_free(tok_splitter *sp);
 ts_status tok_splitter_run(tok_splitter *sp, const char *text, size_t len,
                            ts_status (*emit)(void *ud, size_t s, size_t e), void *ud);
 
-/* UTF-8: length of the valid sequence at s[0..n) or 0 if s[0] does not start one
- * (RFC 3629: no overlongs, no surrogates, <= U+10FFFF). */
-static inline size_t tok_utf8_valid_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
-    if (c < 0xF0) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
-        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
-        return 3;
-    }
-    if (c < 0xF5) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
-        if (c == 0xF0 && s[1] < 0x90) return 0;
-        if (c == 0xF4 && s[1] >= 0x90) return 0;
-        return 4;
-    }
-    return 0;
-}
-
 #endif

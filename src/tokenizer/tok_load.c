@@ -205,13 +205,6 @@ static size_t cp_to_utf8(uint32_t cp, char *o) {
     return 4;
 }
 
-static uint32_t utf8_cp(const unsigned char *s, size_t l) {
-    if (l == 1) return s[0];
-    if (l == 2) return (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F);
-    if (l == 3) return (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
-    return (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 | (uint32_t)(s[2] & 0x3F) << 6 | (s[3] & 0x3F);
-}
-
 /* ---- decoded bytes per token ---- */
 
 static int hexval(char c) {
@@ -265,9 +258,9 @@ static ts_status build_decoded(tok_vocab *v) {
                 /* byte-level: each character is one byte; characters outside
                  * the table (hand-made vocabularies) are kept as UTF-8 */
                 for (size_t i = 0; i < n;) {
-                    size_t l = tok_utf8_valid_len((const unsigned char *)p + i, n - i);
+                    size_t l = ts_utf8_len((const unsigned char *)p + i, n - i);
                     if (!l) { v->dec[o++] = p[i++]; continue; }
-                    uint32_t cp = utf8_cp((const unsigned char *)p + i, l);
+                    uint32_t cp = ts_utf8_cp((const unsigned char *)p + i, l);
                     if (cp < 512 && cp_to_byte[cp] >= 0) v->dec[o++] = (char)cp_to_byte[cp];
                     else { memcpy(v->dec + o, p + i, l); o += l; }
                     i += l;

@@ -297,7 +297,7 @@ ts_status tok_pretokenize(const char *pre_name, const char *text, size_t len, si
     const tok_pre_def *d = tok_find_pre(pre_name);
     if (!d) return ts_fail(TS_ERR_UNSUPPORTED, "unknown pre-tokenizer '%s'", pre_name);
     for (size_t i = 0; i < len;) {
-        size_t l = tok_utf8_valid_len((const unsigned char *)text + i, len - i);
+        size_t l = ts_utf8_len((const unsigned char *)text + i, len - i);
         if (!l) return ts_fail(TS_ERR_ARG, "tok_pretokenize: invalid UTF-8 at byte %zu", i);
         i += l;
     }

@@ -129,7 +129,7 @@ static inline void tcu_fill_weights(uint32_t type, uint8_t *w, int64_t n_rows, i
         uint8_t *row = w + (uint64_t)r * rb;
         if (type == TS_TYPE_F32 || type == TS_TYPE_F16 || type == TS_TYPE_BF16 || (r & 1) == 0) {
             tcu_fill_normal(tmp, (size_t)n_in, 0.5f);
-            ts_quantize_row_ref(type, tmp, row, n_in);
+            ts_quantize_row_ref((ts_type)type, tmp, row, n_in);
             continue;
         }
         tcu_fill_bytes(row, rb);

@@ -25,7 +25,7 @@ template <int T> static void check_float(int64_t n_in, int rows) {
     int64_t bad = 0, cover = 0;
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = w + (uint64_t)r * rb;
-        ts_dequant_row_ref(T, row, ref, n_in);
+        ts_dequant_row_ref((ts_type)T, row, ref, n_in);
         memset(seen, 0, sizeof(int) * n_in);
         for (int64_t b = 0; b < n_in / D::QK; b++) {
             const uint8_t *blk = row + b * D::BB;
@@ -72,14 +72,14 @@ template <int T> static void check_int8(int64_t n_in, int rows) {
     for (int r = 0; r < rows; r++) {
         tcu_fill_normal(x, (size_t)n_in, 1.0f);
         if (r % 3 == 2) x[tcu_u64() % n_in] *= 40.0f; /* an outlier sets the block scale */
-        ts_quantize_row_ref(partner, x, xq, n_in);
+        ts_quantize_row_ref((ts_type)partner, x, xq, n_in);
         tcu_q8_from_cpu(partner, xq, n_in, 1, q8);
         const uint8_t *row = w + (uint64_t)r * rb;
-        const double ref = ts_vec_dot_ref(T, n_in, row, xq);
+        const double ref = ts_vec_dot_ref((ts_type)T, n_in, row, xq);
         /* magnitude of the terms, for the tolerance */
-        ts_dequant_row_ref(T, row, wf, n_in);
+        ts_dequant_row_ref((ts_type)T, row, wf, n_in);
         float *xd = (float *)malloc(sizeof(float) * n_in);
-        ts_dequant_row_ref(partner, xq, xd, n_in);
+        ts_dequant_row_ref((ts_type)partner, xq, xd, n_in);
         double mag = 0;
         for (int64_t i = 0; i < n_in; i++) mag += fabs((double)wf[i] * xd[i]);
         free(xd);

@@ -27,7 +27,7 @@ static void test_dequant(uint32_t type, int64_t n_in, int64_t rows) {
     const int64_t r0 = rows > 3 ? 2 : 0, nr = rows - r0;
     const size_t n = (size_t)(nr * n_in);
     float *ref = (float *)malloc(4 * n);
-    for (int64_t r = 0; r < nr; r++) ts_dequant_row_ref(type, w + (r0 + r) * rb, ref + r * n_in, n_in);
+    for (int64_t r = 0; r < nr; r++) ts_dequant_row_ref((ts_type)type, w + (r0 + r) * rb, ref + r * n_in, n_in);
     void *dout = tcu_dalloc(4 * n);
     uint8_t *got = (uint8_t *)malloc(4 * n);
     static const uint32_t outs[3] = {TS_TYPE_F32, TS_TYPE_F16, TS_TYPE_BF16};
@@ -85,7 +85,7 @@ static void test_gemm(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, uin
     uint16_t (*cvt)(float) = ct == TS_TYPE_F16 ? ts_f32_to_f16 : ts_f32_to_bf16;
     for (size_t i = 0; i < nx; i++) xr[i] = rnd(cvt(x[i]));
     for (int64_t r = 0; r < n_out; r++) {
-        ts_dequant_row_ref(type, w + r * rb, wf, n_in);
+        ts_dequant_row_ref((ts_type)type, w + r * rb, wf, n_in);
         for (int64_t i = 0; i < n_in; i++) wr[i] = rnd(cvt(wf[i]));
         for (int t = 0; t < n_tok; t++) {
             float vr = ts_vec_dot_ref(TS_TYPE_F32, n_in, wr, xr + (size_t)t * n_in);

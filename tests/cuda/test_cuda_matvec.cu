@@ -101,7 +101,7 @@ static void run_case(const Case &c) {
     if (c.int8) {
         xqb = ts_type_row_bytes(partner, (uint64_t)n_in);
         xq = (uint8_t *)malloc(xqb * nt);
-        for (int t = 0; t < nt; t++) ts_quantize_row_ref(partner, xr + t * n_in, xq + t * xqb, n_in);
+        for (int t = 0; t < nt; t++) ts_quantize_row_ref((ts_type)partner, xr + t * n_in, xq + t * xqb, n_in);
     }
     float *wf = (float *)malloc(sizeof(float) * n_in);
     for (int i = 0; i < c.n_w; i++) {
@@ -112,11 +112,11 @@ static void run_case(const Case &c) {
         for (int64_t r = 0; r < c.n_out[i]; r++) {
             const uint8_t *row = hw[i] + r * rb;
             const bool flt = c.type[i] == TS_TYPE_F32 || c.type[i] == TS_TYPE_F16 || c.type[i] == TS_TYPE_BF16;
-            if (!c.int8 && !flt) ts_dequant_row_ref(c.type[i], row, wf, n_in);
+            if (!c.int8 && !flt) ts_dequant_row_ref((ts_type)c.type[i], row, wf, n_in);
             for (int t = 0; t < nt; t++) {
                 double v;
-                if (c.int8) v = ts_vec_dot_ref(c.type[i], n_in, row, xq + t * xqb);
-                else if (flt) v = ts_vec_dot_ref(c.type[i], n_in, row, xr + t * n_in);
+                if (c.int8) v = ts_vec_dot_ref((ts_type)c.type[i], n_in, row, xq + t * xqb);
+                else if (flt) v = ts_vec_dot_ref((ts_type)c.type[i], n_in, row, xr + t * n_in);
                 else v = ts_vec_dot_ref(TS_TYPE_F32, n_in, wf, xr + t * n_in);
                 float f = (float)v;
                 if (c.bias) f += hb[i][r];
