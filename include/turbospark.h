@@ -246,7 +246,7 @@ typedef struct ts_analyze_cache_opts {
     size_t n_slots;                    /* <= TS_ANALYZE_MAX_LIST */
     const ts_analyze_policy *policies; /* (n_policies) in report order; n_policies = 0: lfu, lru, belady */
     size_t n_policies;                 /* <= 3 */
-    uint64_t skip;                     /* first passes warm the cache but are not counted */
+    uint64_t skip;                     /* first tokens (trace passes) warm the cache and are not counted; a chunk starting before them is not counted */
     const char *html;                  /* page to write; NULL: none */
     uint64_t max_input;                /* bytes per capture file; 0 = TS_READ_DEFAULT_CAP */
 } ts_analyze_cache_opts;

@@ -24,16 +24,34 @@ for model in "$MOE" "$DENSE"; do
   done
 done
 
-# replay reproduces the engine's own counts, for two slot counts and both policies
+# replay reproduces the engine's own counts, for two slot counts and both
+# policies; the long prompt is prefilled in chunks of 256 and the rest, each
+# asking the cache once per (layer, expert): the trace's chunk lengths let the
+# replay make the same requests
+long=$(for i in $(seq 1 40); do printf 'word%d and ' $i; done)
+for prompt in "count the hits" "$long"; do
 for pol in lfu lru; do
   for slots in 2 3; do
-    env TURBOSPARK_ROUTER_HIST="$tmp/t.json" TURBOSPARK_ROUTER_TRACE=1 "$cli" run -m "$MOE" --prompt "count the hits" --max-new 48 \
+    env TURBOSPARK_ROUTER_HIST="$tmp/t.json" TURBOSPARK_ROUTER_TRACE=1 "$cli" run -m "$MOE" --prompt "$prompt" --max-new 48 \
       --temperature 1 --seed 5 --expert-residency streamed --expert-cache-slots $slots --expert-policy $pol >/dev/null 2>"$tmp/e"
     eng=$(grep -oE '^expert cache: [0-9]+ requests, [0-9]+ hits \([0-9.]+%\), [0-9]+ misses' "$tmp/e" | head -1 | awk '{print $3, $5, $8}')
     rep=$("$cli" analyze cache "$tmp/t.json" --slots $slots --policy $pol | awk -v p=$pol '$1==p {print $4, $5, $6}')
-    [ -n "$eng" ] && [ "$eng" = "$rep" ] && ok || bad "replay $pol/$slots: engine [$eng] vs analyzer [$rep]"
+    [ -n "$eng" ] && [ "$eng" = "$rep" ] && ok || bad "replay $pol/$slots (${#prompt}-char prompt): engine [$eng] vs analyzer [$rep]"
   done
 done
+done
+# the long prompt's trace: prefill chunks of 256 and the rest, then one per decode token
+python3 - "$tmp/t.json" <<'PY' && ok || bad "chunk lengths in the trace"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for l in range(d["num_layers"]):
+    ch, passes = d["chunks"][l], len(d["trace"][l]) // d["top_k"]
+    if not passes: continue
+    assert sum(ch) == passes, (l, sum(ch), passes)
+    pre = [c for c in ch if c > 1]
+    assert len(pre) >= 2 and all(c == 256 for c in pre[:-1]) and ch[:len(pre)] == pre, ch[:8]
+    assert all(c == 1 for c in ch[len(pre):]) and len(ch) - len(pre) in (47, 48), ch[len(pre):]
+PY
 
 # pilot self-test: aimed at its own layer, recall must be exactly 100%
 env TURBOSPARK_ROUTER_HIST="$tmp/s.json" TURBOSPARK_PILOT_PROBE=self "$cli" run -m "$MOE" --prompt "self test" --max-new 20 --seed 3 >/dev/null 2>&1

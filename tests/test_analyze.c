@@ -220,6 +220,41 @@ int main(void) {
     CHECK(router_window_layer(&c, 1, 4, 0, &d) == TS_OK && fabs(d - 3.2) < 1e-12);
     router_capture_free(&c);
 
+    /* The same trace in forward chunks of 4, 1 and 3 tokens: the engine asks
+     * once per (layer, expert) per chunk, by first appearance, so the
+     * requests are 0 1 2 | 1 | 3 0 1. 2 slots, LRU: 0m 1m 2m(ev0) 1h 3m(ev2)
+     * 0m(ev1) 1m(ev3) -> 7 passes, 6 misses (2 cold), 1 hit. */
+    const char *chunked =
+        "{\"num_layers\":2,\"num_experts\":4,\"top_k\":1,"
+        "\"counts\":[[0,0,0,0],[3,3,1,1]],"
+        "\"trace\":[[],[0,1,2,0,1,3,0,1]],\"chunks\":[[],[4,1,3]]}";
+    p = write_tmp(chunked);
+    CHECKF(router_capture_load(p, 0, &c) == TS_OK, "%s", ts_last_error());
+    unlink(p);
+    CHECK(c.has_chunks && c.chunks_len[1] == 3);
+    CHECK(router_replay_layer(&c, 1, 2, REPLAY_LRU, 0, 0, &r) == TS_OK && r.passes == 7 && r.tokens == 8 && r.requests == 7 &&
+          r.misses == 6 && r.cold_misses == 2 && r.hits == 1);
+    /* skip counts tokens; a chunk is counted when it starts at or after it */
+    CHECK(router_replay_layer(&c, 1, 2, REPLAY_LRU, 3, 0, &r) == TS_OK && r.passes == 4 && r.tokens == 4);
+    CHECK(router_replay_layer(&c, 1, 2, REPLAY_LRU, 4, 0, &r) == TS_OK && r.passes == 4 && r.tokens == 4);
+    CHECK(router_replay_layer(&c, 1, 2, REPLAY_LRU, 5, 0, &r) == TS_OK && r.passes == 3 && r.tokens == 3);
+    router_capture_free(&c);
+    /* top_k 2: tokens (0,1) (2,0) (3,1) in one chunk ask [0,1] [2,3], then the
+     * chunk (1,4) asks [1,4]. 4 slots: 4 cold misses, 1 hit, 4 evicts one. */
+    p = write_tmp("{\"num_layers\":1,\"num_experts\":5,\"top_k\":2,\"counts\":[[2,3,1,1,1]],"
+                  "\"trace\":[[0,1,2,0,3,1,1,4]],\"chunks\":[[3,1]]}");
+    CHECKF(router_capture_load(p, 0, &c) == TS_OK, "%s", ts_last_error());
+    unlink(p);
+    CHECK(router_replay_layer(&c, 0, 4, REPLAY_LRU, 0, 0, &r) == TS_OK && r.passes == 3 && r.requests == 6 && r.hits == 1 &&
+          r.misses == 5 && r.cold_misses == 4 && r.evict_misses == 1);
+    CHECK(router_replay_layer(&c, 0, 4, REPLAY_BELADY, 0, 0, &r) == TS_OK && r.passes == 3 && r.requests == 6 && r.hits == 1);
+    router_capture_free(&c);
+    expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"trace\":[[0,1]],\"chunks\":[[1]]}",
+                   "chunks sum to 1 tokens");
+    expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"trace\":[[0,1]],\"chunks\":[[2,0]]}",
+                   "not a token count");
+    expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"chunks\":[[2]]}", "chunks without trace");
+
     expect_refused("{\"num_layers\":1,\"num_experts\":4,\"top_k\":1,\"counts\":[[0,0,0,0]]}", "all counts are zero");
     expect_refused("{\"num_layers\":1,\"num_experts\":4,\"top_k\":2,\"counts\":[[1,0,0,0]]}", "not a multiple of top_k");
     expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"trace\":[[0,0]]}",
@@ -263,6 +298,23 @@ int main(void) {
     text[tn] = 0;
     CHECK(strstr(text, "\"router_logits\":{\"layer\":2,\"pass\":1,\"values\":[1,-1,2,3.25,0,1]}") != NULL);
     unlink(wp);
+    /* chunk lengths round trip; lengths that do not add up to the passes are
+     * the writer's bug and leave no file */
+    CHECK(diag_router_init(&w, 1, 4, 1, true, false, -1, 0) == TS_OK);
+    int32_t tok[4] = {2, 0, 2, 3}, n3 = 3, n1 = 1;
+    CHECK(diag_router_record_chunk(&w, 0, n3) == TS_OK);
+    for (int i = 0; i < 3; i++) CHECK(diag_router_record(&w, 0, &tok[i], NULL) == TS_OK);
+    CHECK(diag_router_record_chunk(&w, 0, n1) == TS_OK && diag_router_record(&w, 0, &tok[3], NULL) == TS_OK);
+    CHECKF(diag_router_write(&w, wp, false) == TS_OK, "%s", ts_last_error());
+    CHECKF(router_capture_load(wp, 0, &c) == TS_OK, "%s", ts_last_error());
+    CHECK(c.has_chunks && c.chunks_len[0] == 2 && c.chunks[0][0] == 3 && c.chunks[0][1] == 1);
+    /* requests 2 0 | 3 (k = 1: one pass each) */
+    CHECK(router_replay_layer(&c, 0, 1, REPLAY_LFU, 0, 0, &r) == TS_OK && r.passes == 3 && r.requests == 3 && r.tokens == 4);
+    router_capture_free(&c);
+    unlink(wp);
+    CHECK(diag_router_record_chunk(&w, 0, n3) == TS_OK && diag_router_record(&w, 0, &tok[0], NULL) == TS_OK);
+    CHECK(diag_router_write(&w, wp, false) == TS_ERR_INTERNAL && strstr(ts_last_error(), "in chunks") && access(wp, F_OK) != 0);
+    diag_router_free(&w);
     /* non-finite router logits (a broken model is when the capture matters)
      * are written as null, so the capture stays valid JSON */
     CHECK(diag_router_init(&w, 1, 3, 1, false, false, 0, 0) == TS_OK);

@@ -3,7 +3,15 @@
  * count; streamed with O_DIRECT; mapped), for greedy and seeded sampling, on
  * every tiny MoE fixture. Logits are compared bit for bit too. The
  * correctness of the MoE math itself is checked against transformers in
- * test_forward. */
+ * test_forward.
+ *
+ * Prefill grouped by expert (forward/moe.c): a long prompt in chunks of many
+ * tokens gives every position's logits bit for bit the same in resident,
+ * streamed at k, k+1 and all slots, and mapped mode; and within a tight
+ * tolerance of the same prompt fed one token at a time (where every expert
+ * runs a matvec instead of a GEMM over its tokens). The streamed cache's
+ * request count must be one per (layer, expert) per chunk. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +89,133 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
     return ok;
 }
 
+#define N_PRE 150 /* prompt tokens: chunks of PRE_BATCH, then the rest */
+#define PRE_BATCH 64
+
+typedef struct pre_mode {
+    const char *name;
+    expert_residency res;
+    int32_t slots; /* added to top-k; -1: every expert */
+} pre_mode;
+
+/* Evaluates N_PRE prompt tokens in chunks of `batch` (1: token by token) and
+ * returns every position's logits (n_vocab each, malloc'd) and the cache's
+ * request count (0 in mapped mode). The request sequence itself is checked
+ * against analyze cache's replay in tests/cli_instruments.sh. */
+static float *prefill(const char *path, const pre_mode *md, int batch, int32_t *n_vocab, uint64_t *requests) {
+    ts_model_opts mo = ts_model_opts_default();
+    mo.expert_residency = (ts_expert_residency)md->res;
+    gguf_file *f;
+    if (gguf_open(path, &f) != TS_OK) return NULL;
+    int32_t k = 0, ne = 0;
+    {
+        char key[128];
+        gguf_str a;
+        gguf_get_str(f, "general.architecture", &a);
+        snprintf(key, sizeof key, "%.*s.expert_used_count", (int)a.len, a.ptr);
+        uint32_t v;
+        if (gguf_get_u32(f, key, &v) == GGUF_GET_OK) k = (int32_t)v;
+        snprintf(key, sizeof key, "%.*s.expert_count", (int)a.len, a.ptr);
+        if (gguf_get_u32(f, key, &v) == GGUF_GET_OK) ne = (int32_t)v;
+    }
+    if (md->res == EXPERT_RESIDENCY_STREAMED) mo.expert_slots = md->slots < 0 ? ne : k + md->slots;
+    ts_model *m;
+    if (ts_model_load_gguf(f, &mo, &m) != TS_OK) {
+        fprintf(stderr, "%s [%s]: %s\n", path, md->name, ts_last_error());
+        return NULL;
+    }
+    ts_session *s;
+    ts_session_opts so = ts_session_opts_default();
+    so.n_ctx = N_PRE + 8;
+    so.n_batch = batch;
+    so.kv_f32 = true;
+    so.all_logits = true;
+    float *out = NULL;
+    if (ts_session_new(m, &so, &s) == TS_OK) {
+        int32_t nv = ts_session_n_vocab(s), ids[N_PRE];
+        uint32_t x = 12345;
+        for (int i = 0; i < N_PRE; i++) x = x * 1664525u + 1013904223u, ids[i] = (int32_t)((x >> 8) % (uint32_t)nv);
+        out = malloc(sizeof(float) * (size_t)N_PRE * (size_t)nv);
+        expert_cache *ec = ts_model_expert_cache(m);
+        if (ec) expert_cache_reset_stats(ec);
+        bool ok = out != NULL;
+        for (int done = 0; ok && done < N_PRE;) {
+            int n = batch == 1 ? 1 : N_PRE;
+            float *lg;
+            ok = ts_session_eval(s, ids + done, n, &lg) == TS_OK;
+            if (ok) memcpy(out + (size_t)done * nv, lg, sizeof(float) * (size_t)n * (size_t)nv);
+            done += n;
+        }
+        if (!ok) {
+            fprintf(stderr, "%s [%s]: %s\n", path, md->name, ts_last_error());
+            free(out);
+            out = NULL;
+        }
+        expert_cache_stats st = {0};
+        if (ec) expert_cache_get_stats(ec, -1, &st);
+        *requests = st.requests;
+        *n_vocab = nv;
+        ts_session_free(s);
+    }
+    ts_model_free(m);
+    return out;
+}
+
+static void test_prefill(const char *name, const char *path) {
+    const pre_mode modes[] = {
+        {"resident", EXPERT_RESIDENCY_RESIDENT, 0},
+        {"streamed-k", EXPERT_RESIDENCY_STREAMED, 0},
+        {"streamed-k+1", EXPERT_RESIDENCY_STREAMED, 1},
+        {"streamed-all", EXPERT_RESIDENCY_STREAMED, -1},
+        {"mapped", EXPERT_RESIDENCY_MAPPED, 0},
+    };
+    const int n_modes = (int)(sizeof modes / sizeof modes[0]);
+    int32_t nv = 0;
+    uint64_t req_ref = 0, req = 0, req_tok = 0;
+    float *ref = prefill(path, &modes[0], PRE_BATCH, &nv, &req_ref);
+    CHECKF(ref != NULL, "%s prefill resident", name);
+    if (!ref) return;
+    const size_t nl = (size_t)N_PRE * (size_t)nv;
+    for (int mi = 1; mi < n_modes; mi++) {
+        int32_t nv2 = 0;
+        float *got = prefill(path, &modes[mi], PRE_BATCH, &nv2, &req);
+        CHECKF(got != NULL, "%s prefill %s", name, modes[mi].name);
+        if (!got) continue;
+        CHECKF(memcmp(ref, got, sizeof(float) * nl) == 0, "%s prefill %s: logits of %d positions differ bitwise from resident", name,
+               modes[mi].name, N_PRE);
+        if (modes[mi].res == EXPERT_RESIDENCY_STREAMED) {
+            /* streamed at k: the per-chunk requests; the token-by-token run below must ask for more */
+            if (!req_tok) req_tok = req;
+            CHECKF(req == req_tok, "%s prefill %s: %llu cache requests, %llu at k slots", name, modes[mi].name, (unsigned long long)req,
+                   (unsigned long long)req_tok);
+        }
+        free(got);
+    }
+    /* token by token: every expert a matvec; the per-token decode path */
+    uint64_t req1 = 0;
+    pre_mode one = {"streamed-k token by token", EXPERT_RESIDENCY_STREAMED, 0};
+    float *tok = prefill(path, &one, 1, &nv, &req1);
+    CHECKF(tok != NULL, "%s prefill token by token", name);
+    if (tok) {
+        double maxd = 0, maxa = 0;
+        for (size_t i = 0; i < nl; i++) {
+            double d = fabs((double)tok[i] - (double)ref[i]);
+            if (!(d <= maxd)) maxd = d; /* NaN sticks */
+            if (fabs(ref[i]) > maxa) maxa = fabs(ref[i]);
+        }
+        /* F32 weights: GEMM vs matvec differ only in the order of F32 sums */
+        CHECKF(maxd <= 1e-5 * (maxa > 1 ? maxa : 1), "%s prefill grouped vs token by token: max|dlogit| %.3g (max|logit| %.3g)", name,
+               maxd, maxa);
+        printf("%-24s prefill %d tokens in chunks of %d: identical across %d modes; vs token by token max|dlogit| %.2e (max|logit| "
+               "%.2f); cache requests %llu grouped, %llu token by token\n",
+               name, N_PRE, PRE_BATCH, n_modes, maxd, maxa, (unsigned long long)req_tok, (unsigned long long)req1);
+        CHECKF(req_tok > 0 && req_tok < req1, "%s: grouped prefill made %llu requests, token by token %llu", name,
+               (unsigned long long)req_tok, (unsigned long long)req1);
+        free(tok);
+    }
+    free(ref);
+}
+
 int main(void) {
     const char *models[] = {"tiny-qwen3moe-f32.gguf", "tiny-qwen2moe-f32.gguf", "tiny-mixtral-f32.gguf", "tiny-olmoe-f32.gguf"};
     const mode modes[] = {
@@ -118,6 +253,11 @@ int main(void) {
             printf("%-24s %s: %d tokens (%d distinct) identical across %d residency modes\n", models[mi], sampled ? "seeded sampling" : "greedy",
                    N_GEN, distinct, n_modes);
         }
+    }
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/ref/%s", TS_FIXTURES, models[mi]);
+        test_prefill(models[mi], path);
     }
     return tu_finish();
 }

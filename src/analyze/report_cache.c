@@ -51,7 +51,7 @@ static ts_status cache_chart(html_doc *h, const router_capture *c, const int32_t
     }
     html_heading(h, 2, "Hit rate against slots");
     html_para(h, NULL,
-              "Each line replays the trace through one policy with the same number of slots in every MoE layer (skip %llu passes). "
+              "Each line replays the trace through one policy with the same number of slots in every MoE layer (skip %llu tokens). "
               "Belady (dashed) knows the future and is the ceiling for any policy; the gap between it and lfu/lru is what a smarter "
               "policy could still win. Where a line flattens, more slots buy little. Dashed grey verticals mark the --slots asked for.",
               (unsigned long long)skip);
@@ -111,14 +111,14 @@ static ts_status pilot_report(FILE *T, html_doc *H, const router_capture *c, con
 static ts_status cache_report(FILE *T, html_doc *H, const router_capture *c, const int32_t *slots, int n_slots, const replay_policy *pols,
                               int n_pols, uint64_t skip) {
     if (H) {
-        html_para(H, NULL, "cache replay: %d layers, %d experts, top_k %d, skip %llu passes", c->num_layers, c->num_experts, c->top_k,
+        html_para(H, NULL, "cache replay: %d layers, %d experts, top_k %d, skip %llu tokens", c->num_layers, c->num_experts, c->top_k,
                   (unsigned long long)skip);
         html_table_begin(H, "Replay through the engine's policy code (all MoE layers together)",
-                         "policy\tslots\thit %\trequests\thits\tmisses\tmiss/layer/pass\tcold\tevicted\tprev-named");
+                         "policy\tslots\thit %\trequests\thits\tmisses\tmiss/layer/token\tcold\tevicted\tprev-named");
     }
-    fprintf(T, "cache replay of %s: %d layers, %d experts, top_k %d, skip %llu passes\n", c->path, c->num_layers, c->num_experts, c->top_k,
+    fprintf(T, "cache replay of %s: %d layers, %d experts, top_k %d, skip %llu tokens\n", c->path, c->num_layers, c->num_experts, c->top_k,
             (unsigned long long)skip);
-    fprintf(T, "%-7s %6s %9s %10s %10s %10s %12s %8s %8s %10s\n", "policy", "slots", "hit %", "requests", "hits", "misses", "miss/layer/pass",
+    fprintf(T, "%-7s %6s %9s %10s %10s %10s %12s %8s %8s %10s\n", "policy", "slots", "hit %", "requests", "hits", "misses", "miss/layer/token",
             "cold", "evicted", "prev-named");
     ts_status st;
     for (int pi = 0; pi < n_pols; pi++)
@@ -129,20 +129,20 @@ static ts_status cache_report(FILE *T, html_doc *H, const router_capture *c, con
                 if (!router_capture_layer_routes(c, l)) continue;
                 replay_result r;
                 if ((st = router_replay_layer(c, l, slots[si], pols[pi], skip, 0, &r))) return st;
-                tot.passes += r.passes, tot.requests += r.requests, tot.hits += r.hits, tot.misses += r.misses;
+                tot.tokens += r.tokens, tot.passes += r.passes, tot.requests += r.requests, tot.hits += r.hits, tot.misses += r.misses;
                 tot.cold_misses += r.cold_misses, tot.evict_misses += r.evict_misses, tot.prev_named += r.prev_named;
                 layers++;
             }
-            double passes = layers ? (double)tot.passes / layers : 0;
+            double tokens = layers ? (double)tot.tokens / layers : 0;
             if (H)
                 html_table_row(H, "%s\t%lld\t%.2f%%\t%llu\t%llu\t%llu\t%.3f\t%llu\t%llu\t%.1f%%", pname[pols[pi]], (long long)slots[si],
                                tot.requests ? 100.0 * tot.hits / tot.requests : NAN, (unsigned long long)tot.requests,
                                (unsigned long long)tot.hits, (unsigned long long)tot.misses,
-                               layers && passes ? tot.misses / (double)layers / passes : NAN, (unsigned long long)tot.cold_misses,
+                               layers && tokens ? tot.misses / (double)layers / tokens : NAN, (unsigned long long)tot.cold_misses,
                                (unsigned long long)tot.evict_misses, tot.misses ? 100.0 * tot.prev_named / tot.misses : NAN);
             fprintf(T, "%-7s %6lld %8.2f%% %10llu %10llu %10llu %12.3f %8llu %8llu %9.1f%%\n", pname[pols[pi]], (long long)slots[si],
                     tot.requests ? 100.0 * tot.hits / tot.requests : NAN, (unsigned long long)tot.requests, (unsigned long long)tot.hits,
-                    (unsigned long long)tot.misses, layers && passes ? tot.misses / (double)layers / passes : NAN,
+                    (unsigned long long)tot.misses, layers && tokens ? tot.misses / (double)layers / tokens : NAN,
                     (unsigned long long)tot.cold_misses, (unsigned long long)tot.evict_misses,
                     tot.misses ? 100.0 * tot.prev_named / tot.misses : NAN);
         }
@@ -150,9 +150,10 @@ static ts_status cache_report(FILE *T, html_doc *H, const router_capture *c, con
     if (!H) return TS_OK;
     html_table_end(H);
     html_para(H, NULL,
-              "hit %%: requests served from a resident slot (hits, misses: the counts). miss/layer/pass: expert reads per MoE layer per token. cold: misses into an "
+              "hit %%: requests served from a resident slot (hits, misses: the counts). miss/layer/token: expert reads per MoE layer per token. cold: misses into an "
               "empty slot (warm-up); evicted: misses that threw a resident expert out. prev-named: misses whose expert the previous "
-              "pass had also picked.");
+              "cache pass had also asked for. A prefill chunk asks for each of its distinct experts once (top_k per pass), so "
+              "requests count (layer, expert) per chunk, not per token.");
     return cache_chart(H, c, slots, n_slots, pols, n_pols, skip);
 }
 

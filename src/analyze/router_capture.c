@@ -44,7 +44,10 @@ void router_capture_free(router_capture *c) {
     for (int32_t l = 0; l < c->num_layers; l++) {
         if (c->trace) free(c->trace[l]);
         if (c->pred) free(c->pred[l]);
+        if (c->chunks) free(c->chunks[l]);
     }
+    free(c->chunks);
+    free(c->chunks_len);
     free(c->trace);
     free(c->pred);
     free(c->trace_len);
@@ -186,6 +189,40 @@ ts_status router_capture_load(const char *path, uint64_t max_bytes, router_captu
             l++;
         }
     }
+    const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(root, "chunks");
+    if (chunks && !cJSON_IsNull(chunks)) {
+        if (!out->has_trace) { st = bad(path, "chunks without trace have nothing to divide"); goto done; }
+        if (!cJSON_IsArray(chunks) || cJSON_GetArraySize(chunks) != out->num_layers) { st = bad(path, "chunks must have num_layers rows"); goto done; }
+        out->has_chunks = true;
+        out->chunks = ts_calloc((size_t)out->num_layers, sizeof *out->chunks);
+        out->chunks_len = ts_calloc((size_t)out->num_layers, sizeof *out->chunks_len);
+        if (!out->chunks || !out->chunks_len) { st = TS_ERR_NOMEM; goto done; }
+        l = 0;
+        cJSON_ArrayForEach(row, chunks) {
+            if (!cJSON_IsArray(row)) { st = bad(path, "chunks rows must be arrays"); goto done; }
+            int n = cJSON_GetArraySize(row);
+            if (!(out->chunks[l] = ts_malloc(sizeof(int32_t) * (size_t)(n ? n : 1)))) { st = TS_ERR_NOMEM; goto done; }
+            const cJSON *v;
+            uint64_t sum = 0, i = 0;
+            cJSON_ArrayForEach(v, row) {
+                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 || v->valuedouble > 1e9) {
+                    snprintf(msg, sizeof msg, "chunks row %d holds a value that is not a token count in [1, 1e9]", l);
+                    st = bad(path, msg);
+                    goto done;
+                }
+                out->chunks[l][i++] = (int32_t)v->valuedouble;
+                sum += (uint64_t)v->valuedouble;
+            }
+            out->chunks_len[l] = i;
+            if (sum != out->trace_len[l] / (uint64_t)out->top_k) {
+                snprintf(msg, sizeof msg, "layer %d chunks sum to %llu tokens but its trace has %llu passes", l, (unsigned long long)sum,
+                         (unsigned long long)(out->trace_len[l] / (uint64_t)out->top_k));
+                st = bad(path, msg);
+                goto done;
+            }
+            l++;
+        }
+    }
 done:
     cJSON_Delete(root);
     if (st) router_capture_free(out);
@@ -235,6 +272,28 @@ ts_status router_layer_top_set(const uint64_t *counts, int32_t n_experts, double
     return cover(counts, n_experts, share, set) < 0 ? ts_fail(TS_ERR_NOMEM, "out of memory") : TS_OK;
 }
 
+/* The engine's cache requests for layer l (forward/moe.c): per chunk, the
+ * distinct experts by first appearance over (token, rank), top_k per pass.
+ * req gets the ids, pstart[p]..pstart[p+1] the ids of pass p, ptok[p] the
+ * first trace pass (token) of its chunk, pm[p] the chunk's length. */
+static uint64_t replay_requests(const router_capture *c, int32_t l, int32_t *req, uint64_t *pstart, uint64_t *ptok, int32_t *pm,
+                                uint64_t *stamp) {
+    const int32_t k = c->top_k;
+    const uint64_t tokens = c->trace_len[l] / (uint64_t)k;
+    const int32_t *tr = c->trace[l];
+    uint64_t np = 0, nr = 0, t0 = 0, ci = 0;
+    while (t0 < tokens) {
+        int32_t m = c->has_chunks ? c->chunks[l][ci++] : 1;
+        uint64_t first = nr;
+        for (uint64_t j = t0 * (uint64_t)k; j < (t0 + (uint64_t)m) * (uint64_t)k; j++)
+            if (stamp[tr[j]] != t0 + 1) stamp[tr[j]] = t0 + 1, req[nr++] = tr[j];
+        for (uint64_t g = first; g < nr; g += (uint64_t)k) pstart[np] = g, ptok[np] = t0, pm[np] = m, np++;
+        t0 += (uint64_t)m;
+    }
+    pstart[np] = nr;
+    return np;
+}
+
 ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slots, replay_policy pol, uint64_t skip, int32_t pilot_k,
                               replay_result *out) {
     memset(out, 0, sizeof *out);
@@ -242,69 +301,80 @@ ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slot
     if (n_slots < c->top_k) return ts_fail(TS_ERR_ARG, "%d slots cannot hold top_k=%d experts", n_slots, c->top_k);
     if (pilot_k > 0 && !c->has_pred) return ts_fail(TS_ERR_ARG, "%s: capture has no pred (set TURBOSPARK_PILOT_PROBE)", c->path);
     const int32_t k = c->top_k, E = c->num_experts;
-    const uint64_t passes = c->trace_len[l] / (uint64_t)k;
-    const int32_t *tr = c->trace[l];
+    const uint64_t tokens = c->trace_len[l] / (uint64_t)k, nt = tokens ? tokens : 1;
     cache_layer cl;
     ts_status st = cache_layer_init(&cl, n_slots, E, pol == REPLAY_LRU ? CACHE_POLICY_LRU : CACHE_POLICY_LFU);
     if (st) return st;
-    /* Belady: next pass at which each trace entry's expert is used again. */
+    int32_t *req = ts_malloc(sizeof(int32_t) * (size_t)(c->trace_len[l] ? c->trace_len[l] : 1));
+    uint64_t *pstart = ts_malloc(sizeof(uint64_t) * (size_t)(nt + 1)), *ptok = ts_malloc(sizeof(uint64_t) * (size_t)nt);
+    int32_t *pm = ts_malloc(sizeof(int32_t) * (size_t)nt);
+    uint64_t *stamp = ts_calloc((size_t)E, sizeof(uint64_t));
+    bool *prev = ts_calloc((size_t)E, 1), *cur = ts_calloc((size_t)E, 1);
     uint64_t *next_occ = NULL, *nxt = NULL;
+    if (!req || !pstart || !ptok || !pm || !stamp || !prev || !cur) { st = TS_ERR_NOMEM; goto out; }
+    const uint64_t passes = replay_requests(c, l, req, pstart, ptok, pm, stamp);
+    /* Belady: next pass at which each request's expert is asked for again. */
     if (pol == REPLAY_BELADY) {
-        next_occ = ts_malloc(sizeof(uint64_t) * (size_t)(c->trace_len[l] ? c->trace_len[l] : 1));
+        next_occ = ts_malloc(sizeof(uint64_t) * (size_t)(pstart[passes] ? pstart[passes] : 1));
         nxt = ts_malloc(sizeof(uint64_t) * (size_t)E);
-        uint64_t *last = ts_malloc(sizeof(uint64_t) * (size_t)E);
-        if (!next_occ || !nxt || !last) { free(next_occ); free(nxt); free(last); cache_layer_free(&cl); return TS_ERR_NOMEM; }
+        uint64_t *last = stamp; /* reused: its chunk stamps are spent */
+        if (!next_occ || !nxt) { st = TS_ERR_NOMEM; goto out; }
         for (int32_t e = 0; e < E; e++) last[e] = UINT64_MAX, nxt[e] = UINT64_MAX;
         for (uint64_t p = passes; p-- > 0;)
-            for (int32_t i = 0; i < k; i++) {
-                int32_t e = tr[p * k + i];
-                next_occ[p * k + i] = last[e];
-                last[e] = p;
+            for (uint64_t j = pstart[p]; j < pstart[p + 1]; j++) {
+                next_occ[j] = last[req[j]];
+                last[req[j]] = p;
             }
-        free(last);
     }
-    bool *prev = ts_calloc((size_t)E, 1), *cur = ts_calloc((size_t)E, 1);
-    if (!prev || !cur) { free(prev); free(cur); free(next_occ); free(nxt); cache_layer_free(&cl); return TS_ERR_NOMEM; }
     for (uint64_t p = 0; p < passes; p++) {
-        const int32_t *req = tr + p * k;
-        bool count = p >= skip;
+        const int32_t *pr_req = req + pstart[p];
+        const int32_t pk_n = (int32_t)(pstart[p + 1] - pstart[p]);
+        bool count = ptok[p] >= skip;
+        bool chunk_first = p == 0 || ptok[p - 1] != ptok[p];
         memset(cur, 0, (size_t)E);
-        for (int32_t i = 0; i < k; i++) cur[req[i]] = true;
-        /* pilot: snapshot residency before the plan */
-        if (count && pilot_k > 0 && c->pred_len[l]) {
-            const int32_t *pr = c->pred[l] + p * (uint64_t)c->pred_k;
-            int32_t pk = pilot_k < c->pred_k ? pilot_k : c->pred_k;
-            for (int32_t i = 0; i < k; i++) {
-                bool named = false;
-                for (int32_t j = 0; j < c->pred_k; j++) named |= pr[j] == req[i];
-                out->pred_total++;
-                out->pred_hits += named;
+        for (int32_t i = 0; i < pk_n; i++) cur[pr_req[i]] = true;
+        if (count && chunk_first) out->tokens += (uint64_t)pm[p];
+        if (count && chunk_first && pilot_k > 0 && c->pred_len[l]) {
+            /* recall over the chunk's tokens */
+            for (uint64_t t = ptok[p]; t < ptok[p] + (uint64_t)pm[p]; t++) {
+                const int32_t *pr = c->pred[l] + t * (uint64_t)c->pred_k, *act = c->trace[l] + t * (uint64_t)k;
+                for (int32_t i = 0; i < k; i++) {
+                    bool named = false;
+                    for (int32_t j = 0; j < c->pred_k; j++) named |= pr[j] == act[i];
+                    out->pred_total++;
+                    out->pred_hits += named;
+                }
             }
-            for (int32_t j = 0; j < pk; j++) {
-                bool again = false; /* distinct ids: one expert is read once */
-                for (int32_t q = 0; q < j; q++) again |= pr[q] == pr[j];
-                if (again || cl.expert_slot[pr[j]] >= 0) continue;
-                out->prefetch_reads++;
-                out->prefetch_useful += cur[pr[j]];
+            /* prefetch: one-token chunks (decode), residency snapshotted before the plan */
+            if (pm[p] == 1) {
+                const int32_t *pr = c->pred[l] + ptok[p] * (uint64_t)c->pred_k;
+                int32_t pk = pilot_k < c->pred_k ? pilot_k : c->pred_k;
+                for (int32_t j = 0; j < pk; j++) {
+                    bool again = false; /* distinct ids: one expert is read once */
+                    for (int32_t q = 0; q < j; q++) again |= pr[q] == pr[j];
+                    if (again || cl.expert_slot[pr[j]] >= 0) continue;
+                    out->prefetch_reads++;
+                    out->prefetch_useful += cur[pr[j]];
+                }
             }
         }
         cache_plan plan;
         if (pol == REPLAY_BELADY) {
             /* Same plan shape, victims by farthest next use (never-again first). */
-            plan.k = k;
+            plan.k = pk_n;
             plan.n_miss = 0;
             bool pin[4096] = {0};
             bool *pinp = n_slots <= 4096 ? pin : ts_calloc((size_t)n_slots, 1);
             if (!pinp) { st = TS_ERR_NOMEM; break; }
-            for (int32_t i = 0; i < k; i++) {
-                int32_t s = cl.expert_slot[req[i]];
+            for (int32_t i = 0; i < pk_n; i++) {
+                int32_t s = cl.expert_slot[pr_req[i]];
                 plan.hit[i] = s >= 0;
                 plan.slot[i] = s;
                 plan.evicted[i] = -1;
                 if (s >= 0) pinp[s] = true;
                 else plan.n_miss++;
             }
-            for (int32_t i = 0; i < k; i++) {
+            for (int32_t i = 0; i < pk_n; i++) {
                 if (plan.hit[i]) continue;
                 int32_t best = -1;
                 for (int32_t s = 0; s < n_slots && best < 0; s++)
@@ -319,27 +389,33 @@ ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slot
                 plan.evicted[i] = cl.slot_expert[best];
             }
             if (pinp != pin) free(pinp);
-            for (int32_t i = 0; i < k; i++) nxt[req[i]] = next_occ[p * k + i];
-        } else if ((st = cache_plan_make(&cl, req, k, &plan))) {
+            for (int32_t i = 0; i < pk_n; i++) nxt[pr_req[i]] = next_occ[pstart[p] + (uint64_t)i];
+        } else if ((st = cache_plan_make(&cl, pr_req, pk_n, &plan))) {
             break;
         }
         if (count) {
             out->passes++;
-            out->requests += (uint64_t)k;
-            for (int32_t i = 0; i < k; i++) {
+            out->requests += (uint64_t)pk_n;
+            for (int32_t i = 0; i < pk_n; i++) {
                 if (plan.hit[i]) { out->hits++; continue; }
                 out->misses++;
                 if (plan.evicted[i] < 0) out->cold_misses++;
                 else out->evict_misses++;
-                if (p > 0 && prev[req[i]]) out->prev_named++;
+                if (p > 0 && prev[pr_req[i]]) out->prev_named++;
             }
         }
-        cache_commit(&cl, req, &plan);
+        cache_commit(&cl, pr_req, &plan);
         bool *t = prev;
         prev = cur;
         cur = t;
     }
     if (pilot_k > 0) out->residual_misses = out->misses - (out->prefetch_useful < out->misses ? out->prefetch_useful : out->misses);
+out:
+    free(req);
+    free(pstart);
+    free(ptok);
+    free(pm);
+    free(stamp);
     free(prev);
     free(cur);
     free(next_occ);

@@ -24,6 +24,9 @@ typedef struct router_capture {
     int32_t **pred;        /* (num_layers) -> (pred_len[l]); row 0 empty */
     uint64_t *pred_len;    /* (num_layers) */
     int32_t pred_k;        /* ids per pass in pred (0 when absent) */
+    bool has_chunks;       /* the engine's forward chunks were recorded; absent: one pass per chunk */
+    int32_t **chunks;      /* (num_layers) -> (chunks_len[l]) passes (tokens) per forward chunk, in order; they sum to the layer's passes */
+    uint64_t *chunks_len;  /* (num_layers) */
 } router_capture;
 
 /* Loads and checks a capture (counts against top_k and the trace, ids in
@@ -48,7 +51,8 @@ ts_status router_layer_top_set(const uint64_t *counts, int32_t n_experts, double
 typedef enum replay_policy { REPLAY_LFU = 0, REPLAY_LRU = 1, REPLAY_BELADY = 2 } replay_policy;
 
 typedef struct replay_result {
-    uint64_t passes;         /* counted passes (after skip) */
+    uint64_t tokens;         /* counted trace passes (tokens, after skip) */
+    uint64_t passes;         /* counted cache passes: one token's top-k, or up to top_k of a chunk's distinct experts */
     uint64_t requests, hits, misses;
     uint64_t cold_misses;    /* miss into an empty slot */
     uint64_t evict_misses;   /* miss that evicted a resident expert */
@@ -60,9 +64,15 @@ typedef struct replay_result {
     uint64_t residual_misses;         /* misses the prefetch did not cover */
 } replay_result;
 
-/* Replays layer l with n_slots slots. The first `skip` passes warm the cache
- * but are not counted. pilot_k > 0 simulates prefetching the first pilot_k
- * predicted ids before each pass (residency snapshotted before the plan). */
+/* Replays layer l with n_slots slots, making the requests the engine made
+ * (forward/moe.c): per forward chunk, its distinct experts in order of first
+ * appearance over (token, rank), top_k per cache pass (the last one fewer); a
+ * chunk of one token is one pass of its top-k in rank order. Without chunk
+ * lengths every trace pass is its own chunk. Chunks starting before trace
+ * pass `skip` warm the cache but are not counted. pilot_k > 0 simulates
+ * prefetching the first pilot_k predicted ids before each one-token chunk's
+ * pass (residency snapshotted before the plan); recall counts every counted
+ * token. */
 ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slots, replay_policy pol, uint64_t skip,
                               int32_t pilot_k, replay_result *out);
 

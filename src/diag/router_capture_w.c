@@ -36,8 +36,9 @@ ts_status diag_router_init(diag_router *r, int32_t num_layers, int32_t num_exper
     r->passes = ts_calloc((size_t)num_layers, sizeof *r->passes);
     r->tr = ts_calloc((size_t)num_layers, sizeof *r->tr);
     r->pred = ts_calloc((size_t)num_layers, sizeof *r->pred);
+    r->chunks = ts_calloc((size_t)num_layers, sizeof *r->chunks);
     r->logits = logits_layer >= 0 ? ts_calloc((size_t)num_experts, sizeof *r->logits) : NULL;
-    if (!r->counts || !r->passes || !r->tr || !r->pred || (logits_layer >= 0 && !r->logits)) {
+    if (!r->counts || !r->passes || !r->tr || !r->pred || !r->chunks || (logits_layer >= 0 && !r->logits)) {
         diag_router_free(r);
         return TS_ERR_NOMEM;
     }
@@ -47,6 +48,8 @@ ts_status diag_router_init(diag_router *r, int32_t num_layers, int32_t num_exper
 void diag_router_free(diag_router *r) {
     for (int32_t l = 0; r->tr && l < r->num_layers; l++) free(r->tr[l].v);
     for (int32_t l = 0; r->pred && l < r->num_layers; l++) free(r->pred[l].v);
+    for (int32_t l = 0; r->chunks && l < r->num_layers; l++) free(r->chunks[l].v);
+    free(r->chunks);
     free(r->tr);
     free(r->pred);
     free(r->counts);
@@ -66,6 +69,11 @@ ts_status diag_router_record(diag_router *r, int32_t l, const int32_t *ids, cons
     return TS_OK;
 }
 
+ts_status diag_router_record_chunk(diag_router *r, int32_t l, int32_t n_tok) {
+    if (!r->trace) return TS_OK;
+    return ids_push(&r->chunks[l], &n_tok, 1);
+}
+
 ts_status diag_router_record_pred(diag_router *r, int32_t l, const int32_t *ids) {
     if (!r->pilot || l < 1) return TS_OK;
     return ids_push(&r->pred[l], ids, r->top_k);
@@ -83,8 +91,17 @@ static void write_rows(json_out *j, const char *key, const diag_ids *rows, int32
 
 ts_status diag_router_write(const diag_router *r, const char *path, bool partial) {
     uint64_t total = 0;
+    /* no chunk recorded at all: a writer that routes token by token (the
+     * analyzer then takes every pass as its own chunk) */
+    bool chunks = false;
+    for (int32_t l = 0; r->trace && l < r->num_layers; l++) chunks |= r->chunks[l].n > 0;
     for (int32_t l = 0; l < r->num_layers; l++) {
         total += r->passes[l];
+        uint64_t in_chunks = 0;
+        for (uint64_t i = 0; chunks && i < r->chunks[l].n; i++) in_chunks += (uint64_t)r->chunks[l].v[i];
+        if (chunks && in_chunks != r->passes[l])
+            return ts_fail(TS_ERR_INTERNAL, "router capture: layer %d has %llu tokens in chunks but %llu passes", l,
+                           (unsigned long long)in_chunks, (unsigned long long)r->passes[l]);
         if (r->pilot && l > 0 && r->pred[l].n && r->pred[l].n != r->tr[l].n)
             return ts_fail(TS_ERR_INTERNAL, "router capture: layer %d has %llu pilot ids but %llu trace ids", l,
                            (unsigned long long)r->pred[l].n, (unsigned long long)r->tr[l].n);
@@ -97,6 +114,7 @@ ts_status diag_router_write(const diag_router *r, const char *path, bool partial
                     r->num_experts, r->top_k);
     json_out_u64_matrix(&j, "counts", r->counts, r->num_layers, r->num_experts);
     if (r->trace) write_rows(&j, "trace", r->tr, r->num_layers);
+    if (chunks) write_rows(&j, "chunks", r->chunks, r->num_layers);
     if (r->pilot) write_rows(&j, "pred", r->pred, r->num_layers);
     if (r->logits_layer >= 0) {
         if (!r->logits_done) {

@@ -58,8 +58,12 @@
  * (the gguf_file). Streamed pointers stay valid until the next begin/fetch on
  * the same layer, which may evict them (the current pass's own experts are
  * never evicted by it); passes on other layers do not touch them.
- * ids are the router's top-k in ranked order: the policy's victim order
- * depends on it, and the offline replay (analyze cache) feeds the same order.
+ * ids are what the forward pass asks for in one pass: for a chunk of one
+ * token its top-k in router rank order; for a prefill chunk up to k of the
+ * chunk's distinct experts, in order of first appearance over (token, rank)
+ * (forward/moe.c). The policy's victim order depends on the order, and the
+ * offline replay (analyze cache) rebuilds the same sequence from the router
+ * trace and its chunk lengths.
  *
  * Errors. A failed read (I/O error, short file) is returned by
  * expert_cache_end with a message naming the block, the file and the offset;
@@ -148,7 +152,7 @@ typedef struct expert_cache_pass {
 } expert_cache_pass;
 
 /* block: the blk.N index (the forward pass's layer); must be an MoE block.
- * ids: k distinct expert ids, router rank order, 1 <= k <= min(slots,
+ * ids: k distinct expert ids in request order (above), 1 <= k <= min(slots,
  * CACHE_MAX_K). gate/up/down: arrays of k; pass may be NULL. */
 ts_status expert_cache_begin(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
                              const void **up, const void **down, expert_cache_pass *pass);
@@ -176,7 +180,7 @@ const char *expert_cache_choice(const expert_cache *c);
 
 typedef struct expert_cache_stats {
     uint64_t passes;          /* routed passes committed */
-    uint64_t requests;        /* experts requested (passes * k) */
+    uint64_t requests;        /* experts requested (the sum of the passes' k: a prefill chunk's last pass may ask fewer) */
     uint64_t hits;            /* streamed: resident in a slot; resident mode: every request; mapped: 0 (unknown) */
     uint64_t misses;          /* streamed: read from the file */
     uint64_t cold_misses;     /* misses into an empty slot */

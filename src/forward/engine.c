@@ -366,11 +366,12 @@ static void layout(ts_session *s, carver *c) {
     s->pos = carve(c, sizeof(int32_t) * B);
     s->ids_dev = carve(c, sizeof(int32_t) * B);
     if (s->model->desc.has_moe) {
-        size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp, SF = (size_t)hp->n_ff_shexp;
+        size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp, SF = (size_t)hp->n_ff_shexp, K = (size_t)hp->n_expert_used;
         s->router = carve(c, sizeof(float) * B * NE);
-        s->exp_gate = carve(c, sizeof(float) * FE);
-        s->exp_up = carve(c, sizeof(float) * FE);
-        s->exp_out = carve(c, sizeof(float) * E);
+        s->exp_x = carve(c, sizeof(float) * B * E);
+        s->exp_gate = carve(c, sizeof(float) * B * FE);
+        s->exp_up = carve(c, sizeof(float) * B * FE);
+        s->exp_out = carve(c, sizeof(float) * B * K * E);
         if (s->diag && s->diag->pilot != TS_PILOT_OFF) {
             s->pilot_h = carve(c, sizeof(float) * B * E);
             s->pilot_r = carve(c, sizeof(float) * B * NE);
@@ -439,7 +440,16 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->router_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
         s->pilot_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
         s->sh_gate_host = ts_calloc((size_t)n_batch, sizeof(float));
-        if (!s->router_host || !s->sh_gate_host || !s->pilot_host) {
+        size_t BK = (size_t)n_batch * (size_t)hp->n_expert_used;
+        s->moe_ids = ts_calloc(BK, sizeof(int32_t));
+        s->moe_w = ts_calloc(BK, sizeof(float));
+        s->moe_row = ts_calloc(BK, sizeof(int32_t));
+        s->moe_tok = ts_calloc(BK, sizeof(int32_t));
+        s->moe_order = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
+        s->moe_cnt = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
+        s->moe_off = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
+        if (!s->router_host || !s->sh_gate_host || !s->pilot_host || !s->moe_ids || !s->moe_w || !s->moe_row || !s->moe_tok ||
+            !s->moe_order || !s->moe_cnt || !s->moe_off) {
             st = TS_ERR_NOMEM;
             goto fail;
         }
@@ -482,6 +492,13 @@ void ts_session_free(ts_session *s) {
     free(s->router_host);
     free(s->pilot_host);
     free(s->sh_gate_host);
+    free(s->moe_ids);
+    free(s->moe_w);
+    free(s->moe_row);
+    free(s->moe_tok);
+    free(s->moe_order);
+    free(s->moe_cnt);
+    free(s->moe_off);
     free(s);
 }
 

@@ -64,9 +64,10 @@ struct ts_session {
 
     /* MoE (NULL for dense models) */
     float *router;        /* (n_batch, n_expert) router logits */
-    float *exp_gate;      /* (n_ff_exp) one expert's gate, then act(gate)*up */
-    float *exp_up;        /* (n_ff_exp) */
-    float *exp_out;       /* (n_embd) one expert's output */
+    float *exp_x;         /* (n_batch, n_embd) one expert's tokens' inputs, gathered */
+    float *exp_gate;      /* (n_batch, n_ff_exp) one expert's gate, then act(gate)*up, over its tokens */
+    float *exp_up;        /* (n_batch, n_ff_exp) */
+    float *exp_out;       /* (n_batch * n_expert_used, n_embd) every (token, rank)'s expert output, grouped by expert */
     float *sh_act;        /* (n_batch, n_ff_shexp) shared expert gate, then act*up */
     float *sh_up;         /* (n_batch, n_ff_shexp) */
     float *sh_out;        /* (n_batch, n_embd) */
@@ -79,6 +80,13 @@ struct ts_session {
     float *router_host;   /* (n_batch, n_expert) host copy of router logits */
     float *sh_gate_host;  /* (n_batch) host copy */
     float *pilot_host;    /* (n_batch, n_expert) host copy */
+    int32_t *moe_ids;     /* (n_batch, n_expert_used) each token's top-k, rank order */
+    float *moe_w;         /* (n_batch, n_expert_used) their router weights */
+    int32_t *moe_row;     /* (n_batch, n_expert_used) row of exp_out holding (token, rank)'s expert output */
+    int32_t *moe_tok;     /* (n_batch * n_expert_used) tokens, grouped by expert in moe_order, ascending within */
+    int32_t *moe_order;   /* (n_expert) the chunk's distinct experts, by first appearance in (token, rank) order */
+    int32_t *moe_cnt;     /* (n_expert) tokens routed to each expert in the chunk */
+    int32_t *moe_off;     /* (n_expert) first moe_tok / exp_out row of each expert's group */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */
     int64_t out_rows;
     float *last_logits;   /* the last row of the last eval's logits (host), for sampling; NULL before any eval */

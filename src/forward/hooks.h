@@ -21,7 +21,12 @@ typedef struct ts_hooks {
     void (*mark)(void *user, struct ts_session *s, int phase);
     /* Seconds the expert cache waited for reads inside the current span. */
     void (*io_wait)(void *user, double seconds);
-    /* A routed pass at layer l: top-k ids in rank order, the router logits
+    /* Layer l routes a chunk of n_tok tokens: n_tok route calls follow, one
+     * per token in order; the expert cache then serves the chunk's distinct
+     * experts (forward/moe.c), which is what the trace's chunk lengths let
+     * analyze cache replay. */
+    ts_status (*route_chunk)(void *user, int32_t layer, int32_t n_tok);
+    /* A token routed at layer l: top-k ids in rank order, the router logits
      * row (host, n_expert). */
     ts_status (*route)(void *user, int32_t layer, const int32_t *ids, const float *logits);
     /* After layer l's attention, with the post-attention residual in s->x

@@ -46,6 +46,12 @@ static void h_mark(void *user, ts_session *s, int phase) {
 
 static void h_io_wait(void *user, double seconds) { diag_of(user)->pending_io += seconds; }
 
+static ts_status h_route_chunk(void *user, int32_t layer, int32_t n_tok) {
+    ts_diag *d = diag_of(user);
+    if (!d->router_on) return TS_OK;
+    return diag_router_record_chunk(&d->router, layer, n_tok);
+}
+
 static ts_status h_route(void *user, int32_t layer, const int32_t *ids, const float *logits) {
     ts_diag *d = diag_of(user);
     if (!d->router_on) return TS_OK;
@@ -101,6 +107,7 @@ const ts_hooks ts_diag_hooks = {
     .user = NULL, /* set per session: a copy with user = the session's diag */
     .mark = h_mark,
     .io_wait = h_io_wait,
+    .route_chunk = h_route_chunk,
     .route = h_route,
     .after_attention = h_pilot,
     .ffn_act = h_ffn,

@@ -1,18 +1,25 @@
-/* The routed-expert FFN (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE).
+/* The routed-expert FFN (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE), one chunk
+ * of n tokens at a time:
  *
  *   r = h Wrouter                      (all n tokens in one matmul)
  *   for each token t:
  *     p = softmax(r_t) ; top-k by logit, ties to the lower expert id
- *     w = p[top-k] (/ sum when the family renormalises)
- *     experts = cache.fetch(top-k)     (resident, mapped, or slots + pread)
- *     out_t = sum_i w_i * down_i(act(gate_i h_t) * up_i h_t)   in rank order
+ *     w_t = p[top-k] (/ sum when the family renormalises)
+ *   for each distinct expert e of the chunk (first appearance over (t, rank)),
+ *   fetched from the cache k at a time (resident, mapped, or slots + pread):
+ *     Y_e = down_e(act(gate_e X_e) * up_e X_e)   X_e: e's tokens, one matmul each
+ *   out_t = sum_i w_t,i * Y_{e_i}[t]   in rank order
  *   (+ sigmoid(h Wshgate) * shared_expert(h), qwen2moe)
  *
- * Experts run per token with the same ops in every residency mode: which
- * bytes the cache returns never changes, nor does the arithmetic, so output
- * is byte-identical whatever the cache holds, and whatever other sessions
- * do with the shared cache meanwhile (fetch pins the slots it hands out
- * until release). */
+ * Determinism. The routing, so the groups, their sizes and the order of the
+ * sums, depends only on the activations; which bytes the cache returns
+ * never changes, nor does the arithmetic. Output is therefore byte-identical
+ * whatever the mode or slot count, and whatever other sessions do with the
+ * shared cache meanwhile (fetch pins the slots it hands out until release).
+ * It is NOT byte-identical to running the same tokens one at a time: an
+ * expert's matmul over m > 1 tokens takes the backend's GEMM path, whose
+ * sums round differently from the matvec's (within the kernels' tested
+ * tolerance); a chunk of one token (decode) is the per-token path exactly. */
 #include <math.h>
 #include <string.h>
 
@@ -47,6 +54,33 @@ static void topk_weights(const float *r, int n_expert, const int32_t *ids, int k
     for (int i = 0; i < k; i++) w[i] = (float)(exp((double)r[ids[i]] - mx) / (renorm ? sel : z));
 }
 
+/* The chunk's expert-cache passes: its distinct experts in order of first
+ * appearance over (token, rank), at most k per pass. One token (decode)
+ * gives exactly its top-k in rank order, one pass. analyze cache's replay
+ * (router_capture.c, router_replay_layer) rebuilds the same sequence from
+ * the trace and its chunk lengths: change both together. */
+static int group_chunk(ts_session *s, int n, int NE, int K) {
+    int32_t *cnt = s->moe_cnt, *order = s->moe_order, *off = s->moe_off;
+    int nd = 0;
+    for (int e = 0; e < NE; e++) cnt[e] = 0;
+    for (int j = 0; j < n * K; j++) {
+        int32_t e = s->moe_ids[j];
+        if (cnt[e]++ == 0) order[nd++] = e;
+    }
+    int32_t o = 0;
+    for (int i = 0; i < nd; i++) off[order[i]] = o, o += cnt[order[i]];
+    /* tokens ascending inside each group; cnt becomes the fill position */
+    for (int i = 0; i < nd; i++) cnt[order[i]] = 0;
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < K; i++) {
+            int32_t e = s->moe_ids[t * K + i];
+            int32_t r = off[e] + cnt[e]++;
+            s->moe_tok[r] = t;
+            s->moe_row[t * K + i] = r;
+        }
+    return nd;
+}
+
 ts_status ts_forward_moe(ts_session *s, int l, int n) {
     const ts_model_desc *md = &s->model->desc;
     const ts_hparams *hp = &md->hp;
@@ -58,44 +92,57 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     const expert_layer_info *li = &md->emap.layers[md->emap.moe_of_block[l]];
     expert_cache *ec = s->model->ecache;
 
-    /* router logits for every token, to the host for the top-k */
+    /* 1. route the whole chunk: router logits for every token in one
+     * matmul, to the host for the top-k; the hooks see every token */
     const ts_mat *rw[1] = {&L->ffn_router};
     op->matmul(st, 1, rw, &s->router, s->xb, n);
     op->to_host(st, s->router_host, s->router, sizeof(float) * (size_t)n * (size_t)NE);
-
+    if (TS_UNLIKELY(h != NULL) && h->route_chunk) {
+        ts_status rs = h->route_chunk(h->user, l, n);
+        if (rs != TS_OK) return rs;
+    }
     for (int t = 0; t < n; t++) {
         const float *r = s->router_host + (size_t)t * NE;
-        int32_t ids[CACHE_MAX_K];
-        float w[CACHE_MAX_K];
+        int32_t *ids = s->moe_ids + (size_t)t * K;
         ts_topk(r, NE, K, ids);
-        topk_weights(r, NE, ids, K, hp->expert_norm, w);
+        topk_weights(r, NE, ids, K, hp->expert_norm, s->moe_w + (size_t)t * K);
         if (TS_UNLIKELY(h != NULL) && h->route) {
             ts_status rs = h->route(h->user, l, ids, r);
             if (rs != TS_OK) return rs;
         }
-        HOOK(h, mark, s, TS_PHASE_ROUTER);
+    }
+    HOOK(h, mark, s, TS_PHASE_ROUTER);
 
+    /* 2. each distinct expert fetched once, run once over its tokens */
+    const int nd = group_chunk(s, n, NE, K);
+    for (int g0 = 0; g0 < nd; g0 += K) {
+        const int gk = nd - g0 < K ? nd - g0 : K;
+        const int32_t *gid = s->moe_order + g0;
         /* the experts' bytes: pinned in the shared cache until released */
         const void *g[CACHE_MAX_K], *u[CACHE_MAX_K], *d[CACHE_MAX_K];
         expert_cache_pass pass;
-        ts_status rc = expert_cache_fetch(ec, l, ids, K, g, u, d, &pass);
+        ts_status rc = expert_cache_fetch(ec, l, gid, gk, g, u, d, &pass);
         if (rc != TS_OK) return rc;
         HOOK(h, io_wait, pass.io_wait_s);
-
-        const float *x = s->xb + (size_t)t * E;
-        float *out = s->xb2 + (size_t)t * E;
-        for (int i = 0; i < K; i++) {
+        for (int i = 0; i < gk; i++) {
+            const int32_t e = gid[i], ne = s->moe_cnt[e], o = s->moe_off[e];
+            const float *x = s->xb + (size_t)s->moe_tok[o] * E;
+            if (ne > 1) {
+                /* gathered rows: a copy (x * 1.0f is exact) */
+                for (int j = 0; j < ne; j++)
+                    op->scale(st, s->exp_x + (size_t)j * E, s->xb + (size_t)s->moe_tok[o + j] * E, 1.0f, E);
+                x = s->exp_x;
+            }
             ts_mat mg = expert_mat(g[i], li->type[EXPERT_PROJ_GATE], E, FE, "ffn_gate_exps");
             ts_mat mu = expert_mat(u[i], li->type[EXPERT_PROJ_UP], E, FE, "ffn_up_exps");
             ts_mat mdn = expert_mat(d[i], li->type[EXPERT_PROJ_DOWN], FE, E, "ffn_down_exps");
             const ts_mat *gu[2] = {&mg, &mu};
             float *gu_out[2] = {s->exp_gate, s->exp_up};
-            op->matmul(st, 2, gu, gu_out, x, 1);
-            op->act_mul(st, md->fam->act, s->exp_gate, s->exp_up, FE, s->exp_gate);
+            op->matmul(st, 2, gu, gu_out, x, ne);
+            op->act_mul(st, md->fam->act, s->exp_gate, s->exp_up, (int64_t)ne * FE, s->exp_gate);
             const ts_mat *dn[1] = {&mdn};
-            op->matmul(st, 1, dn, &s->exp_out, s->exp_gate, 1);
-            if (i == 0) op->scale(st, out, s->exp_out, w[0], E);
-            else op->scale_add(st, out, s->exp_out, w[i], E);
+            float *dn_out[1] = {s->exp_out + (size_t)o * E};
+            op->matmul(st, 1, dn, dn_out, s->exp_gate, ne);
         }
         /* the ops above have read the slots once the stream reaches here */
         rc = op->sync(st);
@@ -103,6 +150,17 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
         if (rc != TS_OK) return rc;
         HOOK(h, mark, s, TS_PHASE_EXPERT);
     }
+
+    /* 3. scatter: each token's weighted outputs summed in rank order, the
+     * same sum whatever order the experts ran in */
+    for (int t = 0; t < n; t++) {
+        float *out = s->xb2 + (size_t)t * E;
+        const float *w = s->moe_w + (size_t)t * K;
+        const int32_t *row = s->moe_row + (size_t)t * K;
+        op->scale(st, out, s->exp_out + (size_t)row[0] * E, w[0], E);
+        for (int i = 1; i < K; i++) op->scale_add(st, out, s->exp_out + (size_t)row[i] * E, w[i], E);
+    }
+    HOOK(h, mark, s, TS_PHASE_EXPERT);
 
     /* shared expert behind a sigmoid gate (qwen2moe), batched over tokens */
     if (L->ffn_gate_shexp.data) {
