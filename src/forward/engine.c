@@ -453,8 +453,10 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     s->arena = s->be->ops->alloc(s->be, s->arena_bytes);
     if (!s->arena) {
         char b[32];
-        st = ts_fail(TS_ERR_NOMEM, "session: cannot allocate %s for the KV cache (%d positions) and activations",
-                     ts_fmt_bytes(s->arena_bytes, 1, b, sizeof b), n_ctx);
+        /* keeps the backend's reason (a GPU says how much memory is free) */
+        ts_error_prefix("session: cannot allocate %s for the KV cache (%d positions) and activations",
+                        ts_fmt_bytes(s->arena_bytes, 1, b, sizeof b), n_ctx);
+        st = TS_ERR_NOMEM;
         goto fail;
     }
     c = (carver){.base = s->arena};
