@@ -728,7 +728,7 @@ static const ts_backend_ops cuda_ops = {
     .softcap = cuda_softcap,
 };
 
-ts_status ts_backend_cuda_new(int device, ts_backend **out) {
+extern "C" ts_status ts_backend_cuda_new(int device, ts_backend **out) {
     *out = NULL;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
