@@ -279,7 +279,9 @@ static void *cuda_alloc(ts_backend *be, size_t bytes) {
         cuda_err(e, "cudaMalloc");
         return NULL;
     }
-    if ((e = cudaMemset(p, 0, bytes)) != cudaSuccess) {
+    /* the memset runs on the legacy stream, which the sessions' non-blocking
+     * streams do not wait for: done before anyone can use the buffer */
+    if ((e = cudaMemset(p, 0, bytes)) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess) {
         cudaFree(p);
         cuda_err(e, "cudaMemset");
         return NULL;
@@ -321,8 +323,12 @@ static ts_status cuda_weight_bind(ts_backend *be, const void *host, size_t bytes
     e = cudaMalloc(&p, bytes + CUDA_WEIGHT_SLACK);
     if (e == cudaErrorMemoryAllocation) return oom(bytes, "the model's weights");
     if (e != cudaSuccess) return cuda_err(e, "cudaMalloc (weights)");
+    /* a copy from pageable memory may return before its DMA lands, and the
+     * sessions' non-blocking streams do not wait for the legacy stream: the
+     * weight is complete before bind returns */
     if ((e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice)) != cudaSuccess ||
-        (e = cudaMemset((uint8_t *)p + bytes, 0, CUDA_WEIGHT_SLACK)) != cudaSuccess) {
+        (e = cudaMemset((uint8_t *)p + bytes, 0, CUDA_WEIGHT_SLACK)) != cudaSuccess ||
+        (e = cudaDeviceSynchronize()) != cudaSuccess) {
         cudaFree(p);
         return cuda_err(e, "uploading weights");
     }
@@ -366,7 +372,8 @@ static ts_status cuda_stream_new(ts_backend *be, int n_threads, ts_stream **out)
     if ((e = use_device(c->device)) != cudaSuccess) st = cuda_err(e, "set device");
     else if ((e = cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking)) != cudaSuccess) st = cuda_err(e, "cudaStreamCreate");
     else if ((e = cudaMalloc(&c->err_dev, sizeof(unsigned))) != cudaSuccess) st = cuda_err(e, "cudaMalloc (error word)");
-    else if ((e = cudaMemset(c->err_dev, 0, sizeof(unsigned))) != cudaSuccess) st = cuda_err(e, "cudaMemset");
+    else if ((e = cudaMemset(c->err_dev, 0, sizeof(unsigned))) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess)
+        st = cuda_err(e, "cudaMemset");
     else if ((e = cudaHostAlloc(&c->err_host, sizeof(unsigned), cudaHostAllocDefault)) != cudaSuccess)
         st = cuda_err(e, "cudaHostAlloc");
     else {
