@@ -12,7 +12,9 @@
  *
  * Bars (docs/KERNELS.md, CUDA section): tiny F32/F16 fixtures max KL < 1e-4
  * and top-1 100% wherever the CPU's top-1/top-2 margin is at least
- * TIE_MARGIN (below that, float rounding may legitimately swap two tokens);
+ * TIE_MARGIN (below that, float rounding may legitimately swap two tokens),
+ * GEMM_MARGIN for the GEMM rows (F16 inputs: not the CPU's F32 path);
+ * every flip is printed with its margin;
  * the real model (SmolLM2 Q4_1) mean KL < 1e-3 and top-1 beyond a 0.5 margin.
  * Greedy ids must match until the first step whose CPU margin is under the
  * bar, after which the two texts may legitimately diverge (counted, printed).
@@ -31,13 +33,15 @@ extern "C" {
 #endif
 
 #define TIE_MARGIN 1e-3
+#define GEMM_MARGIN 5e-2
 #define REAL_MARGIN 0.5
 #define GEN_STEPS 16
 
 typedef struct bar {
-    double max_kl;   /* every row */
-    double mean_kl;  /* over the rows */
-    double margin;   /* top-1 must agree where the CPU's top-1/top-2 gap is at least this */
+    double max_kl;      /* every row */
+    double mean_kl;     /* over the rows */
+    double margin;      /* top-1 must agree where the CPU's top-1/top-2 gap is at least this */
+    double gemm_margin; /* the same for the GEMM rows, whose F16 inputs move logits by ~1e-3 */
 } bar;
 
 typedef struct stats {
@@ -62,9 +66,12 @@ static void compare_rows(stats *s, const float *cpu, const float *gpu, int rows,
         s->rows++;
         s->kl_sum += kl;
         if (!(kl <= s->kl_max)) s->kl_max = kl;
-        if (margin_of(p, V) >= margin) {
+        double mg = margin_of(p, V);
+        bool same = ts_argmax(p, V) == ts_argmax(q, V);
+        if (!same) printf("  top-1 differs at row %d: cpu %d, cuda %d, cpu margin %.3g\n", r, ts_argmax(p, V), ts_argmax(q, V), mg);
+        if (mg >= margin) {
             s->decisive++;
-            s->agree += ts_argmax(p, V) == ts_argmax(q, V);
+            s->agree += same;
         }
     }
 }
@@ -135,7 +142,7 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
         /* 1. a 37-token prompt in chunks of 16 (16, 16, 5) */
         if (!eval_both(sc, sg, ids, 37, V, &pf, B->margin, name)) goto done;
         /* 2. 100 tokens in one chunk: the GEMM */
-        if (!eval_both(sc2, sg2, ids, 100, V, &big, B->margin, name)) goto done;
+        if (!eval_both(sc2, sg2, ids, 100, V, &big, B->gemm_margin, name)) goto done;
 
         /* 3. greedy, one token at a time, from the end of prompt 1 */
         float *lc, *lg;
@@ -174,12 +181,13 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
         all.kl_sum += big.kl_sum + gen.kl_sum;
         all.kl_max = fmax(fmax(pf.kl_max, big.kl_max), gen.kl_max);
         double mean = all.rows ? all.kl_sum / all.rows : INFINITY;
-        printf("%-22s %-8s rows %4d  top-1 %d/%d (margin >= %g)  KL mean %.2e max %.2e (chunked %.1e, gemm %.1e, decode %.1e)  "
+        printf("%-22s %-8s rows %4d  top-1 %d/%d (margin >= %g, gemm %g)  KL mean %.2e max %.2e (chunked %.1e, gemm %.1e, decode %.1e)  "
                "greedy %d/%d%s  %.1fs\n",
-               name, precise ? "precise" : "default", all.rows, all.agree, all.decisive, B->margin, mean, all.kl_max, pf.kl_max,
+               name, precise ? "precise" : "default", all.rows, all.agree, all.decisive, B->margin, B->gemm_margin, mean, all.kl_max, pf.kl_max,
                big.kl_max, gen.kl_max, gen_same, gen_cmp, gen_diverged_at >= 0 ? " (near-tie, stopped comparing)" : "",
                ts_now() - t0);
-        CHECKF(all.rows > 0 && all.agree == all.decisive, "%s: top-1 %d of %d decisive rows", name, all.agree, all.decisive);
+        CHECKF(all.rows > 0 && all.agree == all.decisive, "%s: top-1 %d of %d decisive rows (chunked %d/%d, gemm %d/%d, decode %d/%d)",
+               name, all.agree, all.decisive, pf.agree, pf.decisive, big.agree, big.decisive, gen.agree, gen.decisive);
         CHECKF(all.kl_max < B->max_kl, "%s: max KL %.3e >= %.0e", name, all.kl_max, B->max_kl);
         CHECKF(mean < B->mean_kl, "%s: mean KL %.3e >= %.0e", name, mean, B->mean_kl);
         CHECKF(gen_cmp > 0, "%s: no greedy step compared", name);
@@ -217,10 +225,13 @@ static void check_oom(const char *path) {
 
 int main(int argc, char **argv) {
     (void)argc;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a line per model as it finishes, in logs too */
     tcu_require_gpu(argv[0]);
     tcu_seed_init(argv[0]);
     static const char *tiny[] = {"llama", "llama31", "qwen2", "qwen3", "gemma3"};
-    const bar tiny_bar = {1e-4, 1e-4, TIE_MARGIN};
+    const bar tiny_bar = {1e-4, 1e-4, TIE_MARGIN, GEMM_MARGIN};
+    /* TS_CUDA_TEST_MODELS="llama gemma3": only those fixtures (the CPU emulation is slow) */
+    const char *only = getenv("TS_CUDA_TEST_MODELS");
     for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++)
         for (int f16 = 0; f16 < 2; f16++)
             for (int precise = 0; precise < 2; precise++) {
@@ -228,6 +239,13 @@ int main(int argc, char **argv) {
                 snprintf(name, sizeof name, "tiny-%s-%s", tiny[i], f16 ? "f16" : "f32");
                 snprintf(path, sizeof path, "%s/ref/%s.gguf", TS_FIXTURES, name);
                 if (tcu_small() && (f16 || precise)) continue;
+                if (only) {
+                    char word[80];
+                    snprintf(word, sizeof word, " %s ", tiny[i]);
+                    char list[512];
+                    snprintf(list, sizeof list, " %s ", only);
+                    if (!strstr(list, word)) continue;
+                }
                 run_model(name, path, &tiny_bar, precise);
             }
     char real[2048];
@@ -235,7 +253,7 @@ int main(int argc, char **argv) {
     if (access(real, R_OK) != 0) {
         tu_missing_model("smollm2", real);
     } else {
-        const bar real_bar = {1e-2, 1e-3, REAL_MARGIN};
+        const bar real_bar = {1e-2, 1e-3, REAL_MARGIN, REAL_MARGIN};
         run_model("smollm2", real, &real_bar, false);
         if (!tcu_small()) run_model("smollm2", real, &real_bar, true);
         check_oom(real);
