@@ -68,7 +68,8 @@ if [ "$FULL" = auto ]; then
         sed -i "s|^prefix=/usr\$|prefix=$DR/usr|" "$LIBD"/pkgconfig/*.pc
         export PKG_CONFIG_PATH="$LIBD/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
         export LD_LIBRARY_PATH="$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-        CFG+=(-DCJSON_INCLUDE_DIR="$DR/usr/include" -DCJSON_LIBRARY="$LIBD/libcjson.so")
+        CFG+=(-DCJSON_INCLUDE_DIR="$DR/usr/include" -DCJSON_LIBRARY="$LIBD/libcjson.so"
+              -DPCRE2_INCLUDE_DIR="$DR/usr/include" -DPCRE2_LIBRARY="$LIBD/libpcre2-8.so")
         FULL=1
         echo "PCRE2/cJSON from the carried .deps/"
     else
