@@ -171,7 +171,20 @@ bool cli_model_load(const char *cmd, const cli_common *c, cli_model *out) {
         mo.progress_user = &lp;
         mo.prefault = true;
     }
-    if (ts_model_load(c->model, &mo, &out->model) != TS_OK) {
+    ts_status st = ts_model_load(c->model, &mo, &out->model);
+    if (st == TS_ERR_UNSUPPORTED && c->backend == TS_BACKEND_AUTO && ts_backend_kind_of(out->be) != TS_BACKEND_CPU) {
+        /* auto: a model the device backend does not run (mixture-of-experts,
+         * for now) runs on the cpu, as it did before there was a choice */
+        if (lp.last_pct >= 0) fputs("\r\033[K", stderr);
+        fprintf(stderr, "backend: cpu (%s)\n", ts_last_error());
+        ts_backend_free(out->be);
+        bo.kind = TS_BACKEND_CPU;
+        if (ts_backend_new(&bo, &out->be) != TS_OK) return out->be = NULL, cli_error(cmd, "%s", ts_last_error()), false;
+        mo.backend = out->be;
+        lp = (load_progress){.t0 = ts_now(), .last_pct = -1};
+        st = ts_model_load(c->model, &mo, &out->model);
+    }
+    if (st != TS_OK) {
         if (lp.last_pct >= 0) fputs("\r\033[K", stderr);
         cli_error(cmd, "%s", ts_last_error());
         ts_backend_free(out->be);

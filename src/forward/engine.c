@@ -107,6 +107,21 @@ static ts_status bind_vec(ts_model *m, const float **v, int64_t n, progress *pr)
     return bind_one(m, (const void **)v, sizeof(float) * (size_t)n, pr);
 }
 
+/* A RoPE table is the desc's own allocation (ts_model_desc_free frees the
+ * field). On a device backend the field becomes the device copy, so the host
+ * table moves to the desc's owned list, freed with it, and ts_model_free
+ * clears the field once the copy is unbound. */
+static ts_status bind_table(ts_model *m, float **tab, int64_t n, progress *pr) {
+    float *host = *tab;
+    if (!host) return TS_OK;
+    float **list = ts_realloc(m->desc.owned, sizeof(float *) * (size_t)(m->desc.n_owned + 1));
+    if (!list) return TS_ERR_NOMEM;
+    m->desc.owned = list;
+    ts_status st = bind_vec(m, (const float **)tab, n, pr);
+    if (st == TS_OK && *tab != host) m->desc.owned[m->desc.n_owned++] = host;
+    return st;
+}
+
 /* Every weight, vector and table the ops read goes through the backend. */
 static ts_status bind_weights(ts_model *m, progress *pr) {
     ts_model_desc *md = &m->desc;
@@ -121,8 +136,8 @@ static ts_status bind_weights(ts_model *m, progress *pr) {
     if (md->tied) md->output.data = md->tok_embd.data;
     else B(bind_mat(m, &md->output, pr));
     B(bind_vec(m, &md->out_norm, E, pr));
-    B(bind_vec(m, (const float **)&md->rope_global.freq, md->rope_global.n_rot / 2, pr));
-    if (md->rope_swa.freq) B(bind_vec(m, (const float **)&md->rope_swa.freq, md->rope_swa.n_rot / 2, pr));
+    B(bind_table(m, &md->rope_global.freq, md->rope_global.n_rot / 2, pr));
+    B(bind_table(m, &md->rope_swa.freq, md->rope_swa.n_rot / 2, pr));
     for (int l = 0; l < hp->n_layer; l++) {
         ts_layer *L = &md->layers[l];
         ts_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->ffn_router,
@@ -234,7 +249,12 @@ ts_status ts_model_load(const char *path, const ts_model_opts *opts, ts_model **
 void ts_model_free(ts_model *m) {
     if (!m) return;
     expert_cache_free(m->ecache);
-    for (int i = 0; i < m->n_bound; i++) m->be->ops->weight_unbind(m->be, m->bound[i].dev, m->bound[i].bytes);
+    for (int i = 0; i < m->n_bound; i++) {
+        /* a bound RoPE table on a device: the host table is in desc.owned (bind_table) */
+        if (!m->be->host_memory && m->bound[i].dev == m->desc.rope_global.freq) m->desc.rope_global.freq = NULL;
+        if (!m->be->host_memory && m->bound[i].dev == m->desc.rope_swa.freq) m->desc.rope_swa.freq = NULL;
+        m->be->ops->weight_unbind(m->be, m->bound[i].dev, m->bound[i].bytes);
+    }
     free(m->bound);
     tok_free(m->vocab);
     if (m->own_be) ts_backend_free(m->be);
@@ -463,8 +483,10 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     s->arena = s->be->ops->alloc(s->be, s->arena_bytes);
     if (!s->arena) {
         char b[32];
-        st = ts_fail(TS_ERR_NOMEM, "session: cannot allocate %s for the KV cache (%d positions) and activations",
-                     ts_fmt_bytes(s->arena_bytes, 1, b, sizeof b), n_ctx);
+        /* keeps the backend's reason (a GPU says how much memory is free) */
+        ts_error_prefix("session: cannot allocate %s for the KV cache (%d positions) and activations",
+                        ts_fmt_bytes(s->arena_bytes, 1, b, sizeof b), n_ctx);
+        st = TS_ERR_NOMEM;
         goto fail;
     }
     c = (carver){.base = s->arena};

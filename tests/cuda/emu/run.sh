@@ -6,7 +6,9 @@
 # libturbospark for the references. Slow (a host thread per CUDA thread): the
 # tests run in their small mode unless EMU_FULL=1.
 #
-#   tests/cuda/emu/run.sh [test_cuda_NAME ...]     (default: all)
+#   tests/cuda/emu/run.sh [test_cuda_NAME ...]     (default: all but
+#   test_cuda_backend, which needs a full CPU build and runs whole models:
+#   name it to run it)
 # Env: EMU_BUILD (default /tmp/ts-cuda-emu), EMU_JOBS (2), EMU_FULL=1.
 set -eu
 cd "$(dirname "$0")/../../.."
@@ -45,10 +47,24 @@ wait
 gcc -O1 -g -fsanitize=address -D_GNU_SOURCE -I"$ROOT/src" -I"$ROOT/include" -c tests/cuda/cpu_ref.c -o "$B/cpu_ref.o"
 
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=($(cd tests/cuda && ls test_cuda_*.cu | sed 's/\.cu$//' | grep -v -e test_cuda_decode -e test_cuda_graph))
+[ ${#tests[@]} -gt 0 ] || tests=($(cd tests/cuda && ls test_cuda_*.cu | sed 's/\.cu$//' | grep -v -e test_cuda_decode -e test_cuda_graph -e test_cuda_backend))
 rc=0
 for t in "${tests[@]}"; do
-    g++ "${FLAGS[@]}" -x c++ "tests/cuda/$t.cu" -x none "${objs[@]}" "$B/cpu_ref.o" "$B/lib/libturbospark.a" -lm -o "$B/$t"
+    lib=("$B/lib/libturbospark.a")
+    extra=()
+    if [ "$t" = test_cuda_backend ]; then
+        # the engine runs whole models: a full CPU-only library (no CUDA, so
+        # the test makes the backend with ts_backend_cuda_new itself); real
+        # models are far too slow emulated, so only the fixtures run
+        if [ ! -f "$B/full/libturbospark.a" ]; then
+            cmake -S . -B "$B/full" -DCMAKE_BUILD_TYPE=Release -DTS_CUDA=OFF >/dev/null
+            cmake --build "$B/full" -j "$JOBS" --target turbospark >/dev/null
+        fi
+        lib=("$B/full/libturbospark.a" -lpcre2-8 -lcjson)
+        extra=(-DTS_HAVE_CUDA=1 -DTS_FIXTURES="\"$ROOT/tests/fixtures\"")
+        export TS_ALLOW_MISSING_MODELS=1 TS_MODEL_CACHE=/nonexistent ASAN_OPTIONS=allocator_may_return_null=1
+    fi
+    g++ "${FLAGS[@]}" "${extra[@]}" -x c++ "tests/cuda/$t.cu" -x none "${objs[@]}" "$B/cpu_ref.o" "${lib[@]}" -lm -o "$B/$t"
     echo "== $t (emulated$([ "${EMU_FULL:-0}" = 1 ] || echo ', small'))"
     if [ "${EMU_FULL:-0}" = 1 ]; then "$B/$t" || rc=1; else TS_CUDA_TEST_SMALL=1 "$B/$t" || rc=1; fi
 done

@@ -1,0 +1,778 @@
+/* The engine's CUDA backend: the op table (src/compute/backend.h) over the
+ * kernels of src/compute/cuda (cuda_kernels.h), for dense models.
+ *
+ * Ownership: weights are uploaded once at bind (one device allocation per
+ * tensor, never changed after load); a stream is one cudaStream_t with its
+ * own cuBLAS handle, scratch and device error word, so sessions on different
+ * threads share nothing mutable here.
+ *
+ * Errors: the compute ops return nothing, so a stream keeps the first failure
+ * (a launcher's status naming the op, or a CUDA error) and enqueues nothing
+ * more after it; sync reports it once, as TS_ERR_DEVICE (or the launcher's
+ * TS_ERR_ARG / TS_ERR_UNSUPPORTED) with the op's name, and so does a device
+ * error word a kernel set (a position outside the cache, a token outside the
+ * vocabulary).
+ *
+ * Matmul paths (the CPU's default and --precise modes as close as the kernels
+ * allow):
+ *   - quantized weights, up to TS_CUDA_MAX_DECODE_TOK tokens: x quantized
+ *     once per partner format (Q8_0 / Q8_K, bit for bit the CPU's) and dotted
+ *     in int8 (the CPU default path);
+ *   - F32/F16/BF16 weights, and every weight in precise mode: F32 activations,
+ *     weights dequantized in registers, in groups of TS_CUDA_MAX_DECODE_TOK
+ *     tokens (the CPU's F32 path); float weights use it up to
+ *     CUDA_FLOAT_MATVEC_MAX tokens, beyond which the GEMM pays;
+ *   - otherwise (prefill chunks): weight tiles dequantized to F16 and multiplied
+ *     by cuBLAS on tensor cores with F32 accumulation (ts_cuda_gemm). F16 as
+ *     llama.cpp's cuBLAS path; the error it adds is measured against the CPU
+ *     by tests/cuda/test_cuda_backend.cu.
+ *
+ * Attention: the split-K decode / tiled prefill kernels take F16 caches and
+ * head_dim 64, 128 or 256; other head sizes (the tiny fixture models) and F32
+ * caches run a plain one-warp-per-row online-softmax kernel here, exact but
+ * not fast. RoPE runs as the op table splits it (a cos/sin table, then the
+ * rotation), and kv_store converts to the cache type (F16 round to nearest
+ * even, as the CPU's to_f16). */
+#include <cublas_v2.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* cuda_common.cuh names its stream cast ts_stream(), which here is the
+ * backend's stream type: rename the cast for this file. */
+#define ts_stream ts_cuda_stream_cast
+#include "compute/cuda/cuda_common.cuh"
+#undef ts_stream
+extern "C" {
+#include "compute/backend.h"
+}
+
+#define CUDA_FLOAT_MATVEC_MAX 64                /* tokens up to which F32/F16/BF16 weights skip the GEMM */
+#define CUDA_GEMM_TILE_BYTES ((size_t)32 << 20) /* dequantized weight tile room beyond the minimum */
+#define CUDA_WEIGHT_SLACK 16                    /* bytes after each weight: the byte readers read one word past */
+
+typedef struct cuda_backend {
+    ts_backend base;
+    int device;
+    char name[256];       /* cudaDeviceProp.name */
+    int cc_major, cc_minor;
+    size_t total_mem;     /* bytes of device memory */
+} cuda_backend;
+
+typedef struct cuda_stream {
+    ts_stream base;
+    int device;
+    cudaStream_t s;
+    cublasHandle_t blas;
+    ts_status err;          /* first failure since the last sync, TS_OK when none */
+    char err_msg[512];      /* its message, naming the op */
+    unsigned *err_dev;      /* (1) device error word (TS_CUDA_ERR_* bits) */
+    unsigned *err_host;     /* (1) pinned copy of it, read at sync */
+    bool exact_act;         /* --precise: F32 activations everywhere */
+    void *q8;               /* (2, q8_stride) partner-format activations: [0] Q8_0, [1] Q8_K */
+    size_t q8_stride;       /* bytes per slot, 256-aligned */
+    void *gemm;             /* (gemm_bytes) converted x + dequantized weight tiles */
+    size_t gemm_bytes;
+    void *attn;             /* (attn_bytes) split-K partial results; grown at first use */
+    size_t attn_bytes;
+    int32_t *pos;           /* (max_tokens) positions of the attention call's tokens */
+    int64_t max_tokens;
+} cuda_stream;
+
+struct ts_event {
+    cudaEvent_t ev;
+};
+
+static cuda_backend *cbe(ts_backend *be) { return (cuda_backend *)be; }
+static const cuda_backend *cbe_c(const ts_backend *be) { return (const cuda_backend *)be; }
+static cuda_stream *cst(ts_stream *st) { return (cuda_stream *)st; }
+
+/* The runtime's current device is per host thread: a session may run on any
+ * thread, so every entry point makes the backend's device current first. */
+static cudaError_t use_device(int device) {
+    int cur = -1;
+    cudaError_t e = cudaGetDevice(&cur);
+    if (e != cudaSuccess) return e;
+    return cur == device ? cudaSuccess : cudaSetDevice(device);
+}
+
+static ts_status cuda_err(cudaError_t e, const char *what) {
+    return ts_fail(TS_ERR_DEVICE, "cuda: %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+/* "needed X, Y free of Z" for an allocation that failed */
+static ts_status oom(size_t bytes, const char *what) {
+    (void)cudaGetLastError(); /* an allocation failure is not sticky; keep launch checks clean */
+    size_t fr = 0, tot = 0;
+    char a[32], b[32], c[32];
+    ts_fmt_bytes(bytes, 1, a, sizeof a);
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ts_fail(TS_ERR_NOMEM, "cuda: out of device memory for %s: %s needed", what, a);
+    }
+    return ts_fail(TS_ERR_NOMEM, "cuda: out of device memory for %s: %s needed, %s free of %s", what, a,
+                   ts_fmt_bytes(fr, 1, b, sizeof b), ts_fmt_bytes(tot, 1, c, sizeof c));
+}
+
+/* ---- stream errors ---- */
+
+/* Keeps the first failure (the thread's last message, prefixed with the op). */
+static void note(cuda_stream *c, ts_status st, const char *op) {
+    if (st == TS_OK || c->err != TS_OK) return;
+    c->err = st;
+    snprintf(c->err_msg, sizeof c->err_msg, "cuda %s: %s", op, ts_last_error());
+}
+
+static void note_cuda(cuda_stream *c, cudaError_t e, const char *op) {
+    if (e == cudaSuccess) return;
+    note(c, cuda_err(e, op), op);
+}
+
+/* Ops enqueue nothing once the stream has failed; sync reports the failure. */
+static bool live(cuda_stream *c) {
+    if (c->err != TS_OK) return false;
+    note_cuda(c, use_device(c->device), "set device");
+    return c->err == TS_OK;
+}
+
+#define OP(c, call, name) note((c), (call), (name))
+
+/* ---- small kernels the op table splits differently from the fused ones ---- */
+
+__global__ void iota_kernel(int32_t *pos, int pos0, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) pos[i] = pos0 + i;
+}
+
+/* cs (n_tok, half, 2) = cos/sin of the float32 angle pos[t] * freq[i], times mscale */
+__global__ void rope_table_kernel(const float *freq, int half, const int32_t *pos, int n_tok, float mscale, float *cs) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)n_tok * half) return;
+    int t = (int)(i / half), j = (int)(i % half);
+    float th = fmul_rn((float)pos[t], freq[j]);
+    cs[2 * i] = fmul_rn(cosf(th), mscale);
+    cs[2 * i + 1] = fmul_rn(sinf(th), mscale);
+}
+
+/* the CPU's rotation, without FMA contraction */
+__global__ void rope_kernel(float *x, int n_tok, int n_head, int head_dim, int half, const float *cs, int neox) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)n_tok * n_head * half) return;
+    int j = (int)(i % half);
+    int64_t th = i / half; /* token * n_head + head */
+    int t = (int)(th / n_head);
+    float *v = x + th * head_dim;
+    float c = cs[((int64_t)t * half + j) * 2], s = cs[((int64_t)t * half + j) * 2 + 1];
+    int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
+    float x0 = v[a], x1 = v[b];
+    v[a] = fsub_rn(fmul_rn(x0, c), fmul_rn(x1, s));
+    v[b] = fadd_rn(fmul_rn(x0, s), fmul_rn(x1, c));
+}
+
+/* k, v (n_tok, n_head_kv, hd) -> caches at positions pos0.. */
+__global__ void kv_store_kernel(void *kc, void *vc, const float *k, const float *v, int n_tok, int n_head_kv, int hd,
+                                int n_ctx, int pos0, int f16) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)n_tok * n_head_kv * hd) return;
+    int d = (int)(i % hd);
+    int h = (int)((i / hd) % n_head_kv);
+    int t = (int)(i / ((int64_t)hd * n_head_kv));
+    int64_t dst = ((int64_t)h * n_ctx + pos0 + t) * hd + d;
+    if (f16) {
+        ((__half *)kc)[dst] = __float2half_rn(k[i]);
+        ((__half *)vc)[dst] = __float2half_rn(v[i]);
+    } else {
+        ((float *)kc)[dst] = k[i];
+        ((float *)vc)[dst] = v[i];
+    }
+}
+
+#define ATT_GEN_MAXD 8 /* dims per lane: head_dim <= 256 */
+
+template <bool F16> TS_DEV float kv_at(const void *p, int64_t i) {
+    if (F16) return __half2float(((const __half *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+/* One warp per (token, head): keys in increasing position, online softmax. */
+template <bool F16>
+__global__ void attn_generic_kernel(const float *q, const void *kc, const void *vc, float *out, int n_tok, int n_head,
+                                    int n_head_kv, int hd, int n_ctx, int pos0, int window, float scale) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= n_tok * n_head) return;
+    int t = row / n_head, h = row % n_head;
+    int hk = h / (n_head / n_head_kv);
+    int pos = pos0 + t;
+    int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const float *qr = q + (int64_t)row * hd;
+    float qv[ATT_GEN_MAXD], o[ATT_GEN_MAXD];
+#pragma unroll
+    for (int j = 0; j < ATT_GEN_MAXD; j++) {
+        int d = lane + 32 * j;
+        qv[j] = d < hd ? qr[d] : 0.0f;
+        o[j] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const int64_t base = (int64_t)hk * n_ctx * hd;
+    for (int p = lo; p <= pos; p++) {
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < ATT_GEN_MAXD; j++) {
+            int d = lane + 32 * j;
+            if (d < hd) s += qv[j] * kv_at<F16>(kc, base + (int64_t)p * hd + d);
+        }
+        s = warp_sum(s) * scale;
+        float mn = fmaxf(m, s);
+        float corr = expf(m - mn), e = expf(s - mn);
+        l = l * corr + e;
+#pragma unroll
+        for (int j = 0; j < ATT_GEN_MAXD; j++) {
+            int d = lane + 32 * j;
+            if (d < hd) o[j] = o[j] * corr + e * kv_at<F16>(vc, base + (int64_t)p * hd + d);
+        }
+        m = mn;
+    }
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int j = 0; j < ATT_GEN_MAXD; j++) {
+        int d = lane + 32 * j;
+        if (d < hd) out[(int64_t)row * hd + d] = o[j] * inv;
+    }
+}
+
+static unsigned grid_1d(int64_t n, int block) {
+    int64_t b = (n + block - 1) / block;
+    return (unsigned)(b < 1 ? 1 : b);
+}
+
+/* ---- backend ---- */
+
+static void cuda_destroy(ts_backend *be) { free(be); }
+
+static void cuda_describe(const ts_backend *be, char *buf, size_t n) {
+    const cuda_backend *b = cbe_c(be);
+    char t[32], f[32];
+    size_t fr = 0, tot = 0;
+    if (use_device(b->device) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(buf, n, "cuda: device %d: %s, sm_%d%d, %s", b->device, b->name, b->cc_major, b->cc_minor,
+                 ts_fmt_bytes(b->total_mem, 1, t, sizeof t));
+        return;
+    }
+    snprintf(buf, n, "cuda: device %d: %s, sm_%d%d, %s (%s free)", b->device, b->name, b->cc_major, b->cc_minor,
+             ts_fmt_bytes(b->total_mem, 1, t, sizeof t), ts_fmt_bytes(fr, 1, f, sizeof f));
+}
+
+static void *cuda_alloc(ts_backend *be, size_t bytes) {
+    cudaError_t e = use_device(cbe(be)->device);
+    if (e != cudaSuccess) {
+        cuda_err(e, "set device");
+        return NULL;
+    }
+    void *p = NULL;
+    e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) {
+        oom(bytes, "a buffer");
+        return NULL;
+    }
+    if (e != cudaSuccess) {
+        cuda_err(e, "cudaMalloc");
+        return NULL;
+    }
+    /* the memset runs on the legacy stream, which the sessions' non-blocking
+     * streams do not wait for: done before anyone can use the buffer */
+    if ((e = cudaMemset(p, 0, bytes)) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess) {
+        cudaFree(p);
+        cuda_err(e, "cudaMemset");
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_dealloc(ts_backend *be, void *p, size_t bytes) {
+    (void)bytes;
+    if (!p) return;
+    (void)use_device(cbe(be)->device);
+    cudaFree(p);
+}
+
+static void *cuda_host_alloc(ts_backend *be, size_t bytes) {
+    (void)use_device(cbe(be)->device);
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        ts_fail(TS_ERR_NOMEM, "cuda: cannot allocate %zu bytes of pinned host memory: %s", bytes, cudaGetErrorString(e));
+        return NULL;
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void cuda_host_free(ts_backend *be, void *p, size_t bytes) {
+    (void)be;
+    (void)bytes;
+    if (p) cudaFreeHost(p);
+}
+
+static ts_status cuda_weight_bind(ts_backend *be, const void *host, size_t bytes, const void **dev) {
+    *dev = NULL;
+    cudaError_t e = use_device(cbe(be)->device);
+    if (e != cudaSuccess) return cuda_err(e, "set device");
+    void *p = NULL;
+    e = cudaMalloc(&p, bytes + CUDA_WEIGHT_SLACK);
+    if (e == cudaErrorMemoryAllocation) return oom(bytes, "the model's weights");
+    if (e != cudaSuccess) return cuda_err(e, "cudaMalloc (weights)");
+    /* a copy from pageable memory may return before its DMA lands, and the
+     * sessions' non-blocking streams do not wait for the legacy stream: the
+     * weight is complete before bind returns */
+    if ((e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice)) != cudaSuccess ||
+        (e = cudaMemset((uint8_t *)p + bytes, 0, CUDA_WEIGHT_SLACK)) != cudaSuccess ||
+        (e = cudaDeviceSynchronize()) != cudaSuccess) {
+        cudaFree(p);
+        return cuda_err(e, "uploading weights");
+    }
+    *dev = p;
+    return TS_OK;
+}
+
+static void cuda_weight_unbind(ts_backend *be, const void *dev, size_t bytes) {
+    cuda_dealloc(be, (void *)dev, bytes);
+}
+
+/* ---- streams ---- */
+
+static void cuda_stream_free(ts_stream *st) {
+    if (!st) return;
+    cuda_stream *c = cst(st);
+    (void)use_device(c->device);
+    if (c->s) cudaStreamSynchronize(c->s);
+    if (c->blas) cublasDestroy(c->blas);
+    cudaFree(c->err_dev);
+    cudaFreeHost(c->err_host);
+    cudaFree(c->q8);
+    cudaFree(c->gemm);
+    cudaFree(c->attn);
+    cudaFree(c->pos);
+    if (c->s) cudaStreamDestroy(c->s);
+    (void)cudaGetLastError();
+    free(c);
+}
+
+static ts_status cuda_stream_new(ts_backend *be, int n_threads, ts_stream **out) {
+    (void)n_threads;
+    *out = NULL;
+    cuda_stream *c = (cuda_stream *)ts_calloc(1, sizeof *c);
+    if (!c) return TS_ERR_NOMEM;
+    c->base.be = be;
+    c->base.n_threads = 1;
+    c->device = cbe(be)->device;
+    ts_status st = TS_OK;
+    cudaError_t e;
+    if ((e = use_device(c->device)) != cudaSuccess) st = cuda_err(e, "set device");
+    else if ((e = cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking)) != cudaSuccess) st = cuda_err(e, "cudaStreamCreate");
+    else if ((e = cudaMalloc(&c->err_dev, sizeof(unsigned))) != cudaSuccess) st = cuda_err(e, "cudaMalloc (error word)");
+    else if ((e = cudaMemset(c->err_dev, 0, sizeof(unsigned))) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess)
+        st = cuda_err(e, "cudaMemset");
+    else if ((e = cudaHostAlloc(&c->err_host, sizeof(unsigned), cudaHostAllocDefault)) != cudaSuccess)
+        st = cuda_err(e, "cudaHostAlloc");
+    else {
+        cublasStatus_t bs = cublasCreate(&c->blas);
+        if (bs != CUBLAS_STATUS_SUCCESS) {
+            c->blas = NULL;
+            st = ts_fail(TS_ERR_DEVICE, "cuda: cublasCreate failed (status %d)", (int)bs);
+        } else if ((bs = cublasSetStream(c->blas, c->s)) != CUBLAS_STATUS_SUCCESS) {
+            st = ts_fail(TS_ERR_DEVICE, "cuda: cublasSetStream failed (status %d)", (int)bs);
+        }
+    }
+    if (st != TS_OK) {
+        cuda_stream_free(&c->base);
+        return st;
+    }
+    *out = &c->base;
+    return TS_OK;
+}
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static ts_status cuda_reserve(ts_stream *st, const ts_backend_reserve *r) {
+    cuda_stream *c = cst(st);
+    cudaError_t e = use_device(c->device);
+    if (e != cudaSuccess) return cuda_err(e, "set device");
+    if (r->max_tokens < 1 || r->max_in < 1) return ts_fail(TS_ERR_ARG, "cuda reserve: %lld tokens, %lld inputs",
+                                                           (long long)r->max_tokens, (long long)r->max_in);
+    cudaStreamSynchronize(c->s);
+    cudaFree(c->q8);
+    cudaFree(c->gemm);
+    cudaFree(c->pos);
+    c->q8 = c->gemm = NULL;
+    c->pos = NULL;
+    c->exact_act = r->exact_act;
+    c->max_tokens = r->max_tokens;
+
+    /* quantized activations of one decode matvec, per partner format; the
+     * K-quant partner needs whole 256-element super-blocks */
+    int64_t n_in = (r->max_in + 255) / 256 * 256;
+    size_t a = ts_cuda_q8_bytes(TS_TYPE_Q8_0, n_in, TS_CUDA_MAX_DECODE_TOK);
+    size_t b = ts_cuda_q8_bytes(TS_TYPE_Q8_K, n_in, TS_CUDA_MAX_DECODE_TOK);
+    c->q8_stride = align256(a > b ? a : b);
+    /* the GEMM: x converted plus at least 128 dequantized rows, more rows
+     * meaning fewer cuBLAS calls */
+    ts_cuda_mat wm = {NULL, TS_TYPE_F16, r->max_in, 1, 0, NULL};
+    c->gemm_bytes = align256(ts_cuda_gemm_scratch_min(&wm, (int)r->max_tokens) + CUDA_GEMM_TILE_BYTES);
+    size_t need = 2 * c->q8_stride + c->gemm_bytes + sizeof(int32_t) * (size_t)r->max_tokens;
+    if ((e = cudaMalloc(&c->q8, 2 * c->q8_stride)) != cudaSuccess ||
+        (e = cudaMalloc(&c->gemm, c->gemm_bytes)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&c->pos, sizeof(int32_t) * (size_t)r->max_tokens)) != cudaSuccess) {
+        cudaFree(c->q8);
+        cudaFree(c->gemm);
+        c->q8 = c->gemm = NULL;
+        if (e == cudaErrorMemoryAllocation) return oom(need, "a session's scratch");
+        return cuda_err(e, "cudaMalloc (scratch)");
+    }
+    return TS_OK;
+}
+
+static void cuda_to_host(ts_stream *st, void *host, const void *dev, size_t bytes) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    note_cuda(c, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, c->s), "copy to host");
+    note_cuda(c, cudaStreamSynchronize(c->s), "copy to host");
+}
+
+static void cuda_to_device(ts_stream *st, void *dev, const void *host, size_t bytes) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    note_cuda(c, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->s), "copy to device");
+}
+
+static ts_status cuda_sync(ts_stream *st) {
+    cuda_stream *c = cst(st);
+    if (c->err == TS_OK) {
+        note_cuda(c, use_device(c->device), "set device");
+        if (c->err == TS_OK) note_cuda(c, cudaMemcpyAsync(c->err_host, c->err_dev, sizeof(unsigned), cudaMemcpyDeviceToHost, c->s), "sync");
+        if (c->err == TS_OK) note_cuda(c, cudaStreamSynchronize(c->s), "sync (a kernel enqueued since the last sync failed)");
+        if (c->err == TS_OK && *c->err_host) {
+            unsigned w = *c->err_host;
+            *c->err_host = 0;
+            (void)cudaMemsetAsync(c->err_dev, 0, sizeof(unsigned), c->s);
+            ts_fail(TS_ERR_DEVICE, "%s%s%s", w & TS_CUDA_ERR_POS ? "a position outside the KV cache; " : "",
+                    w & TS_CUDA_ERR_TOKEN ? "a token id outside the vocabulary; " : "",
+                    w & TS_CUDA_ERR_EMPTY ? "no token could be sampled; " : "");
+            note(c, TS_ERR_DEVICE, "kernel check");
+        }
+    }
+    ts_status r = c->err;
+    if (r != TS_OK) {
+        ts_fail(r, "%s", c->err_msg);
+        c->err = TS_OK; /* reported once; a lost device fails again at the next op */
+    }
+    return r;
+}
+
+static ts_event *cuda_event_new(ts_backend *be) {
+    ts_event *ev = (ts_event *)ts_calloc(1, sizeof *ev);
+    if (!ev) return NULL;
+    cudaError_t e = use_device(cbe(be)->device);
+    if (e == cudaSuccess) e = cudaEventCreate(&ev->ev);
+    if (e != cudaSuccess) {
+        cuda_err(e, "cudaEventCreate");
+        free(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+static void cuda_event_free(ts_backend *be, ts_event *ev) {
+    if (!ev) return;
+    (void)use_device(cbe(be)->device);
+    cudaEventDestroy(ev->ev);
+    free(ev);
+}
+
+static void cuda_event_record(ts_stream *st, ts_event *ev) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    note_cuda(c, cudaEventRecord(ev->ev, c->s), "event record");
+}
+
+static double cuda_event_elapsed(ts_event *a, ts_event *b) {
+    float ms = 0;
+    if (cudaEventSynchronize(b->ev) != cudaSuccess || cudaEventElapsedTime(&ms, a->ev, b->ev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0.0;
+    }
+    return (double)ms * 1e-3;
+}
+
+/* ---- compute ---- */
+
+static ts_cuda_mat cmat(const ts_mat *w) {
+    ts_cuda_mat m = {w->data, (uint32_t)w->type, w->n_in, w->n_out, w->row_bytes, w->bias};
+    return m;
+}
+
+static void cuda_embed(ts_stream *st, const ts_mat *emb, const int32_t *ids, int n, float scale, float *out) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    ts_cuda_mat m = cmat(emb);
+    OP(c, ts_cuda_embed(c->s, &m, ids, n, scale, out, c->err_dev), "embed");
+}
+
+static bool is_float_type(ts_type t) { return t == TS_TYPE_F32 || t == TS_TYPE_F16 || t == TS_TYPE_BF16; }
+
+static void cuda_matmul(ts_stream *st, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    if (n_w < 1 || n_w > TS_CUDA_MAX_MATS || n_tok < 1 || n_tok > c->max_tokens) {
+        note(c, ts_fail(TS_ERR_ARG, "%d weights, %d tokens (reserved %lld)", n_w, n_tok, (long long)c->max_tokens), "matmul");
+        return;
+    }
+    const int64_t n_in = w[0]->n_in;
+    ts_cuda_mat m[TS_CUDA_MAX_MATS];
+    for (int i = 0; i < n_w; i++) {
+        if (!ts_cuda_type_supported(w[i]->type)) {
+            note(c, ts_fail(TS_ERR_UNSUPPORTED, "%s: weight type %s has no CUDA kernel", w[i]->name ? w[i]->name : "weight",
+                            ts_type_name(w[i]->type)), "matmul");
+            return;
+        }
+        m[i] = cmat(w[i]);
+    }
+    /* per weight: 0 = int8 matvec, 1 = F32 matvec in token groups, 2 = GEMM */
+    int path[TS_CUDA_MAX_MATS];
+    for (int i = 0; i < n_w; i++) {
+        bool q8 = ts_cuda_q8_partner(w[i]->type) != TS_TYPE_COUNT;
+        if (!c->exact_act && q8 && n_tok <= TS_CUDA_MAX_DECODE_TOK) path[i] = 0;
+        else if (c->exact_act || (is_float_type(w[i]->type) && n_tok <= CUDA_FLOAT_MATVEC_MAX) ||
+                 (!q8 && n_tok <= TS_CUDA_MAX_DECODE_TOK))
+            path[i] = 1;
+        else path[i] = 2;
+    }
+    /* int8: x quantized once per partner format, one launch per format */
+    static const uint32_t partners[2] = {TS_TYPE_Q8_0, TS_TYPE_Q8_K};
+    for (int p = 0; p < 2 && c->err == TS_OK; p++) {
+        ts_cuda_mat pm[TS_CUDA_MAX_MATS];
+        float *py[TS_CUDA_MAX_MATS];
+        int k = 0;
+        for (int i = 0; i < n_w; i++)
+            if (path[i] == 0 && ts_cuda_q8_partner(w[i]->type) == partners[p]) {
+                pm[k] = m[i];
+                py[k++] = y[i];
+            }
+        if (!k) continue;
+        void *q8 = (uint8_t *)c->q8 + (size_t)p * c->q8_stride;
+        OP(c, ts_cuda_quantize_q8(c->s, partners[p], x, n_in, n_tok, NULL, 0.0f, q8), "matmul (quantize activations)");
+        if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, k, pm, py, partners[p], q8, n_tok, false), "matmul (int8 matvec)");
+    }
+    /* F32 activations: every such weight in one launch per token group */
+    {
+        ts_cuda_mat fm[TS_CUDA_MAX_MATS];
+        float *fy[TS_CUDA_MAX_MATS];
+        int k = 0, idx[TS_CUDA_MAX_MATS];
+        for (int i = 0; i < n_w; i++)
+            if (path[i] == 1) {
+                fm[k] = m[i];
+                idx[k++] = i;
+            }
+        for (int t0 = 0; k && t0 < n_tok && c->err == TS_OK; t0 += TS_CUDA_MAX_DECODE_TOK) {
+            int nt = n_tok - t0 < TS_CUDA_MAX_DECODE_TOK ? n_tok - t0 : TS_CUDA_MAX_DECODE_TOK;
+            for (int j = 0; j < k; j++) fy[j] = y[idx[j]] + (int64_t)t0 * fm[j].n_out;
+            OP(c, ts_cuda_matvec(c->s, k, fm, fy, x + (int64_t)t0 * n_in, nt, NULL, NULL, false), "matmul (f32 matvec)");
+        }
+    }
+    for (int i = 0; i < n_w && c->err == TS_OK; i++)
+        if (path[i] == 2)
+            OP(c, ts_cuda_gemm(c->s, c->blas, &m[i], y[i], x, n_tok, TS_TYPE_F16, false, c->gemm, c->gemm_bytes),
+               "matmul (gemm)");
+}
+
+static void cuda_rmsnorm(ts_stream *st, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_rmsnorm(c->s, x, w, n, rows, eps, out), "rmsnorm");
+}
+
+static void cuda_rope_table(ts_stream *st, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    int half = n_rot / 2;
+    if (half < 1 || n_tok < 1) return;
+    rope_table_kernel<<<grid_1d((int64_t)n_tok * half, 256), 256, 0, c->s>>>(freq, half, pos, n_tok, mscale, cs);
+    note_cuda(c, cudaGetLastError(), "rope table");
+}
+
+static void cuda_rope(ts_stream *st, float *x, int n_tok, int n_head, int head_dim, int n_rot, const float *cs, ts_rope_mode mode) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    int half = n_rot / 2;
+    if (half < 1 || n_tok < 1 || n_head < 1) return;
+    rope_kernel<<<grid_1d((int64_t)n_tok * n_head * half, 256), 256, 0, c->s>>>(x, n_tok, n_head, head_dim, half, cs,
+                                                                                 mode == TS_ROPE_NEOX);
+    note_cuda(c, cudaGetLastError(), "rope");
+}
+
+static void cuda_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *k, const float *v) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    if (d->pos0 < 0 || d->pos0 + d->n_tok > d->n_ctx) {
+        note(c, ts_fail(TS_ERR_ARG, "positions %d..%d outside the cache of %d", d->pos0, d->pos0 + d->n_tok - 1, d->n_ctx),
+             "kv store");
+        return;
+    }
+    int64_t n = (int64_t)d->n_tok * d->n_head_kv * d->head_dim;
+    kv_store_kernel<<<grid_1d(n, 256), 256, 0, c->s>>>(kv->k, kv->v, k, v, d->n_tok, d->n_head_kv, d->head_dim, d->n_ctx,
+                                                        d->pos0, d->kv_type == TS_TYPE_F16);
+    note_cuda(c, cudaGetLastError(), "kv store");
+}
+
+static void cuda_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    if (d->n_tok > c->max_tokens || d->head_dim > 32 * ATT_GEN_MAXD || d->n_head_kv < 1 || d->n_head % d->n_head_kv) {
+        note(c, ts_fail(TS_ERR_ARG, "%d tokens, head_dim %d, %d/%d heads", d->n_tok, d->head_dim, d->n_head, d->n_head_kv),
+             "attention");
+        return;
+    }
+    bool fast = d->kv_type == TS_TYPE_F16 && (d->head_dim == 64 || d->head_dim == 128 || d->head_dim == 256);
+    if (!fast) {
+        int rows = d->n_tok * d->n_head;
+        if (d->kv_type == TS_TYPE_F16)
+            attn_generic_kernel<true><<<grid_1d(rows, 4), 128, 0, c->s>>>(q, kv->k, kv->v, out, d->n_tok, d->n_head, d->n_head_kv,
+                                                                           d->head_dim, d->n_ctx, d->pos0, d->window, d->scale);
+        else
+            attn_generic_kernel<false><<<grid_1d(rows, 4), 128, 0, c->s>>>(q, kv->k, kv->v, out, d->n_tok, d->n_head, d->n_head_kv,
+                                                                            d->head_dim, d->n_ctx, d->pos0, d->window, d->scale);
+        note_cuda(c, cudaGetLastError(), "attention");
+        return;
+    }
+    iota_kernel<<<grid_1d(d->n_tok, 128), 128, 0, c->s>>>(c->pos, d->pos0, d->n_tok);
+    note_cuda(c, cudaGetLastError(), "attention (positions)");
+    ts_cuda_attn a = {q, (const uint16_t *)kv->k, (const uint16_t *)kv->v, c->pos, out, c->err_dev,
+                      d->n_tok, d->n_head, d->n_head_kv, d->head_dim, d->n_ctx, d->window, d->scale};
+    size_t need = ts_cuda_attn_scratch_bytes(&a);
+    if (need > c->attn_bytes) {
+        /* sized at the first decode step of this shape: the split depends on
+         * head_dim and the heads, which reserve does not know */
+        cudaError_t e = cudaStreamSynchronize(c->s);
+        if (e == cudaSuccess) {
+            cudaFree(c->attn);
+            c->attn = NULL;
+            c->attn_bytes = 0;
+            e = cudaMalloc(&c->attn, need);
+        }
+        if (e == cudaErrorMemoryAllocation) {
+            note(c, oom(need, "attention scratch"), "attention");
+            return;
+        }
+        note_cuda(c, e, "attention (scratch)");
+        if (c->err != TS_OK) return;
+        c->attn_bytes = need;
+    }
+    OP(c, ts_cuda_attention(c->s, &a, c->attn, c->attn_bytes), "attention");
+}
+
+static void cuda_act_mul(ts_stream *st, ts_act act, const float *gate, const float *up, int64_t n, float *out) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_act_mul(c->s, (int)act, gate, up, n, out), "act_mul");
+}
+
+static void cuda_add(ts_stream *st, float *x, const float *y, int64_t n) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_add(c->s, x, y, n), "add");
+}
+
+static void cuda_scale_add(ts_stream *st, float *x, const float *y, float a, int64_t n) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_scale_add(c->s, x, y, a, n), "scale_add");
+}
+
+static void cuda_scale(ts_stream *st, float *x, const float *y, float a, int64_t n) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_scale(c->s, x, y, a, n), "scale");
+}
+
+static void cuda_softcap(ts_stream *st, float *x, int64_t n, float cap) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_softcap(c->s, x, n, cap), "softcap");
+}
+
+static const ts_backend_ops cuda_ops = {
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .describe = cuda_describe,
+    .alloc = cuda_alloc,
+    .dealloc = cuda_dealloc,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .weight_bind = cuda_weight_bind,
+    .weight_unbind = cuda_weight_unbind,
+    .stream_new = cuda_stream_new,
+    .stream_free = cuda_stream_free,
+    .reserve = cuda_reserve,
+    .to_host = cuda_to_host,
+    .to_device = cuda_to_device,
+    .sync = cuda_sync,
+    .event_new = cuda_event_new,
+    .event_free = cuda_event_free,
+    .event_record = cuda_event_record,
+    .event_elapsed = cuda_event_elapsed,
+    .embed = cuda_embed,
+    .matmul = cuda_matmul,
+    .rmsnorm = cuda_rmsnorm,
+    .rope_table = cuda_rope_table,
+    .rope = cuda_rope,
+    .kv_store = cuda_kv_store,
+    .attention = cuda_attention,
+    .act_mul = cuda_act_mul,
+    .add = cuda_add,
+    .scale_add = cuda_scale_add,
+    .scale = cuda_scale,
+    .softcap = cuda_softcap,
+};
+
+extern "C" ts_status ts_backend_cuda_new(int device, ts_backend **out) {
+    *out = NULL;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ts_fail(TS_ERR_DEVICE, "cuda: no usable CUDA device: %s (%s)%s", cudaGetErrorString(e), cudaGetErrorName(e),
+                       e == cudaErrorInsufficientDriver ? "; install or update the NVIDIA driver" : "");
+    }
+    if (n == 0) return ts_fail(TS_ERR_DEVICE, "cuda: no CUDA device found");
+    if (device < 0 || device >= n) return ts_fail(TS_ERR_ARG, "cuda: device %d does not exist (%d device%s)", device, n, n == 1 ? "" : "s");
+    cudaDeviceProp p;
+    if ((e = cudaGetDeviceProperties(&p, device)) != cudaSuccess) return cuda_err(e, "cudaGetDeviceProperties");
+    if ((e = cudaSetDevice(device)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cuda_err(e, "creating a context");
+    }
+    /* the build carries code for some architectures only (TS_CUDA_GENCODE:
+     * sm_90a and compute_90 PTX by default); ask whether one runs here */
+    cudaFuncAttributes fa;
+    if ((e = cudaFuncGetAttributes(&fa, (const void *)iota_kernel)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ts_fail(TS_ERR_UNSUPPORTED,
+                       "cuda: %s (sm_%d%d) cannot run this build's kernels: %s; the build targets sm_90 and newer "
+                       "(rebuild with -DTS_CUDA_GENCODE for this GPU, or use --backend cpu)",
+                       p.name, p.major, p.minor, cudaGetErrorString(e));
+    }
+    cuda_backend *b = (cuda_backend *)ts_calloc(1, sizeof *b);
+    if (!b) return TS_ERR_NOMEM;
+    b->base.ops = &cuda_ops;
+    b->base.kind = TS_BACKEND_CUDA;
+    b->base.host_memory = false;
+    b->base.n_threads = 1;
+    b->device = device;
+    snprintf(b->name, sizeof b->name, "%s", p.name);
+    b->cc_major = p.major;
+    b->cc_minor = p.minor;
+    b->total_mem = p.totalGlobalMem;
+    *out = &b->base;
+    return TS_OK;
+}
