@@ -175,8 +175,8 @@ static void *plain_thread(void *arg) {
             if ((!ids_ok || !lg_ok) && !c->first_diff[0]) {
                 int at = 0;
                 while (at < N_GEN && ref->ids[at] == got.ids[at]) at++;
-                snprintf(c->first_diff, sizeof c->first_diff, "round %d prompt %d %s: ids %s (first differing step %d), logits %s", r,
-                         pi, seeded ? "seeded" : "greedy", ids_ok ? "equal" : "differ", at, lg_ok ? "equal" : "differ");
+                snprintf(c->first_diff, sizeof c->first_diff, "round %d prompt %d %s: ids %s (first different id at step %d of %d), logits %s", r,
+                         pi, seeded ? "seeded" : "greedy", ids_ok ? "equal" : "differ", at, N_GEN, lg_ok ? "equal" : "differ");
             }
         }
     }
@@ -384,20 +384,21 @@ static void test_instruments(shared *sh) {
                        k ? "seeded" : "greedy");
             int64_t passes = 2 * job_passes(&sh->prompts[t]);
             if (sh->mc->router) {
-                CHECKF(files_equal(ctx[t].paths.router, solo_p[t].router), "%s: router capture %s differs from the solo run's %s", what,
-                       ctx[t].paths.router, solo_p[t].router);
+                bool eq = files_equal(ctx[t].paths.router, solo_p[t].router);
+                CHECKF(eq, "%s: router capture %s differs from the solo run's %s", what, ctx[t].paths.router, solo_p[t].router);
                 check_router_capture(ctx[t].paths.router, passes, sh->top_k, what);
-                same++;
+                same += eq;
             }
             if (sh->mc->ffn) {
-                CHECKF(files_equal(ctx[t].paths.ffn, solo_p[t].ffn), "%s: FFN census %s differs from the solo run's %s", what,
-                       ctx[t].paths.ffn, solo_p[t].ffn);
-                same++;
+                bool eq = files_equal(ctx[t].paths.ffn, solo_p[t].ffn);
+                CHECKF(eq, "%s: FFN census %s differs from the solo run's %s", what, ctx[t].paths.ffn, solo_p[t].ffn);
+                same += eq;
             }
             check_log(sh, &ctx[t].paths, passes, what);
             check_log(sh, &solo_p[t], passes, what);
         }
-        printf("%-22s instruments: %d captures from 4 concurrent sessions byte-identical to their solo runs%s%s\n", label, same,
+        int want = N_THREADS * (sh->mc->router + sh->mc->ffn);
+        printf("%-22s instruments: %d of %d captures from 4 concurrent sessions byte-identical to their solo runs%s%s\n", label, same, want,
                sh->mc->router ? " (router hist+trace+pilot+logits row)" : "", sh->mc->ffn ? " (FFN census)" : "");
         for (int i = 0; i < N_PROMPTS; i++) {
             unlink(solo_p[i].router), unlink(solo_p[i].ffn), unlink(solo_p[i].log);
@@ -573,6 +574,7 @@ static void test_model(const model_case *mc, ts_backend *be, bool real) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines show as each model finishes (slow under TSan) */
     ts_backend_opts bo = ts_backend_opts_default();
     bo.kind = TS_BACKEND_CPU;
     ts_backend *be;
