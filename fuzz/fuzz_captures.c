@@ -49,7 +49,7 @@ static bool write_input(const uint8_t *data, size_t size) {
 
 static void router(const char *path, uint8_t knob) {
     router_capture c;
-    if (router_capture_load(path, &c) != TS_OK) return;
+    if (router_capture_load(path, 0, &c) != TS_OK) return;
     if (c.num_layers <= 0 || c.num_experts <= 0 || c.top_k <= 0) abort(); /* loaded means consistent */
     bool *set = calloc((size_t)c.num_experts, sizeof *set);
     for (int32_t l = 0; l < c.num_layers; l++) {
@@ -80,14 +80,14 @@ static void router(const char *path, uint8_t knob) {
 
 static void ffn(const char *path) {
     ffn_capture a, b;
-    if (ffn_capture_load(path, &a) != TS_OK) return;
+    if (ffn_capture_load(path, 0, &a) != TS_OK) return;
     for (int32_t l = 0; l < a.num_layers; l++) {
         if (!a.tapped[l]) continue;
         ffn_layer_stats s;
         ffn_layer_analyze(&a, l, &s);
         (void)ffn_mass_below_pow2(&a, l, -7);
     }
-    if (ffn_capture_load(path, &b) == TS_OK) {
+    if (ffn_capture_load(path, 0, &b) == TS_OK) {
         (void)ffn_capture_merge(&a, &b, "self");
         ffn_capture_free(&b);
     }

@@ -34,10 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Loads f (taking it), evaluates ids (prefill), then one more token, reading
  * every logit. Failures are fine; crashes and sanitizer reports are not. */
 static void run_engine(gguf_file *f, const int32_t *ids, int n, int residency) {
-    expert_cache_opts eo;
-    expert_cache_opts_default(&eo);
-    eo.residency = residency ? EXPERT_RESIDENCY_RESIDENT : EXPERT_RESIDENCY_MAPPED;
-    ts_model_opts mo = {.experts = &eo};
+    ts_model_opts mo = ts_model_opts_default();
+    mo.expert_residency = residency ? TS_EXPERTS_RESIDENT : TS_EXPERTS_MAPPED;
     ts_model *m = NULL;
     static int verbose = -1; /* TS_FUZZ_VERBOSE=1: say how far each input got */
     if (verbose < 0) verbose = getenv("TS_FUZZ_VERBOSE") != NULL;
@@ -45,7 +43,8 @@ static void run_engine(gguf_file *f, const int32_t *ids, int n, int residency) {
         if (verbose) fprintf(stderr, "load: %s\n", ts_last_error());
         return;
     }
-    (void)ts_model_weight_bytes(m);
+    ts_model_info info;
+    ts_model_get_info(m, &info);
     ts_session_opts so = ts_session_opts_default();
     so.n_ctx = 8;
     so.n_threads = 1;
