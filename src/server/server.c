@@ -383,6 +383,12 @@ static int32_t common_prefix(ts_session *s, const int32_t *ids, int32_t n) {
 }
 
 static void run_job(ts_server *srv, ts_session *s, job *j) {
+    /* A seeded request starts from an empty context: a kept prefix changes
+     * how the last positions are computed (one-token decode instead of the
+     * batched prefill), which moves the logits by rounding and, at a
+     * temperature, the sampled text. The same seeded request must give the
+     * same text whatever the session held before. */
+    if (j->req.has_seed) ts_session_reset(s);
     j->expect_cached = common_prefix(s, j->ids, j->n_ids);
     bool anth = j->req.api == SRV_API_MESSAGES;
     if (j->req.stream) {
