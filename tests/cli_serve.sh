@@ -25,7 +25,7 @@ start() {
   pids+=($!)
   PORT=""
   for _ in $(seq 1 600); do
-    PORT=$(grep -o 'listening on http://[^ ]*' "$tmp/$name.log" | head -1 | sed 's/.*://')
+    PORT=$(grep -o "listening on http://[^ ]*" "$tmp/$name.log" 2>/dev/null | head -1 | sed "s/.*://")
     if [ -n "$PORT" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ]; then break; fi
     kill -0 "${pids[-1]}" 2>/dev/null || break
     sleep 0.1
@@ -207,8 +207,8 @@ while n < 3:
 c.sock.close()
 PYEOF
 freed=0
-for _ in $(seq 1 40); do [ "$(metric turbospark_sessions_busy)" = 0 ] && [ "$(metric turbospark_disconnects_total)" -gt "$d0" ] && { freed=1; break; }; sleep 0.05; done
-[ $freed = 1 ] && ok || bad "disconnect: busy=$(metric turbospark_sessions_busy) disconnects=$(metric turbospark_disconnects_total) (was $d0) 2 s after the client left"
+for _ in $(seq 1 100); do [ "$(metric turbospark_sessions_busy)" = 0 ] && [ "$(metric turbospark_disconnects_total)" -gt "$d0" ] && { freed=1; break; }; sleep 0.05; done
+[ $freed = 1 ] && ok || bad "disconnect: busy=$(metric turbospark_sessions_busy) disconnects=$(metric turbospark_disconnects_total) (was $d0) 5 s after the client left"
 gen_after=$(metric turbospark_generated_tokens_total)
 req POST /v1/completions '{"prompt":"hi","max_tokens":2}'; expect 200 "served after a disconnect" 'j["usage"]["completion_tokens"] == 2'
 # metrics through a Prometheus text parser
@@ -299,9 +299,18 @@ while not r.fp.readline().startswith(b"data: {"): pass
 c.sock.close()
 PYEOF
   freed=0
-  for _ in $(seq 1 40); do [ "$(metric turbospark_sessions_busy)" = 0 ] && [ "$(metric turbospark_disconnects_total)" -gt "$d0" ] && { freed=1; break; }; sleep 0.05; done
-  [ $freed = 1 ] && ok || bad "smollm2 disconnect: the session was not freed within 2 s"
+  for _ in $(seq 1 100); do [ "$(metric turbospark_sessions_busy)" = 0 ] && [ "$(metric turbospark_disconnects_total)" -gt "$d0" ] && { freed=1; break; }; sleep 0.05; done
+  [ $freed = 1 ] && ok || bad "smollm2 disconnect: the session was not freed within 5 s"
   req POST /v1/messages '{"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}'; expect 200 "smollm2 served after a disconnect" 'j["usage"]["output_tokens"] >= 1'
+  # the chat page in headless Chromium: type, press Enter, see the streamed answer and its stats, a second turn re-using the cache
+  chrome=""
+  for b in chromium chromium-browser google-chrome; do command -v "$b" >/dev/null 2>&1 && { chrome=$(command -v "$b"); break; }; done
+  if [ -n "$chrome" ]; then
+    if timeout 180 python3 "$src/tests/serve_page.py" "$chrome" "$BASE/" "$tmp/page.png" >"$tmp/page.out" 2>&1 && [ -s "$tmp/page.png" ]; then ok
+    else bad "chat page in Chromium: $(tail -5 "$tmp/page.out")"; fi
+    [ -n "${TS_SERVE_SCREENSHOT:-}" ] && cp "$tmp/page.png" "$TS_SERVE_SCREENSHOT"
+  elif [ "${CI:-}" = true ]; then bad "chromium not found (scripts/install_deps.sh installs it); CI=true requires the page test"
+  else skipped="$skipped chromium"; fi
   if "$py" -c 'import openai, anthropic' 2>/dev/null; then
     "$py" "$src/tests/serve_clients.py" "$BASE" smollm2 >"$tmp/clients" 2>&1 && ok || bad "clients (smollm2): $(grep -v '^ok' "$tmp/clients" | tail -20)"
   fi
