@@ -19,7 +19,7 @@ def child_fds():
 
 p = subprocess.Popen([chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe",
                       "--user-data-dir=" + prof, "--window-size=1000,800", "about:blank"],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(png + ".log", "w"),
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(png + ".chrome.txt", "w"),
                      preexec_fn=child_fds, close_fds=False)
 os.close(r_in); os.close(w_out)
 buf, next_id, events = b"", 0, []
