@@ -76,7 +76,7 @@ struct ts_server {
     metrics m;
     atomic_uint_fast64_t counter; /* request ids and unseeded requests' seeds */
     sem_t stop_sem;
-    volatile sig_atomic_t stop_flag;
+    atomic_int stop_flag; /* set by ts_server_stop (lock-free: safe in a signal handler) */
 };
 
 /* ---------------------------------------------------------------- jobs */
@@ -355,7 +355,7 @@ static bool on_text(void *u, const char *t, size_t n) {
             emit(j, "content_block_delta", o);
         } else emit_openai_chunk(j, t, n, false, NULL);
     }
-    return !atomic_load(&j->cancel) && j->srv->stop_flag == 0;
+    return !atomic_load(&j->cancel) && atomic_load(&j->srv->stop_flag) == 0;
 }
 
 static bool on_token(void *u, const ts_token_event *ev) {
@@ -371,7 +371,7 @@ static bool on_token(void *u, const ts_token_event *ev) {
         }
         j->ev[j->n_ev++] = *ev;
     }
-    return !atomic_load(&j->cancel) && j->srv->stop_flag == 0;
+    return !atomic_load(&j->cancel) && atomic_load(&j->srv->stop_flag) == 0;
 }
 
 static int32_t common_prefix(ts_session *s, const int32_t *ids, int32_t n) {
@@ -1336,7 +1336,7 @@ ts_status ts_server_run(ts_server *srv) {
             fprintf(srv->o.log, "serving %s (%d session%s x %d positions, template %s) on http://%s:%d\n", srv->model_id,
                     srv->n_slots, srv->n_slots == 1 ? "" : "s", srv->n_ctx, srv->tmpl ? ts_chat_template_name(srv->tmpl) : "none",
                     srv->host, srv->port);
-        while (!srv->stop_flag)
+        while (!atomic_load(&srv->stop_flag))
             if (sem_wait(&srv->stop_sem) && errno != EINTR) break;
     } else st = ts_fail(TS_ERR_INTERNAL, "server: cannot start worker threads");
     pthread_mutex_lock(&srv->mu);
@@ -1366,7 +1366,7 @@ ts_status ts_server_run(ts_server *srv) {
 
 void ts_server_stop(ts_server *srv) {
     if (!srv) return;
-    srv->stop_flag = 1;
+    atomic_store(&srv->stop_flag, 1);
     sem_post(&srv->stop_sem);
 }
 
