@@ -251,7 +251,7 @@ if [ -z "$SM" ] || [ ! -f "$SM" ]; then
   if [ "${TS_ALLOW_MISSING_MODELS:-}" = 1 ]; then skipped="$skipped smollm2"
   else bad "SmolLM2 is not in the cache (scripts/fetch_models.sh smollm2; TS_ALLOW_MISSING_MODELS=1 skips)"; fi
 else
-  start smolq -m "$SM" --parallel 1 --queue 1 --ctx 1024 || exit 1
+  start smolq -m "$SM" --parallel 1 --queue 1 --ctx 1024 --ping-ms 300 || exit 1
   # one long SmolLM2 stream holds the only session, a second waits in the queue (--queue 1) and gets SSE
   # comment pings while it waits; a third is 503 + Retry-After; when the first leaves, the second is served
   python3 - "$PORT" "$BASE" "$tmp" <<'PYEOF' && ok || bad "queue: $(cat "$tmp/q")"
@@ -278,7 +278,7 @@ log.write(out)
 full = " 503" in out.split("\n")[0] and "retry-after: 1" in out.lower() and '"error"' in out
 t = time.time()
 first = sse_line(rb.fp)  # nothing is generated for b yet: the first line is a ping comment
-pinged = first.startswith(b": ping") and time.time() - t < 5
+pinged = first.startswith(b": ping") and time.time() - t < 3
 log.write("\nfull=%s first line of the queued stream: %r\n" % (full, first))
 a.sock.close()
 rest = b""

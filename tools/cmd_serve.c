@@ -31,7 +31,8 @@ static void usage(FILE *f) {
             "  --max-depth N        JSON nesting (default 32); --max-messages N (default 256)\n"
             "  --header-bytes BYTES memory for the request line and headers (default 16K; 431 beyond)\n"
             "  --timeout SECONDS    close connections idle this long (default 30)\n"
-            "  --max-connections N  open connections at once (default 64)\n" CLI_COMMON_USAGE);
+            "  --max-connections N  open connections at once (default 64)\n"
+            "  --ping-ms N          an SSE comment after N ms of silence on a stream (default 2000)\n" CLI_COMMON_USAGE);
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -71,6 +72,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-depth")) { VAL(); if (!cli_parse_i64(cmd, a, v, 2, 512, &n)) return 1; o.max_depth = (int32_t)n; }
         else if (!strcmp(a, "--max-messages")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 1 << 20, &n)) return 1; o.max_messages = (int32_t)n; }
         else if (!strcmp(a, "--timeout")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 86400, &n)) return 1; o.timeout_s = (int32_t)n; }
+        else if (!strcmp(a, "--ping-ms")) { VAL(); if (!cli_parse_i64(cmd, a, v, 10, 3600000, &n)) return 1; o.ping_ms = (int32_t)n; }
         else if (!strcmp(a, "--max-connections")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 4096, &n)) return 1; o.max_connections = (int32_t)n; }
         else return cli_error(cmd, "unknown option '%s'", a);
 #undef VAL

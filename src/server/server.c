@@ -695,7 +695,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
         double now = ts_now();
-        if (now - j->last_out > 2.0) {
+        if (now - j->last_out > j->srv->o.ping_ms * 1e-3) {
             /* an SSE comment: keeps proxies and clients from timing out during a long prefill or a wait in the queue */
             static const char ping[] = ": ping\n\n";
             size_t n = sizeof ping - 1 < max ? sizeof ping - 1 : max;
@@ -1202,6 +1202,7 @@ ts_server_opts ts_server_opts_default(void) {
     o.header_bytes = 16 * 1024;
     o.timeout_s = 30;
     o.max_connections = 64;
+    o.ping_ms = 2000;
     return o;
 }
 
@@ -1221,9 +1222,9 @@ ts_status ts_server_new(const ts_server_opts *o, ts_server **out) {
     if (o->port < 0 || o->port > 65535) return ts_fail(TS_ERR_ARG, "server: --port %d is outside [0, 65535]", (int)o->port);
     if (o->n_ctx < 0) return ts_fail(TS_ERR_ARG, "server: negative context");
     if (o->max_body < 64 || o->max_depth < 2 || o->max_messages < 1 || o->header_bytes < 1024 || o->timeout_s < 1 ||
-        o->max_connections < 1)
+        o->max_connections < 1 || o->ping_ms < 10)
         return ts_fail(TS_ERR_ARG, "server: a limit is too small (body >= 64 B, depth >= 2, messages >= 1, headers >= 1 KiB, "
-                                   "timeout >= 1 s, connections >= 1)");
+                                   "timeout >= 1 s, connections >= 1, ping >= 10 ms)");
     ts_server *s = calloc(1, sizeof *s);
     if (!s) return ts_fail(TS_ERR_NOMEM, "server: out of memory");
     s->o = *o;
