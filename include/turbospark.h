@@ -651,6 +651,52 @@ typedef struct ts_perplexity_result {
 ts_status ts_perplexity(ts_session *s, const int32_t *ids, size_t n, const ts_perplexity_opts *opts, ts_perplexity_fn on_progress,
                         void *user, ts_perplexity_result *out);
 
+/* ======================================================================
+ * HTTP server (docs/SERVER.md): OpenAI and Anthropic APIs over sessions
+ * ====================================================================== */
+
+typedef struct ts_server ts_server;
+
+typedef struct ts_server_opts {
+    const char *model_path;    /* GGUF loaded by ts_server_run; /health answers 503 until it is ready */
+    ts_model_opts model_opts;  /* .backend: where it goes (NULL: a CPU backend the model owns) */
+    const char *model_id;      /* the id /v1/models lists and requests name; NULL: the file name without .gguf */
+    const char *chat_template; /* template name; NULL: the model's own (chat endpoints answer 400 without one) */
+    const char *host;          /* address to bind; NULL: "127.0.0.1" */
+    int32_t port;              /* 0: any free port (ts_server_port tells which) */
+    int32_t n_parallel;        /* sessions, each with its own KV cache (>= 1) */
+    int32_t n_ctx;             /* positions per session; 0: the trained context, at most 4096 */
+    int32_t n_threads;         /* cpu threads per session; 0: the backend's default */
+    int32_t n_queue;           /* requests that may wait for a session; more get 503 + Retry-After */
+    const char *api_key;       /* NULL or "": no key; else Bearer or x-api-key must match */
+    uint64_t max_body;         /* request body bytes (413 beyond) */
+    int32_t max_depth;         /* JSON nesting levels */
+    int32_t max_messages;      /* messages per request */
+    int32_t header_bytes;      /* per-connection memory for the request line and headers (431 beyond) */
+    int32_t timeout_s;         /* a connection idle this long is closed (slow clients) */
+    int32_t max_connections;   /* open connections at once */
+    int32_t ping_ms;           /* a stream silent this long (queued, long prefill) gets an SSE comment */
+    FILE *log;                 /* one line per request and the start-up lines; NULL: silent */
+} ts_server_opts;
+
+/* port 8080 on 127.0.0.1, 1 session, queue 16, 1 MiB bodies, depth 32,
+ * 256 messages, 16 KiB of headers, 30 s idle timeout, 64 connections,
+ * SSE pings after 2 s of silence. */
+ts_server_opts ts_server_opts_default(void);
+/* Checks the options, binds and starts answering (health: 503, loading).
+ * TS_ERR_IO naming the address when it cannot bind. Copies what it needs of o. */
+ts_status ts_server_new(const ts_server_opts *o, ts_server **out);
+int32_t ts_server_port(const ts_server *srv);
+/* Loads the model, makes the sessions, serves until ts_server_stop. Returns
+ * the load's failure (the server keeps answering 503 until freed) or TS_OK
+ * after a stop. */
+ts_status ts_server_run(ts_server *srv);
+/* Async-signal-safe: makes ts_server_run return; generations in flight stop
+ * at their next token. */
+void ts_server_stop(ts_server *srv);
+/* Stops listening, waits for the connections and frees everything. */
+void ts_server_free(ts_server *srv);
+
 #ifdef __cplusplus
 }
 #endif

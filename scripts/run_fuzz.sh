@@ -48,6 +48,9 @@ for h in "$build"/fuzz_*; do
     fuzz_chat)
       cp "$here"/fuzz/corpus/chat/* "$corpus/" 2>/dev/null || true
       dict=(-dict="$here/fuzz/chat.dict") ;;
+    fuzz_server_request)
+      cp "$here"/fuzz/corpus/server/* "$corpus/" 2>/dev/null || true
+      dict=(-dict="$here/fuzz/server.dict") ;;
     fuzz_captures)
       cp "$here"/tests/fixtures/captures/*.json "$corpus/" 2>/dev/null || true
       maxlen=16384 ;;

@@ -18,6 +18,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Prints "turbospark CMD: message" to stderr; returns exit code 1. */
 int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -112,6 +112,7 @@ static void usage(FILE *f) {
             "  inspect     describe a GGUF file\n"
             "  tokenize    text on stdin -> token ids\n"
             "  analyze     read instrument captures\n"
+            "  serve       OpenAI- and Anthropic-compatible HTTP server with a chat page\n"
             "run 'turbospark COMMAND --help' for a command's options\n");
 }
 
@@ -132,7 +133,7 @@ int main(int argc, char **argv) {
     struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         {"inspect", cmd_inspect}, {"tokenize", cmd_tokenize}, {"run", cmd_run},
         {"chat", cmd_chat}, {"bench", cmd_bench}, {"perplexity", cmd_perplexity},
-        {"analyze", cmd_analyze},
+        {"analyze", cmd_analyze}, {"serve", cmd_serve},
     };
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {
         usage(stdout);
