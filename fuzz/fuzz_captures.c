@@ -56,8 +56,8 @@ static void router(const char *path, uint8_t knob) {
         (void)router_capture_passes(&c, l);
         if (!router_capture_layer_routes(&c, l)) continue;
         const uint64_t *counts = c.counts + (size_t)l * (size_t)c.num_experts;
-        router_layer_stats s;
-        router_layer_concentration(counts, c.num_experts, &s);
+        router_capture_layer_stats s;
+        router_capture_concentration(counts, c.num_experts, &s);
         if (s.n95 < 0 || s.n95 > c.num_experts || s.n99 < s.n95 || s.n99 > c.num_experts) abort();
         if (set) router_layer_top_set(counts, c.num_experts, 0.95, set);
         if (!c.has_trace) continue;

@@ -194,8 +194,8 @@ int main(void) {
     CHECKF(router_capture_load(p, 0, &c) == TS_OK, "%s", ts_last_error());
     unlink(p);
     CHECK(!router_capture_layer_routes(&c, 0) && router_capture_passes(&c, 1) == 8);
-    router_layer_stats rs;
-    router_layer_concentration(c.counts + 4, 4, &rs);
+    router_capture_layer_stats rs;
+    router_capture_concentration(c.counts + 4, 4, &rs);
     /* 95% of 8 = 7.6 -> needs all 4 (3+3+1=7 < 7.6) */
     CHECK(rs.n95 == 4 && rs.n99 == 4 && rs.never == 0);
     replay_result r;

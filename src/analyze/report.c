@@ -5,14 +5,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-ts_status rep_text_open(rep_text *t) {
+ts_status report_text_open(report_text *t) {
     memset(t, 0, sizeof *t);
     t->f = open_memstream(&t->buf, &t->len);
     if (!t->f) return ts_fail(TS_ERR_NOMEM, "out of memory");
     return TS_OK;
 }
 
-ts_status rep_text_close(rep_text *t, char **text, size_t *len) {
+ts_status report_text_close(report_text *t, char **text, size_t *len) {
     bool bad = ferror(t->f) != 0;
     /* a failed final realloc in fclose leaves buf NULL and returns 0 */
     if (fclose(t->f) != 0 || bad || !t->buf) {
@@ -26,13 +26,13 @@ ts_status rep_text_close(rep_text *t, char **text, size_t *len) {
     return TS_OK;
 }
 
-void rep_text_discard(rep_text *t) {
+void report_text_discard(report_text *t) {
     if (t->f) fclose(t->f);
     free(t->buf);
     memset(t, 0, sizeof *t);
 }
 
-ts_status rep_check_output(const char *html, const char *const *inputs, size_t n) {
+ts_status report_check_output(const char *html, const char *const *inputs, size_t n) {
     if (!html) return TS_OK;
     if (!html[0]) return ts_fail(TS_ERR_ARG, "the html page needs a file name");
     struct stat so, si;
@@ -45,17 +45,17 @@ ts_status rep_check_output(const char *html, const char *const *inputs, size_t n
     return TS_OK;
 }
 
-ts_status rep_html_open(html_doc *h, const char *path, const char *title) {
+ts_status report_html_open(html_doc *h, const char *path, const char *title) {
     ts_status st = html_open(h, path, title);
     if (st) ts_error_prefix("html page");
     return st;
 }
 
-ts_status rep_finish(rep_text *t, html_doc *h, bool page, ts_status st, char **text, size_t *len) {
+ts_status report_finish(report_text *t, html_doc *h, bool page, ts_status st, char **text, size_t *len) {
     char *tx = NULL;
     size_t tl = 0;
-    if (!st) st = rep_text_close(t, &tx, &tl);
-    else rep_text_discard(t);
+    if (!st) st = report_text_close(t, &tx, &tl);
+    else report_text_discard(t);
     if (page && st) {
         html_discard(h);
     } else if (page && (st = html_close(h)) != TS_OK) {
@@ -70,19 +70,19 @@ ts_status rep_finish(rep_text *t, html_doc *h, bool page, ts_status st, char **t
     return TS_OK;
 }
 
-void rep_html_paths(html_doc *h, const char *label, const char *const *paths, size_t n) {
+void report_html_paths(html_doc *h, const char *label, const char *const *paths, size_t n) {
     for (size_t i = 0; i < n; i++) html_para(h, "mono", "%s%s", label, paths[i]);
 }
 
-const char *const rep_random_router_note =
+const char *const report_random_router_note =
     "Note: this page cannot tell whether the capture came from a trained model or from a synthetic model with random routers. "
     "Hit rates from random routers are a floor: trained routers concentrate and repeat, random ones do not.";
 
-const char *const rep_random_weights_note =
+const char *const report_random_weights_note =
     "Note: this page cannot tell whether the capture came from a trained model or from a synthetic model with random weights. "
     "Activations of random weights say nothing about a trained model's sparsity.";
 
-int rep_pick_layers(const double *score, int n, int32_t *pick) {
+int report_pick_layers(const double *score, int n, int32_t *pick) {
     if (n <= 6) {
         for (int i = 0; i < n; i++) pick[i] = i;
         return n;
@@ -101,7 +101,7 @@ int rep_pick_layers(const double *score, int n, int32_t *pick) {
     return m;
 }
 
-ts_status rep_load_trace(const char *path, uint64_t max_input, router_capture *c) {
+ts_status report_load_trace(const char *path, uint64_t max_input, router_capture *c) {
     ts_status st = router_capture_load(path, max_input, c);
     if (st) return st;
     if (!c->has_trace) {

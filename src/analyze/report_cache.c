@@ -179,26 +179,26 @@ ts_status ts_analyze_cache(const ts_analyze_cache_opts *o, char **text, size_t *
             pols[i] = o->policies[i] == TS_ANALYZE_LFU ? REPLAY_LFU : o->policies[i] == TS_ANALYZE_LRU ? REPLAY_LRU : REPLAY_BELADY;
         }
     }
-    ts_status st = rep_check_output(o->html, &o->trace, 1);
+    ts_status st = report_check_output(o->html, &o->trace, 1);
     if (st) return st;
     router_capture c;
-    if ((st = rep_load_trace(o->trace, o->max_input, &c))) return st;
+    if ((st = report_load_trace(o->trace, o->max_input, &c))) return st;
     for (int i = 0; i < n_slots; i++)
         if (slots[i] < c.top_k) {
             st = ts_fail(TS_ERR_ARG, "%d slots is below top_k %d (a pass needs top_k experts resident)", slots[i], c.top_k);
             router_capture_free(&c);
             return st;
         }
-    rep_text t;
+    report_text t;
     html_doc hd;
     bool page = false;
-    if (!(st = rep_text_open(&t)) && o->html && !(st = rep_html_open(&hd, o->html, "turbospark analyze cache: expert-cache replay"))) {
+    if (!(st = report_text_open(&t)) && o->html && !(st = report_html_open(&hd, o->html, "turbospark analyze cache: expert-cache replay"))) {
         page = true;
-        rep_html_paths(&hd, "capture: ", &o->trace, 1);
-        html_para(&hd, "note", "%s", rep_random_router_note);
+        report_html_paths(&hd, "capture: ", &o->trace, 1);
+        html_para(&hd, "note", "%s", report_random_router_note);
     }
     if (!st) st = cache_report(t.f, page ? &hd : NULL, &c, slots, n_slots, pols, n_pols, o->skip);
-    st = rep_finish(&t, &hd, page, st, text, len);
+    st = report_finish(&t, &hd, page, st, text, len);
     router_capture_free(&c);
     return st;
 }
@@ -246,7 +246,7 @@ static ts_status window_chart(html_doc *h, const router_capture *c, const int32_
     }
     for (int j = 0; j < nl; j++) score[j] = per[(size_t)j * n + (n > 8 ? 7 : n - 1)];
     int32_t pick[6];
-    int np = rep_pick_layers(score, nl, pick), ns = 0;
+    int np = report_pick_layers(score, nl, pick), ns = 0;
     snprintf(names[ns], 32, "mean of %d layers", nl);
     se[ns] = (html_series){names[ns], xs, mean, n, HTML_SOLID, 0, 3.2, false};
     ns++;
@@ -330,20 +330,20 @@ ts_status ts_analyze_window(const ts_analyze_window_opts *o, char **text, size_t
     if (o->n_m > TS_ANALYZE_MAX_LIST || !ms) return ts_fail(TS_ERR_ARG, "window lengths: 1 to %d values", TS_ANALYZE_MAX_LIST);
     for (int i = 0; i < n_m; i++)
         if (ms[i] < 1 || ms[i] > (1 << 20)) return ts_fail(TS_ERR_ARG, "window length %d is out of range [1, %d]", ms[i], 1 << 20);
-    ts_status st = rep_check_output(o->html, &o->trace, 1);
+    ts_status st = report_check_output(o->html, &o->trace, 1);
     if (st) return st;
     router_capture c;
-    if ((st = rep_load_trace(o->trace, o->max_input, &c))) return st;
-    rep_text t;
+    if ((st = report_load_trace(o->trace, o->max_input, &c))) return st;
+    report_text t;
     html_doc hd;
     bool page = false;
-    if (!(st = rep_text_open(&t)) && o->html && !(st = rep_html_open(&hd, o->html, "turbospark analyze window: experts per speculative window"))) {
+    if (!(st = report_text_open(&t)) && o->html && !(st = report_html_open(&hd, o->html, "turbospark analyze window: experts per speculative window"))) {
         page = true;
-        rep_html_paths(&hd, "capture: ", &o->trace, 1);
-        html_para(&hd, "note", "%s", rep_random_router_note);
+        report_html_paths(&hd, "capture: ", &o->trace, 1);
+        html_para(&hd, "note", "%s", report_random_router_note);
     }
     if (!st) st = window_report(t.f, page ? &hd : NULL, &c, ms, n_m, o->skip);
-    st = rep_finish(&t, &hd, page, st, text, len);
+    st = report_finish(&t, &hd, page, st, text, len);
     router_capture_free(&c);
     return st;
 }

@@ -44,7 +44,7 @@ static ts_status ffn_charts(html_doc *h, const ffn_capture *c) {
     }
     for (int e = 0; e < NE; e++) tx[e] = ldexp(1.0, e - 32);
     int32_t pick[6];
-    int np = rep_pick_layers(score, nl, pick), ns = 0;
+    int np = report_pick_layers(score, nl, pick), ns = 0;
     html_series se[16];
     char names[16][40];
     snprintf(names[ns], 40, "mean of %d layers", nl);
@@ -166,7 +166,7 @@ ts_status ts_analyze_ffn(const ts_analyze_ffn_opts *o, char **text, size_t *len)
     *text = NULL;
     *len = 0;
     if (!o->n_captures || !o->captures) return ts_fail(TS_ERR_ARG, "ffn needs a capture");
-    ts_status st = rep_check_output(o->html, o->captures, o->n_captures);
+    ts_status st = report_check_output(o->html, o->captures, o->n_captures);
     if (st) return st;
     ffn_capture c;
     for (size_t i = 0; i < o->n_captures; i++) {
@@ -184,16 +184,16 @@ ts_status ts_analyze_ffn(const ts_analyze_ffn_opts *o, char **text, size_t *len)
             }
         }
     }
-    rep_text t;
+    report_text t;
     html_doc hd;
     bool page = false;
-    if (!(st = rep_text_open(&t)) && o->html && !(st = rep_html_open(&hd, o->html, "turbospark analyze ffn: FFN activation census"))) {
+    if (!(st = report_text_open(&t)) && o->html && !(st = report_html_open(&hd, o->html, "turbospark analyze ffn: FFN activation census"))) {
         page = true;
-        rep_html_paths(&hd, "capture: ", o->captures, o->n_captures);
-        html_para(&hd, "note", "%s", rep_random_weights_note);
+        report_html_paths(&hd, "capture: ", o->captures, o->n_captures);
+        html_para(&hd, "note", "%s", report_random_weights_note);
     }
     if (!st) st = ffn_report(t.f, page ? &hd : NULL, &c);
-    st = rep_finish(&t, &hd, page, st, text, len);
+    st = report_finish(&t, &hd, page, st, text, len);
     ffn_capture_free(&c);
     return st;
 }

@@ -50,8 +50,8 @@ static ts_status router_charts(html_doc *h, const router_capture *a, const route
     int n = 0; /* layers routed in group A (the table's rows) */
     for (int32_t l = 0; l < L; l++) {
         if (!router_capture_layer_routes(a, l)) continue;
-        router_layer_stats rs;
-        if ((st = router_layer_concentration(a->counts + (size_t)l * E, E, &rs))) goto out;
+        router_capture_layer_stats rs;
+        if ((st = router_capture_concentration(a->counts + (size_t)l * E, E, &rs))) goto out;
         layers[n] = l;
         score[n] = rs.n95;
         n++;
@@ -62,8 +62,8 @@ static ts_status router_charts(html_doc *h, const router_capture *a, const route
         for (int i = 0; i < n; i++) {
             const uint64_t *cnt = g[gi]->counts + (size_t)layers[i] * E;
             double *cv = cov + ((size_t)gi * L + i) * (E + 1);
-            router_layer_stats rs;
-            if ((st = router_layer_concentration(cnt, E, &rs))) goto out;
+            router_capture_layer_stats rs;
+            if ((st = router_capture_concentration(cnt, E, &rs))) goto out;
             n95[gi * L + i] = rs.n95;
             n99[gi * L + i] = rs.n99;
             if (!report_coverage_counts(cnt, E, cv)) {
@@ -77,7 +77,7 @@ static ts_status router_charts(html_doc *h, const router_capture *a, const route
         for (int32_t k = 0; k <= E; k++) mean[gi * (E + 1) + k] = used ? mean[gi * (E + 1) + k] / used : NAN;
     }
     int32_t pick[6];
-    int np = rep_pick_layers(score, n, pick);
+    int np = report_pick_layers(score, n, pick);
     int ns = 0, nm = 0;
     static const double diag_x[2] = {0, 1}, diag_y[2] = {0, 1};
     double dx[2] = {diag_x[0], diag_x[1] * E};
@@ -151,17 +151,17 @@ static ts_status router_report(FILE *T, html_doc *H, const router_capture *a, co
     ts_status st = TS_OK;
     for (int32_t l = 0; l < a->num_layers && !st; l++) {
         if (!router_capture_layer_routes(a, l)) continue;
-        router_layer_stats s;
+        router_capture_layer_stats s;
         const uint64_t *ca = a->counts + (size_t)l * a->num_experts;
-        if ((st = router_layer_concentration(ca, a->num_experts, &s))) break;
+        if ((st = router_capture_concentration(ca, a->num_experts, &s))) break;
         fprintf(T, "%-6d %8llu %6d %6d %6d", l, (unsigned long long)router_capture_passes(a, l), s.n95, s.n99, s.never);
         char row[256];
         int rl = snprintf(row, sizeof row, "%d\t%llu\t%d\t%d\t%d", l, (unsigned long long)router_capture_passes(a, l), s.n95, s.n99, s.never);
         m95 += s.n95, m99 += s.n99, mnv += s.never;
         if (two) {
-            router_layer_stats t;
+            router_capture_layer_stats t;
             const uint64_t *cb = b->counts + (size_t)l * b->num_experts;
-            if ((st = router_layer_concentration(cb, b->num_experts, &t)) || (st = router_layer_top_set(ca, a->num_experts, 0.95, sa)) ||
+            if ((st = router_capture_concentration(cb, b->num_experts, &t)) || (st = router_layer_top_set(ca, a->num_experts, 0.95, sa)) ||
                 (st = router_layer_top_set(cb, b->num_experts, 0.95, sb)))
                 break;
             int inter = 0, uni = 0;
@@ -202,7 +202,7 @@ ts_status ts_analyze_router(const ts_analyze_router_opts *o, char **text, size_t
     if (!o->n_a || !o->a) return ts_fail(TS_ERR_ARG, "router needs a capture");
     if (o->n_b && !o->b) return ts_fail(TS_ERR_ARG, "group B has no paths");
     ts_status st;
-    if ((st = rep_check_output(o->html, o->a, o->n_a)) || (st = rep_check_output(o->html, o->b, o->n_b))) return st;
+    if ((st = report_check_output(o->html, o->a, o->n_a)) || (st = report_check_output(o->html, o->b, o->n_b))) return st;
     router_capture a, b;
     const bool two = o->n_b > 0;
     if ((st = load_group(o->a, o->n_a, o->max_input, &a))) return st;
@@ -215,17 +215,17 @@ ts_status ts_analyze_router(const ts_analyze_router_opts *o, char **text, size_t
         router_capture_free(&b);
         return ts_fail(TS_ERR_FORMAT, "the two groups have different shapes");
     }
-    rep_text t;
+    report_text t;
     html_doc hd;
     bool page = false;
-    if (!(st = rep_text_open(&t)) && o->html && !(st = rep_html_open(&hd, o->html, "turbospark analyze router: routing concentration"))) {
+    if (!(st = report_text_open(&t)) && o->html && !(st = report_html_open(&hd, o->html, "turbospark analyze router: routing concentration"))) {
         page = true;
-        rep_html_paths(&hd, two ? "A: " : "capture: ", o->a, o->n_a);
-        if (two) rep_html_paths(&hd, "B: ", o->b, o->n_b);
-        html_para(&hd, "note", "%s", rep_random_router_note);
+        report_html_paths(&hd, two ? "A: " : "capture: ", o->a, o->n_a);
+        if (two) report_html_paths(&hd, "B: ", o->b, o->n_b);
+        html_para(&hd, "note", "%s", report_random_router_note);
     }
     if (!st) st = router_report(t.f, page ? &hd : NULL, &a, two ? &b : NULL);
-    st = rep_finish(&t, &hd, page, st, text, len);
+    st = report_finish(&t, &hd, page, st, text, len);
     router_capture_free(&a);
     if (two) router_capture_free(&b);
     return st;

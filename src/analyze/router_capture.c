@@ -260,7 +260,7 @@ static int32_t cover(const uint64_t *counts, int32_t n, double share, bool *set)
     return k;
 }
 
-ts_status router_layer_concentration(const uint64_t *counts, int32_t n_experts, router_layer_stats *out) {
+ts_status router_capture_concentration(const uint64_t *counts, int32_t n_experts, router_capture_layer_stats *out) {
     out->n95 = cover(counts, n_experts, 0.95, NULL);
     out->n99 = cover(counts, n_experts, 0.99, NULL);
     out->never = 0;

@@ -40,10 +40,10 @@ bool router_capture_layer_routes(const router_capture *c, int32_t l);
 
 /* Concentration of one layer's routing: smallest expert set covering a share
  * of the routed mass (experts taken by count, descending; ties to lower id). */
-typedef struct router_layer_stats {
+typedef struct router_capture_layer_stats {
     int32_t n95, n99, never;
-} router_layer_stats;
-ts_status router_layer_concentration(const uint64_t *counts, int32_t n_experts, router_layer_stats *out);
+} router_capture_layer_stats;
+ts_status router_capture_concentration(const uint64_t *counts, int32_t n_experts, router_capture_layer_stats *out);
 /* The set covering share of the routed mass as a bitmap (n_experts bools). */
 ts_status router_layer_top_set(const uint64_t *counts, int32_t n_experts, double share, bool *set);
 
