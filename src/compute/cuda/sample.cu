@@ -51,9 +51,18 @@ template <int NT> TS_DEV void argmax_block(float &v, int &i, float *sv, int *si)
     argmax_warp(v, i);
     if (lane == 0) sv[warp] = v, si[warp] = i;
     __syncthreads();
+    /* warp 0 reduces the per-warp winners and publishes the block's in
+     * slot 0. (Every thread looping over all NT/32 slots read out of bounds
+     * and picked wrong ids on the H200 at NT = 1024, though the loop's
+     * bounds are constants: compute-sanitizer memcheck, 2026-12-01.) */
+    if (warp == 0) {
+        float wv = lane < NT / 32 ? sv[lane] : -INFINITY;
+        int wi = lane < NT / 32 ? si[lane] : INT_MAX;
+        argmax_warp(wv, wi);
+        if (lane == 0) sv[0] = wv, si[0] = wi;
+    }
+    __syncthreads();
     v = sv[0], i = si[0];
-    for (int w = 1; w < NT / 32; w++)
-        if (better(sv[w], si[w], v, i)) v = sv[w], i = si[w];
     __syncthreads();
 }
 
