@@ -31,7 +31,7 @@ if [ "${1:-}" = --fetch-deps ]; then
     mkdir -p .deps || exit 1
     src=${MODEL_DIR:-$HOME/.cache/turbospark/models}/SmolLM2-135M-Instruct.Q4_1.gguf
     [ -f "$src" ] && head -c 4194304 "$src" >.deps/SmolLM2-135M-Instruct.Q4_1.header.gguf
-    cd .deps && apt-get download libcjson-dev libcjson1 libpcre2-dev libpcre2-8-0 && ls -la
+    cd .deps && apt-get download libcjson-dev libcjson1 libpcre2-dev libpcre2-8-0 libmicrohttpd-dev libmicrohttpd12 libgnutls30 libp11-kit0 libidn2-0 libunistring2 libtasn1-6 libnettle8 libhogweed6 libgmp10 libffi8 && ls -la
     exit $?
 fi
 OUT_DIR="${OUT:-$ROOT/gpu-check-out}"
@@ -66,6 +66,9 @@ if [ "$FULL" = auto ]; then
         mkdir -p "$DR"
         for f in .deps/*.deb; do dpkg -x "$f" "$DR"; done
         sed -i "s|^prefix=/usr\$|prefix=$DR/usr|" "$LIBD"/pkgconfig/*.pc
+        # libmicrohttpd.pc names gnutls privately (static linking only); the
+        # carried runtime libraries are enough for a shared link
+        sed -i '/^Requires.private/d' "$LIBD"/pkgconfig/libmicrohttpd.pc 2>/dev/null
         export PKG_CONFIG_PATH="$LIBD/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
         export LD_LIBRARY_PATH="$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
         CFG+=(-DCJSON_INCLUDE_DIR="$DR/usr/include" -DCJSON_LIBRARY="$LIBD/libcjson.so"
