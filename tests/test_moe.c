@@ -28,6 +28,19 @@ typedef struct mode {
     bool nocache;
 } mode;
 
+/* The file's top-k and expert count (0 when absent): slot counts are given
+ * relative to them. */
+static void expert_counts(const gguf_file *f, int32_t *k, int32_t *ne) {
+    char key[128];
+    gguf_str a;
+    gguf_get_str(f, "general.architecture", &a);
+    snprintf(key, sizeof key, "%.*s.expert_used_count", (int)a.len, a.ptr);
+    uint32_t v;
+    if (gguf_get_u32(f, key, &v) == GGUF_GET_OK) *k = (int32_t)v;
+    snprintf(key, sizeof key, "%.*s.expert_count", (int)a.len, a.ptr);
+    if (gguf_get_u32(f, key, &v) == GGUF_GET_OK) *ne = (int32_t)v;
+}
+
 /* Generates N_GEN tokens after a fixed prompt; writes ids and a checksum of
  * every logit bit pattern. */
 static bool generate(const char *path, const mode *md, float temperature, int32_t *ids, uint64_t *logit_hash, char *start_line) {
@@ -39,16 +52,7 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
     if (gguf_open(path, &f) != TS_OK) return false;
     /* slots relative to this model's top-k and expert count */
     int32_t k = 0, ne = 0;
-    {
-        char key[128];
-        gguf_str a;
-        gguf_get_str(f, "general.architecture", &a);
-        snprintf(key, sizeof key, "%.*s.expert_used_count", (int)a.len, a.ptr);
-        uint32_t v;
-        if (gguf_get_u32(f, key, &v) == GGUF_GET_OK) k = (int32_t)v;
-        snprintf(key, sizeof key, "%.*s.expert_count", (int)a.len, a.ptr);
-        if (gguf_get_u32(f, key, &v) == GGUF_GET_OK) ne = (int32_t)v;
-    }
+    expert_counts(f, &k, &ne);
     if (md->res == EXPERT_RESIDENCY_STREAMED) mo.expert_slots = md->slots == 0 ? k : ne;
     if (ts_model_load_gguf(f, &mo, &m) != TS_OK) {
         fprintf(stderr, "%s [%s]: %s\n", path, md->name, ts_last_error());
@@ -108,16 +112,7 @@ static float *prefill(const char *path, const pre_mode *md, int batch, int32_t *
     gguf_file *f;
     if (gguf_open(path, &f) != TS_OK) return NULL;
     int32_t k = 0, ne = 0;
-    {
-        char key[128];
-        gguf_str a;
-        gguf_get_str(f, "general.architecture", &a);
-        snprintf(key, sizeof key, "%.*s.expert_used_count", (int)a.len, a.ptr);
-        uint32_t v;
-        if (gguf_get_u32(f, key, &v) == GGUF_GET_OK) k = (int32_t)v;
-        snprintf(key, sizeof key, "%.*s.expert_count", (int)a.len, a.ptr);
-        if (gguf_get_u32(f, key, &v) == GGUF_GET_OK) ne = (int32_t)v;
-    }
+    expert_counts(f, &k, &ne);
     if (md->res == EXPERT_RESIDENCY_STREAMED) mo.expert_slots = md->slots < 0 ? ne : k + md->slots;
     ts_model *m;
     if (ts_model_load_gguf(f, &mo, &m) != TS_OK) {
