@@ -132,23 +132,29 @@ typedef struct census_stats {
     long hist_total;               /* activations compared */
 } census_stats;
 
+/* Runs ids through a session with the FFN census on (batch and one_by_one
+ * as new_session and run take them) and reads the capture back. */
+static bool census_capture(fixture *fx, const cJSON *ids, const char *file, int batch, bool one_by_one, ffn_capture *c) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, file);
+    ts_instruments ins = ts_instruments_default();
+    ins.ffn_path = path;
+    ts_session *s = new_session(fx, &ins, batch);
+    if (!s) return false;
+    bool ok = run(fx, s, ids, one_by_one);
+    ts_session_free(s);
+    if (!ok) return false;
+    ts_status st = ffn_capture_load(path, 0, c);
+    CHECKF(st == TS_OK, "%s: census capture: %s", fx->name, ts_last_error());
+    return st == TS_OK;
+}
+
 static void census_decode(fixture *fx, int pi, census_stats *cs) {
     const cJSON *p = at(fx->prompts, pi), *ids = cJSON_GetObjectItem(p, "ids");
     const cJSON *act = cJSON_GetObjectItem(p, "ffn_act"), *up = cJSON_GetObjectItem(p, "ffn_up_abs_sum");
     int n = cJSON_GetArraySize(ids), W = fx->ffn_width;
-    char path[256];
-    snprintf(path, sizeof path, "%s/ffn.json", tmpdir);
-    ts_instruments ins = ts_instruments_default();
-    ins.ffn_path = path;
-    ts_session *s = new_session(fx, &ins, 0);
-    if (!s) return;
-    bool ok = run(fx, s, ids, true);
-    ts_session_free(s);
-    if (!ok) return;
     ffn_capture c;
-    ts_status st = ffn_capture_load(path, 0, &c);
-    CHECKF(st == TS_OK, "%s: census capture: %s", fx->name, ts_last_error());
-    if (st) return;
+    if (!census_capture(fx, ids, "ffn.json", 0, true, &c)) return;
     CHECKF(c.inter == W && c.num_layers == fx->n_layer, "%s: census shape %d x %d, want %d x %d", fx->name, c.num_layers, c.inter,
            fx->n_layer, W);
     CHECKF(c.decode_passes == (uint64_t)n && c.prefill_passes == 0, "%s prompt %d: %llu decode / %llu prefill passes, want %d / 0",
@@ -201,19 +207,8 @@ static void census_prefill(fixture *fx, int pi, census_stats *cs) {
     const cJSON *p = at(fx->prompts, pi), *ids = cJSON_GetObjectItem(p, "ids");
     const cJSON *act = cJSON_GetObjectItem(p, "ffn_act");
     int n = cJSON_GetArraySize(ids), W = fx->ffn_width;
-    char path[256];
-    snprintf(path, sizeof path, "%s/ffn-prefill.json", tmpdir);
-    ts_instruments ins = ts_instruments_default();
-    ins.ffn_path = path;
-    ts_session *s = new_session(fx, &ins, 16);
-    if (!s) return;
-    bool ok = run(fx, s, ids, false);
-    ts_session_free(s);
-    if (!ok) return;
     ffn_capture c;
-    ts_status st = ffn_capture_load(path, 0, &c);
-    CHECKF(st == TS_OK, "%s: census capture: %s", fx->name, ts_last_error());
-    if (st) return;
+    if (!census_capture(fx, ids, "ffn-prefill.json", 16, false, &c)) return;
     CHECKF(c.decode_passes == 1 && c.prefill_passes == (uint64_t)n - 1, "%s prefill: %llu decode / %llu prefill passes, want 1 / %d",
            fx->name, (unsigned long long)c.decode_passes, (unsigned long long)c.prefill_passes, n - 1);
     for (int fl = 0; fl < fx->n_ffn_layers && c.inter == W; fl++) {
