@@ -58,3 +58,31 @@ const char *ts_backend_describe(const ts_backend *be, char *buf, size_t n) {
     be->ops->describe(be, buf, n);
     return buf;
 }
+
+/* ---- the fused ops' compositions ---- */
+
+void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w,
+                                    const ts_mat *const *w, float *const *y, int n_tok) {
+    const ts_backend_ops *op = st->be->ops;
+    op->rmsnorm(st, x, norm, w[0]->n_in, n_tok, eps, xn);
+    op->matmul(st, n_w, w, y, xn, n_tok);
+}
+
+void ts_backend_compose_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp) {
+    const ts_backend_ops *op = st->be->ops;
+    op->matmul(st, 1, &w, &tmp, a, n_tok);
+    op->add(st, x, tmp, (int64_t)n_tok * w->n_out);
+}
+
+void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
+                                      float *k, const float *v) {
+    const ts_backend_ops *op = st->be->ops;
+    const int n = d->n_tok, HD = d->head_dim;
+    if (r->q_norm) {
+        op->rmsnorm(st, q, r->q_norm, HD, (int64_t)n * d->n_head, r->eps, q);
+        op->rmsnorm(st, k, r->k_norm, HD, (int64_t)n * d->n_head_kv, r->eps, k);
+    }
+    op->rope(st, q, n, d->n_head, HD, r->n_rot, r->cs, r->mode);
+    op->rope(st, k, n, d->n_head_kv, HD, r->n_rot, r->cs, r->mode);
+    op->kv_store(st, kv, d, k, v);
+}

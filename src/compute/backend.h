@@ -59,7 +59,37 @@ typedef struct ts_attn_desc {
     int window;        /* sliding window in positions, 0 = global */
     float scale;       /* multiplies q.k before the softmax */
     ts_type kv_type;   /* TS_TYPE_F16 or TS_TYPE_F32 */
+    const int32_t *pos; /* (n_tok) pos0, pos0+1, ... in backend memory: a device backend reads
+                           the positions from here, not pos0, so a recorded decode step
+                           (capture_begin) stays valid as the position advances */
 } ts_attn_desc;
+
+/* RoPE of one layer's q and k (rope_kv_store). */
+typedef struct ts_rope_args {
+    const float *cs;     /* (n_tok, n_rot/2, 2) the chunk's cos/sin table (rope_table) */
+    const float *freq;   /* (n_rot/2) the frequencies cs was made from, with mscale: a backend
+                            may compute the angles from pos itself, as rope_table does */
+    float mscale;
+    int n_rot;           /* rotated dims of each head, even, <= head_dim */
+    ts_rope_mode mode;
+    const float *q_norm; /* (head_dim) per-head RMSNorm of q before the rotation, or NULL */
+    const float *k_norm; /* (head_dim) per-head RMSNorm of k, or NULL (both or neither) */
+    float eps;           /* of those norms */
+} ts_rope_args;
+
+/* The sampler chain of src/sample (docs/SAMPLING.md) run where the logits
+ * are: the state goes in and comes back, so the host sampler stays the one
+ * source of truth and a draw here equals its draw on the same logits. */
+typedef struct ts_sample_desc {
+    float temperature;     /* <= 0: greedy */
+    int32_t top_k;         /* <= 0: off */
+    float top_p;           /* >= 1: off */
+    float min_p;           /* 0: off */
+    float repeat_penalty;  /* 1: off */
+    uint64_t rng[4];       /* xoshiro256** state: in, and advanced on return */
+    const int32_t *recent; /* (recent_cap) host ring of accepted ids, -1 = empty; or NULL */
+    int32_t recent_cap;
+} ts_sample_desc;
 
 /* What a session will ask of its stream, so the backend can size the
  * stream's scratch (quantized activations, attention scores) once, up front. */
@@ -148,7 +178,44 @@ typedef struct ts_backend_ops {
     void (*scale)(ts_stream *st, float *x, const float *y, float a, int64_t n);
     /* x (n) = cap * tanh(x / cap) */
     void (*softcap)(ts_stream *st, float *x, int64_t n, float cap);
+
+    /* ---- fused forms: each is exactly the composition its comment gives
+     * (the CPU runs that composition, see ts_backend_compose_*); a device
+     * backend fuses it to save launches and passes over memory ---- */
+    /* y[i] = matmul(rmsnorm(x, norm, eps)) for each w[i]; xn (n_tok, n_in) is
+     * room for the normalized rows, written or not (undefined after) */
+    void (*norm_matmul)(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w, const ts_mat *const *w,
+                        float *const *y, int n_tok);
+    /* x (n_tok, w->n_out) += a (n_tok, w->n_in) . w^T; tmp (n_tok, n_out):
+     * room for the product, written or not */
+    void (*matmul_add)(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp);
+    /* per-head norms (r->q_norm/k_norm), rope(q), rope(k), then kv_store(k, v) */
+    void (*rope_kv_store)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q, float *k,
+                          const float *v);
+
+    /* ---- recorded decode steps; NULL on a backend without them ----
+     * Between capture_begin and capture_end the stream's ops are recorded,
+     * not run; replay runs the last recording. A recording keeps every host
+     * argument, so whatever changes between steps must be read from backend
+     * memory (positions: ts_attn_desc.pos; ids: the embed op's ids). A failed
+     * op inside a recording makes capture_end fail and keeps no recording. */
+    ts_status (*capture_begin)(ts_stream *st);
+    ts_status (*capture_end)(ts_stream *st);
+    ts_status (*replay)(ts_stream *st);
+
+    /* Draws a token from logits (n_vocab, backend memory; modified as the
+     * host sampler modifies them) into *id (host), advancing d->rng; NULL
+     * on a backend whose logits are host memory anyway. */
+    ts_status (*sample)(ts_stream *st, float *logits, int32_t n_vocab, ts_sample_desc *d, int32_t *id);
 } ts_backend_ops;
+
+/* The compositions the fused ops stand for, in the plain ops: what the CPU
+ * backend runs, and the reference a fused implementation is tested against. */
+void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w,
+                                    const ts_mat *const *w, float *const *y, int n_tok);
+void ts_backend_compose_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp);
+void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
+                                      float *k, const float *v);
 
 /* The public ts_backend (include/turbospark.h): made once by the caller,
  * owns device memory; backends extend it. */

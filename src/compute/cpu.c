@@ -857,6 +857,9 @@ static const ts_backend_ops cpu_ops = {
     .scale_add = cpu_scale_add,
     .scale = cpu_scale,
     .softcap = cpu_softcap,
+    .norm_matmul = ts_backend_compose_norm_matmul,
+    .matmul_add = ts_backend_compose_matmul_add,
+    .rope_kv_store = ts_backend_compose_rope_kv_store,
 };
 
 ts_status ts_backend_cpu_new(int n_threads, ts_backend **out) {

@@ -535,6 +535,29 @@ static ts_status ensure_out(ts_session *s, int64_t rows) {
     return TS_OK;
 }
 
+/* One decode step of a session without instruments or all-logits mode, on a
+ * backend that records: the first step runs plainly (it sizes the scratch a
+ * step needs, which recording cannot), the second is recorded, and every
+ * later one replays the recording: one submission per token, no host work
+ * between its ops. Instruments need the host between ops (phase marks, FFN
+ * captures), so their sessions always run plainly. */
+static ts_status decode_step(ts_session *s) {
+    const ts_backend_ops *op = s->be->ops;
+    if (s->rec == TS_REC_READY) return op->replay(s->st);
+    if (s->rec == TS_REC_NONE) {
+        s->rec = TS_REC_WARM;
+        return ts_forward_chunk(s, 1, false, true);
+    }
+    ts_status st = op->capture_begin(s->st);
+    if (st != TS_OK) return st;
+    ts_status fst = ts_forward_chunk(s, 1, false, true);
+    st = op->capture_end(s->st);
+    if (fst != TS_OK) return fst;
+    if (st != TS_OK) return st;
+    s->rec = TS_REC_READY;
+    return op->replay(s->st);
+}
+
 ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **logits) {
     if (logits) *logits = NULL;
     const int32_t V = s->model->desc.hp.n_vocab;
@@ -545,19 +568,25 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
     for (int32_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V) return ts_fail(TS_ERR_ARG, "eval: token id %d is outside the vocabulary (0..%d)", ids[i], V - 1);
     bool host = s->be->host_memory;
-    if (s->all_logits || !host) {
+    /* a device backend copies the logits out only when asked: a caller that
+     * just samples (ts_session_sample) draws where they are */
+    bool copy = s->all_logits || (!host && logits);
+    if (copy) {
         ts_status st = ensure_out(s, s->all_logits ? n : 1);
         if (st != TS_OK) return st;
     }
     s->last_logits = NULL;
+    s->dev_logits = false;
+    bool record = op->replay && !s->diag && !s->all_logits;
     double t0 = ts_now();
     for (int32_t done = 0; done < n;) {
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;
         bool final = done + chunk == n;
-        ts_status st = ts_forward_chunk(s, ids + done, chunk, s->all_logits, final);
+        ts_forward_upload(s, ids + done, chunk);
+        ts_status st = record && chunk == 1 ? decode_step(s) : ts_forward_chunk(s, chunk, s->all_logits, final);
         if (st == TS_OK) {
             if (s->all_logits) op->to_host(s->st, s->out + (size_t)done * V, s->logits, sizeof(float) * (size_t)chunk * V);
-            else if (final && !host) op->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)V);
+            else if (final && copy) op->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)V);
             st = op->sync(s->st);
         }
         if (st != TS_OK) return st; /* n_past unchanged: the chunk is not in the context */
@@ -578,7 +607,11 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
         s->timings.prefill_tokens += n;
         s->timings.prefill_s += dt;
     }
-    float *res = (s->all_logits || !host) ? s->out : s->logits;
+    if (!host && !copy) {
+        s->dev_logits = true; /* in s->logits, for ts_session_sample */
+        return TS_OK;
+    }
+    float *res = copy ? s->out : s->logits;
     s->last_logits = s->all_logits ? res + (size_t)(n - 1) * V : res;
     if (logits) *logits = res;
     return TS_OK;
@@ -587,12 +620,13 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
 void ts_session_reset(ts_session *s) {
     s->n_past = 0;
     s->last_logits = NULL;
+    s->dev_logits = false;
 }
 
 ts_status ts_session_truncate(ts_session *s, int32_t n_past) {
     if (n_past < 0 || n_past > s->n_past)
         return ts_fail(TS_ERR_ARG, "truncate: %d is outside the context (0..%d)", n_past, s->n_past);
-    if (n_past != s->n_past) s->last_logits = NULL;
+    if (n_past != s->n_past) s->last_logits = NULL, s->dev_logits = false;
     s->n_past = n_past;
     return TS_OK;
 }
@@ -641,11 +675,48 @@ ts_status ts_session_set_sampler(ts_session *s, const ts_sampler_params *p) {
 void ts_session_sampler_reset(ts_session *s) { sampler_reset(s->smp); }
 void ts_session_sampler_accept(ts_session *s, int32_t id) { sampler_accept(s->smp, id); }
 
+/* The session sampler's next draw made where the logits are (the last eval's
+ * s->logits on the backend): the same chain, RNG stream and ring of accepted
+ * ids, so the id is the one the host sampler would draw. */
+static ts_status sample_on_backend(ts_session *s, int32_t *id) {
+    const sampler_params *p = sampler_get_params(s->smp);
+    ts_sample_desc d = {.temperature = p->temperature, .top_k = p->top_k, .top_p = p->top_p, .min_p = p->min_p,
+                        .repeat_penalty = p->repeat_penalty};
+    ts_rng *rng = sampler_rng(s->smp);
+    memcpy(d.rng, rng->s, sizeof d.rng);
+    d.recent = sampler_recent(s->smp, &d.recent_cap);
+    ts_status st = s->be->ops->sample(s->st, s->logits, s->model->desc.hp.n_vocab, &d, id);
+    if (st != TS_OK) return st;
+    memcpy(rng->s, d.rng, sizeof d.rng);
+    s->dev_logits = false; /* modified by the draw, as the host sampler modifies its row */
+    return TS_OK;
+}
+
+int32_t ts_session_draw(ts_session *s, float *host_logits) {
+    if (!host_logits) host_logits = s->last_logits;
+    if (host_logits) return sampler_sample(s->smp, host_logits);
+    if (!s->dev_logits) {
+        ts_fail(TS_ERR_ARG, "sample: no logits (evaluate tokens first)");
+        return -1;
+    }
+    if (s->be->ops->sample) {
+        int32_t id = -1;
+        ts_status st = sample_on_backend(s, &id);
+        if (st != TS_ERR_UNSUPPORTED) return st == TS_OK ? id : -1;
+    }
+    /* the backend cannot draw with these parameters: the row comes to the host */
+    if (ensure_out(s, 1) != TS_OK) return -1;
+    s->be->ops->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)s->model->desc.hp.n_vocab);
+    if (s->be->ops->sync(s->st) != TS_OK) return -1;
+    s->dev_logits = false;
+    return sampler_sample(s->smp, s->out);
+}
+
 ts_status ts_session_sample(ts_session *s, int32_t *id) {
     *id = -1;
-    if (!s->last_logits) return ts_fail(TS_ERR_ARG, "sample: no logits (evaluate tokens first)");
+    if (!s->last_logits && !s->dev_logits) return ts_fail(TS_ERR_ARG, "sample: no logits (evaluate tokens first)");
     double t0 = ts_now();
-    int32_t r = sampler_sample(s->smp, s->last_logits);
+    int32_t r = ts_session_draw(s, s->last_logits);
     double dt = ts_now() - t0;
     s->timings.sample_s += dt;
     if (s->diag && s->diag->phases) {

@@ -32,6 +32,13 @@ struct ts_model {
     char name[256];        /* general.name, NUL-terminated */
 };
 
+/* Recording of a session's decode step on a backend that replays (capture_begin). */
+typedef enum ts_rec_state {
+    TS_REC_NONE = 0, /* no decode step run yet */
+    TS_REC_WARM,     /* one ran plainly: the next is recorded */
+    TS_REC_READY,    /* the stream holds the recording: steps replay it */
+} ts_rec_state;
+
 /* One conversation's state: one thread at a time. */
 struct ts_session {
     ts_model *model;
@@ -89,7 +96,10 @@ struct ts_session {
     int32_t *moe_off;     /* (n_expert) first moe_tok / exp_out row of each expert's group */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */
     int64_t out_rows;
-    float *last_logits;   /* the last row of the last eval's logits (host), for sampling; NULL before any eval */
+    float *last_logits;   /* the last row of the last eval's logits (host), for sampling; NULL before any eval
+                             and when they stayed on the device (dev_logits) */
+    bool dev_logits;      /* the last eval's logits (1, n_vocab) are in s->logits on a device backend, not copied out */
+    ts_rec_state rec;     /* decode-step recording (decode_step in engine.c) */
     int32_t *tokens;      /* (n_ctx) ids in the context, n_past of them */
     bool chunk_final;     /* the chunk being run is the last of its eval */
 
@@ -103,15 +113,27 @@ struct ts_session {
     ts_hooks hook_tab;     /* ts_diag_hooks with user = diag */
 };
 
-/* Runs the transformer over n <= n_batch tokens at positions n_past.. and
- * writes logits of the last token (rows = 1) or of all n tokens into
- * s->logits. Does not advance n_past. Fails only on expert I/O. */
-ts_status ts_forward_chunk(ts_session *s, const int32_t *ids, int n, bool all_rows, bool is_final_chunk);
+/* Enqueues the copies of a chunk's n ids and positions n_past.. into
+ * s->ids_dev and s->pos, which the forward pass reads. */
+void ts_forward_upload(ts_session *s, const int32_t *ids, int n);
+
+/* Runs the transformer over the n <= n_batch tokens uploaded by
+ * ts_forward_upload and writes logits of the last token (rows = 1) or of all
+ * n tokens into s->logits. Does not advance n_past. Fails only on expert I/O.
+ * Host values it passes to the ops depend on n, all_rows and the session
+ * only, and the ops read positions from s->pos: a decode step (n = 1) can be
+ * recorded once and replayed (capture_begin). */
+ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_chunk);
 
 /* The routed-expert FFN of layer l: s->xb (n, n_embd) normalized input ->
  * s->xb2 (n, n_embd). Experts run per token, in router rank order, the same
  * way whatever the residency, so output never depends on the cache. */
 ts_status ts_forward_moe(ts_session *s, int l, int n);
+
+/* The session sampler's next id from host_logits (n_vocab), or, when NULL,
+ * from the last eval's logits where they are (dev_logits); -1 with the
+ * reason left when none can be drawn. Does not accept it. */
+int32_t ts_session_draw(ts_session *s, float *host_logits);
 
 /* top-k of n logits: descending, ties to the lower id (k <= CACHE_MAX_K). */
 void ts_topk(const float *x, int n, int k, int32_t *ids);

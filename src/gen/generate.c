@@ -120,7 +120,9 @@ ts_status gen_run(void *model, gen_eval_fn eval, int32_t n_vocab, const tok_voca
 
     float *logits = NULL;
     double t0 = ts_now();
-    st = eval(model, prompt, n_prompt, &logits);
+    /* with a draw of the model's own, the logits leave the model only for logprobs */
+    const bool host = !p->draw || lp_row;
+    st = eval(model, prompt, n_prompt, host ? &logits : NULL);
     out->prefill_s = ts_now() - t0;
     out->n_prompt = n_prompt;
     int32_t n_past = p->n_past + n_prompt;
@@ -129,7 +131,7 @@ ts_status gen_run(void *model, gen_eval_fn eval, int32_t n_vocab, const tok_voca
         if (out->n_new == p->max_new) { out->reason = GEN_STOP_LENGTH; break; }
         if (lp_row) memcpy(lp_row, logits, sizeof(float) * (size_t)n_vocab);
         double ts0 = ts_now();
-        int32_t id = sampler_sample(smp, logits);
+        int32_t id = p->draw ? p->draw(model, host ? logits : NULL) : sampler_sample(smp, logits);
         out->sample_s += ts_now() - ts0;
         if (id < 0 || id >= n_vocab) {
             ts_error_prefix("no token sampled"); /* the sampler said why */
@@ -161,7 +163,7 @@ ts_status gen_run(void *model, gen_eval_fn eval, int32_t n_vocab, const tok_voca
         }
         if (out->n_new == p->max_new) { out->reason = GEN_STOP_LENGTH; break; }
         if (n_past >= p->n_ctx) { out->reason = GEN_STOP_CTX; break; }
-        st = eval(model, &id, 1, &logits);
+        st = eval(model, &id, 1, host ? &logits : NULL);
         n_past++;
     }
     out->decode_s = ts_now() - t1;

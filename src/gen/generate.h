@@ -15,8 +15,12 @@
 #include "tokenizer/tokenizer.h"
 
 /* Evaluates n tokens appended to the model's context and returns the logits
- * of the last one (n_vocab floats, valid until the next call). */
+ * of the last one (n_vocab floats, valid until the next call); logits NULL:
+ * the loop will not read them (gen_params.draw draws where they are). */
 typedef ts_status (*gen_eval_fn)(void *model, const int32_t *ids, int32_t n, float **logits);
+/* Draws the next id from the last eval's logits: host_logits, or NULL when
+ * eval was asked for none; -1 with the reason left when nothing can be drawn. */
+typedef int32_t (*gen_draw_fn)(void *model, float *host_logits);
 
 typedef ts_stop_reason gen_stop_reason; /* the public enum */
 #define GEN_STOP_NONE TS_STOP_NONE
@@ -38,6 +42,8 @@ typedef struct gen_params {
     int32_t n_past;           /* tokens already in the context before this call (chat) */
     bool logprobs;            /* fill the token events' logprob */
     int32_t top_logprobs;     /* 0..TS_MAX_TOP_LOGPROBS alternatives per token */
+    gen_draw_fn draw;         /* the model's own draw (a session sampling on its device), or NULL:
+                                 sampler_sample on the host logits */
 } gen_params;
 
 typedef ts_gen_result gen_result;

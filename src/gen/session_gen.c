@@ -14,6 +14,7 @@ ts_gen_params ts_gen_params_default(void) {
 }
 
 static ts_status eval_glue(void *sess, const int32_t *ids, int32_t n, float **logits) { return ts_session_eval(sess, ids, n, logits); }
+static int32_t draw_glue(void *sess, float *host_logits) { return ts_session_draw(sess, host_logits); }
 
 ts_status ts_session_generate(ts_session *s, const int32_t *prompt, int32_t n_prompt, const ts_gen_params *p, ts_text_fn on_text,
                               ts_token_fn on_token, void *user, ts_gen_result *out) {
@@ -29,7 +30,8 @@ ts_status ts_session_generate(ts_session *s, const int32_t *prompt, int32_t n_pr
                      .n_ctx = s->n_ctx,
                      .n_past = s->n_past,
                      .logprobs = p->logprobs,
-                     .top_logprobs = p->top_logprobs};
+                     .top_logprobs = p->top_logprobs,
+                     .draw = draw_glue};
     st = gen_run(s, eval_glue, s->model->desc.hp.n_vocab, s->model->vocab, s->smp, prompt + cached, n_prompt - cached, &gp, on_text,
                  on_token, user, out);
     out->n_prompt = n_prompt;

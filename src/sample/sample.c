@@ -116,7 +116,17 @@ void sampler_free(sampler *s) {
 void sampler_reset(sampler *s) {
     s->n_recent = 0;
     s->recent_pos = 0;
+    /* -1 marks the slots not filled yet: the ring as a device sampler reads it */
+    for (int32_t i = 0; i < s->p.repeat_last_n; i++) s->recent[i] = -1;
     ts_rng_seed(&s->rng, s->p.seed);
+}
+
+const sampler_params *sampler_get_params(const sampler *s) { return &s->p; }
+ts_rng *sampler_rng(sampler *s) { return &s->rng; }
+
+const int32_t *sampler_recent(const sampler *s, int32_t *cap) {
+    *cap = s->p.repeat_last_n;
+    return s->p.repeat_last_n > 0 ? s->recent : NULL;
 }
 
 void sampler_accept(sampler *s, int32_t id) {

@@ -55,4 +55,12 @@ void sampler_accept(sampler *s, int32_t id);
 /* Forgets accepted ids and reseeds the RNG with the original seed. */
 void sampler_reset(sampler *s);
 
+/* For a draw made elsewhere from this sampler's state (a device sampler that
+ * runs the same chain): its parameters, its RNG (the caller stores the
+ * advanced state back), and its ring of accepted ids, (*cap =
+ * repeat_last_n) entries with -1 in the slots not filled yet, or NULL. */
+const sampler_params *sampler_get_params(const sampler *s);
+ts_rng *sampler_rng(sampler *s);
+const int32_t *sampler_recent(const sampler *s, int32_t *cap);
+
 #endif

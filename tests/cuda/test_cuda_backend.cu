@@ -19,6 +19,14 @@
  * Greedy ids must match until the first step whose CPU margin is under the
  * bar, after which the two texts may legitimately diverge (counted, printed).
  *
+ * 4. the recorded decode step: a session without all-logits mode records
+ *    its second decode step and replays it after; its logits must equal, bit
+ *    for bit, an all-logits session's (which runs every step plainly) fed
+ *    the same ids;
+ * 5. the device sampler: seeded top-k/top-p/min-p/penalty sampling on the
+ *    device (eval without logits, then ts_session_sample) draws, step after
+ *    step, the ids the host sampler draws from the plain session's logits.
+ *
  * Also: a context too large for the device is refused with TS_ERR_NOMEM and
  * a message that says what is free. No GPU: fails unless TS_ALLOW_NO_GPU=1. */
 #include "cuda_test_util.h"
@@ -26,6 +34,7 @@
 extern "C" {
 #include "compute/backend.h"
 #include "eval/logits.h"
+#include "forward/forward_internal.h"
 }
 
 #ifndef TS_FIXTURES
@@ -205,6 +214,84 @@ done:
     ts_backend_free(be);
 }
 
+#define REPLAY_STEPS 24
+
+/* 4 and 5 (header): rec records and replays, plain runs every step plainly. */
+static void check_replay(const char *name, const char *path) {
+    ts_backend *be = NULL;
+    if (ts_backend_cuda_new(0, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
+    ts_model *m = NULL;
+    ts_session *rec = NULL, *plain = NULL;
+    if (!load(path, be, &m)) goto done;
+    {
+        ts_session_opts so = ts_session_opts_default();
+        so.n_ctx = 256;
+        so.n_batch = 16;
+        ts_status st = ts_session_new(m, &so, &rec);
+        CHECKF(st == TS_OK, "session: %s", ts_last_error());
+        plain = session(m, false, 16);
+        if (st != TS_OK || !plain) goto done;
+        const int32_t V = ts_session_n_vocab(rec);
+        int32_t prompt[5];
+        for (int i = 0; i < 5; i++) prompt[i] = (int32_t)(tcu_u64() % (uint64_t)V);
+
+        /* 4: bit-identical logits, replayed or not */
+        float *lr, *lp;
+        int differ = 0, steps = 0;
+        bool ok = ts_session_eval(rec, prompt, 5, &lr) == TS_OK && ts_session_eval(plain, prompt, 5, &lp) == TS_OK;
+        CHECKF(ok, "%s: prompt: %s", name, ts_last_error());
+        for (int step = 0; ok && step < REPLAY_STEPS; step++) {
+            int32_t id = ts_argmax(lp + (size_t)4 * (step == 0) * V, V);
+            ok = ts_session_eval(rec, &id, 1, &lr) == TS_OK && ts_session_eval(plain, &id, 1, &lp) == TS_OK;
+            CHECKF(ok, "%s: step %d: %s", name, step, ts_last_error());
+            if (!ok) break;
+            steps++;
+            differ += memcmp(lr, lp, sizeof(float) * (size_t)V) != 0;
+        }
+        CHECKF(rec->rec == TS_REC_READY, "%s: the decode step was not recorded", name);
+        CHECKF(steps == REPLAY_STEPS && differ == 0, "%s: replayed logits differ from plain ones at %d of %d steps", name, differ, steps);
+        printf("%-22s replay   %d steps after the recording, logits bit-identical at %d\n", name, steps, steps - differ);
+
+        /* 5: the device draw equals the host draw */
+        ts_sampler_params sp = ts_sampler_params_default();
+        sp.temperature = 0.9f;
+        sp.top_k = 40;
+        sp.top_p = 0.95f;
+        sp.min_p = 0.02f;
+        sp.repeat_penalty = 1.1f;
+        sp.repeat_last_n = 16;
+        sp.seed = 1234;
+        ok = ts_session_set_sampler(rec, &sp) == TS_OK && ts_session_set_sampler(plain, &sp) == TS_OK;
+        CHECKF(ok, "%s: sampler: %s", name, ts_last_error());
+        ts_session_reset(rec);
+        ts_session_reset(plain);
+        for (int i = 0; i < 5; i++) ts_session_sampler_accept(rec, prompt[i]), ts_session_sampler_accept(plain, prompt[i]);
+        int same = 0, drawn = 0;
+        ok = ok && ts_session_eval(rec, prompt, 5, NULL) == TS_OK && ts_session_eval(plain, prompt, 5, &lp) == TS_OK;
+        for (int step = 0; ok && step < 32; step++) {
+            int32_t a = -1, b = -1;
+            ok = ts_session_sample(rec, &a) == TS_OK && ts_session_sample(plain, &b) == TS_OK;
+            CHECKF(ok, "%s: sample step %d: %s", name, step, ts_last_error());
+            if (!ok) break;
+            drawn++;
+            same += a == b;
+            CHECKF(a == b, "%s: sample step %d: device drew %d, host %d", name, step, a, b);
+            if (a != b) break;
+            ts_session_sampler_accept(rec, a);
+            ts_session_sampler_accept(plain, b);
+            ok = ts_session_eval(rec, &a, 1, NULL) == TS_OK && ts_session_eval(plain, &b, 1, &lp) == TS_OK;
+            CHECKF(ok, "%s: sample eval %d: %s", name, step, ts_last_error());
+        }
+        CHECKF(drawn == 32, "%s: %d of 32 draws", name, drawn);
+        printf("%-22s sample   device draws equal host draws at %d of %d steps\n", name, same, drawn);
+    }
+done:
+    ts_session_free(rec);
+    ts_session_free(plain);
+    ts_model_free(m);
+    ts_backend_free(be);
+}
+
 /* A context that cannot fit: refused, saying what is free. */
 static void check_oom(const char *path) {
     ts_backend *be = NULL;
@@ -249,6 +336,7 @@ int main(int argc, char **argv) {
                     if (!strstr(list, word)) continue;
                 }
                 run_model(name, path, &tiny_bar, precise);
+                if (!precise) check_replay(name, path);
             }
     char real[2048];
     tu_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", real, sizeof real);
@@ -258,6 +346,7 @@ int main(int argc, char **argv) {
         const bar real_bar = {1e-2, 1e-3, REAL_MARGIN, REAL_MARGIN};
         run_model("smollm2", real, &real_bar, false);
         if (!tcu_small()) run_model("smollm2", real, &real_bar, true);
+        check_replay("smollm2", real);
         check_oom(real);
     }
     return tu_finish();

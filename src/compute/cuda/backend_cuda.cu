@@ -74,8 +74,21 @@ typedef struct cuda_stream {
     size_t gemm_bytes;
     void *attn;             /* (attn_bytes) split-K partial results; grown at first use */
     size_t attn_bytes;
-    int32_t *pos;           /* (max_tokens) positions of the attention call's tokens */
+    int32_t *pos;           /* (max_tokens) positions of the attention call's tokens (a desc without pos) */
     int64_t max_tokens;
+    bool capturing;         /* between capture_begin and capture_end */
+    cudaGraphExec_t graph;  /* the last recording, or NULL */
+    /* the sampler (cuda_sample), sized at its first use */
+    void *smp_scratch;      /* (smp_scratch_bytes) ts_cuda_sample's */
+    size_t smp_scratch_bytes;
+    int32_t smp_vocab;      /* n_vocab the scratch is for */
+    uint64_t *smp_rng;      /* (4) device RNG state */
+    int32_t *smp_ring;      /* (smp_cap) device copy of the ring of accepted ids */
+    int32_t *smp_ring_pos;  /* (1) where the device appends (unused after) */
+    int32_t *smp_id;        /* (1) the drawn id */
+    int32_t smp_cap;        /* ring entries allocated */
+    uint8_t *smp_host;      /* (smp_host_bytes) pinned: rng (32 B), id (4 B, at 32), ring (at 64) */
+    size_t smp_host_bytes;
 } cuda_stream;
 
 struct ts_event {
@@ -168,15 +181,20 @@ __global__ void rope_kernel(float *x, int n_tok, int n_head, int head_dim, int h
     v[b] = fadd_rn(fmul_rn(x0, s), fmul_rn(x1, c));
 }
 
-/* k, v (n_tok, n_head_kv, hd) -> caches at positions pos0.. */
+/* k, v (n_tok, n_head_kv, hd) -> caches at positions pos[t] */
 __global__ void kv_store_kernel(void *kc, void *vc, const float *k, const float *v, int n_tok, int n_head_kv, int hd,
-                                int n_ctx, int pos0, int f16) {
+                                int n_ctx, const int32_t *pos, int f16, unsigned *err) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)n_tok * n_head_kv * hd) return;
     int d = (int)(i % hd);
     int h = (int)((i / hd) % n_head_kv);
     int t = (int)(i / ((int64_t)hd * n_head_kv));
-    int64_t dst = ((int64_t)h * n_ctx + pos0 + t) * hd + d;
+    int p = pos[t];
+    if (p < 0 || p >= n_ctx) {
+        if (d == 0 && h == 0) atomicOr(err, TS_CUDA_ERR_POS);
+        return;
+    }
+    int64_t dst = ((int64_t)h * n_ctx + p) * hd + d;
     if (f16) {
         ((__half *)kc)[dst] = __float2half_rn(k[i]);
         ((__half *)vc)[dst] = __float2half_rn(v[i]);
@@ -196,13 +214,19 @@ template <bool F16> TS_DEV float kv_at(const void *p, int64_t i) {
 /* One warp per (token, head): keys in increasing position, online softmax. */
 template <bool F16>
 __global__ void attn_generic_kernel(const float *q, const void *kc, const void *vc, float *out, int n_tok, int n_head,
-                                    int n_head_kv, int hd, int n_ctx, int pos0, int window, float scale) {
+                                    int n_head_kv, int hd, int n_ctx, const int32_t *posv, int window, float scale,
+                                    unsigned *err) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= n_tok * n_head) return;
     int t = row / n_head, h = row % n_head;
     int hk = h / (n_head / n_head_kv);
-    int pos = pos0 + t;
+    int pos = posv[t];
+    if (pos < 0 || pos >= n_ctx) {
+        if (lane == 0) atomicOr(err, TS_CUDA_ERR_POS);
+        for (int d = lane; d < hd; d += 32) out[(int64_t)row * hd + d] = 0.0f;
+        return;
+    }
     int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
     const float *qr = q + (int64_t)row * hd;
     float qv[ATT_GEN_MAXD], o[ATT_GEN_MAXD];
@@ -354,6 +378,11 @@ static void cuda_stream_free(ts_stream *st) {
     cudaFree(c->gemm);
     cudaFree(c->attn);
     cudaFree(c->pos);
+    cudaFree(c->smp_scratch);
+    cudaFree(c->smp_rng);
+    cudaFree(c->smp_ring);
+    if (c->smp_host) cudaFreeHost(c->smp_host);
+    if (c->graph) cudaGraphExecDestroy(c->graph);
     if (c->s) cudaStreamDestroy(c->s);
     (void)cudaGetLastError();
     free(c);
@@ -521,9 +550,21 @@ static void cuda_embed(ts_stream *st, const ts_mat *emb, const int32_t *ids, int
 
 static bool is_float_type(ts_type t) { return t == TS_TYPE_F32 || t == TS_TYPE_F16 || t == TS_TYPE_BF16; }
 
-static void cuda_matmul(ts_stream *st, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok) {
-    cuda_stream *c = cst(st);
-    if (!live(c)) return;
+/* Which kernel runs a weight at n_tok tokens: 0 = int8 matvec, 1 = F32
+ * matvec in token groups, 2 = GEMM. */
+static int matmul_path(const cuda_stream *c, ts_type t, int n_tok) {
+    bool q8 = ts_cuda_q8_partner(t) != TS_TYPE_COUNT;
+    if (!c->exact_act && q8 && n_tok <= TS_CUDA_MAX_DECODE_TOK) return 0;
+    if (c->exact_act || (is_float_type(t) && n_tok <= CUDA_FLOAT_MATVEC_MAX) || (!q8 && n_tok <= TS_CUDA_MAX_DECODE_TOK)) return 1;
+    return 2;
+}
+
+/* y[i] (+)= x . w[i]^T; with norm (only when every weight takes the int8
+ * path) x is RMSNormed inside the activation quantization, the CPU's
+ * rmsnorm-then-quantize in one pass. accumulate: y[i] += the product (the
+ * residual add folded into the output store). */
+static void matmul_impl(cuda_stream *c, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok,
+                        const float *norm, float eps, bool accumulate) {
     if (n_w < 1 || n_w > TS_CUDA_MAX_MATS || n_tok < 1 || n_tok > c->max_tokens) {
         note(c, ts_fail(TS_ERR_ARG, "%d weights, %d tokens (reserved %lld)", n_w, n_tok, (long long)c->max_tokens), "matmul");
         return;
@@ -538,16 +579,8 @@ static void cuda_matmul(ts_stream *st, int n_w, const ts_mat *const *w, float *c
         }
         m[i] = cmat(w[i]);
     }
-    /* per weight: 0 = int8 matvec, 1 = F32 matvec in token groups, 2 = GEMM */
     int path[TS_CUDA_MAX_MATS];
-    for (int i = 0; i < n_w; i++) {
-        bool q8 = ts_cuda_q8_partner(w[i]->type) != TS_TYPE_COUNT;
-        if (!c->exact_act && q8 && n_tok <= TS_CUDA_MAX_DECODE_TOK) path[i] = 0;
-        else if (c->exact_act || (is_float_type(w[i]->type) && n_tok <= CUDA_FLOAT_MATVEC_MAX) ||
-                 (!q8 && n_tok <= TS_CUDA_MAX_DECODE_TOK))
-            path[i] = 1;
-        else path[i] = 2;
-    }
+    for (int i = 0; i < n_w; i++) path[i] = matmul_path(c, w[i]->type, n_tok);
     /* int8: x quantized once per partner format, one launch per format */
     static const uint32_t partners[2] = {TS_TYPE_Q8_0, TS_TYPE_Q8_K};
     for (int p = 0; p < 2 && c->err == TS_OK; p++) {
@@ -561,8 +594,8 @@ static void cuda_matmul(ts_stream *st, int n_w, const ts_mat *const *w, float *c
             }
         if (!k) continue;
         void *q8 = (uint8_t *)c->q8 + (size_t)p * c->q8_stride;
-        OP(c, ts_cuda_quantize_q8(c->s, partners[p], x, n_in, n_tok, NULL, 0.0f, q8), "matmul (quantize activations)");
-        if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, k, pm, py, partners[p], q8, n_tok, false), "matmul (int8 matvec)");
+        OP(c, ts_cuda_quantize_q8(c->s, partners[p], x, n_in, n_tok, norm, eps, q8), "matmul (quantize activations)");
+        if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, k, pm, py, partners[p], q8, n_tok, accumulate), "matmul (int8 matvec)");
     }
     /* F32 activations: every such weight in one launch per token group */
     {
@@ -577,13 +610,40 @@ static void cuda_matmul(ts_stream *st, int n_w, const ts_mat *const *w, float *c
         for (int t0 = 0; k && t0 < n_tok && c->err == TS_OK; t0 += TS_CUDA_MAX_DECODE_TOK) {
             int nt = n_tok - t0 < TS_CUDA_MAX_DECODE_TOK ? n_tok - t0 : TS_CUDA_MAX_DECODE_TOK;
             for (int j = 0; j < k; j++) fy[j] = y[idx[j]] + (int64_t)t0 * fm[j].n_out;
-            OP(c, ts_cuda_matvec(c->s, k, fm, fy, x + (int64_t)t0 * n_in, nt, NULL, NULL, false), "matmul (f32 matvec)");
+            OP(c, ts_cuda_matvec(c->s, k, fm, fy, x + (int64_t)t0 * n_in, nt, NULL, NULL, accumulate), "matmul (f32 matvec)");
         }
     }
     for (int i = 0; i < n_w && c->err == TS_OK; i++)
         if (path[i] == 2)
-            OP(c, ts_cuda_gemm(c->s, c->blas, &m[i], y[i], x, n_tok, TS_TYPE_F16, false, c->gemm, c->gemm_bytes),
+            OP(c, ts_cuda_gemm(c->s, c->blas, &m[i], y[i], x, n_tok, TS_TYPE_F16, accumulate, c->gemm, c->gemm_bytes),
                "matmul (gemm)");
+}
+
+static void cuda_matmul(ts_stream *st, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    matmul_impl(c, n_w, w, y, x, n_tok, NULL, 0.0f, false);
+}
+
+static void cuda_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w, const ts_mat *const *w,
+                             float *const *y, int n_tok) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    bool fused = n_w >= 1;
+    for (int i = 0; i < n_w; i++) fused = fused && matmul_path(c, w[i]->type, n_tok) == 0;
+    if (fused) {
+        matmul_impl(c, n_w, w, y, x, n_tok, norm, eps, false);
+        return;
+    }
+    ts_backend_compose_norm_matmul(st, x, norm, eps, xn, n_w, w, y, n_tok);
+}
+
+static void cuda_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp) {
+    (void)tmp;
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    float *y[1] = {x};
+    matmul_impl(c, 1, &w, y, a, n_tok, NULL, 0.0f, true);
 }
 
 static void cuda_rmsnorm(ts_stream *st, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out) {
@@ -611,46 +671,85 @@ static void cuda_rope(ts_stream *st, float *x, int n_tok, int n_head, int head_d
     note_cuda(c, cudaGetLastError(), "rope");
 }
 
+/* The chunk's positions on the device: the desc's (the forward pass's
+ * s->pos, so a recording stays valid), or pos0.. written here for a caller
+ * that gave none. */
+static const int32_t *desc_pos(cuda_stream *c, const ts_attn_desc *d) {
+    if (d->pos) return d->pos;
+    iota_kernel<<<grid_1d(d->n_tok, 128), 128, 0, c->s>>>(c->pos, d->pos0, d->n_tok);
+    note_cuda(c, cudaGetLastError(), "positions");
+    return c->pos;
+}
+
+static bool desc_ok(cuda_stream *c, const ts_attn_desc *d, const char *op) {
+    if (d->n_tok < 1 || d->n_tok > c->max_tokens || d->pos0 < 0 || d->pos0 + d->n_tok > d->n_ctx) {
+        note(c, ts_fail(TS_ERR_ARG, "%d tokens at positions %d.. outside the cache of %d (reserved %lld tokens)", d->n_tok, d->pos0,
+                        d->n_ctx, (long long)c->max_tokens), op);
+        return false;
+    }
+    return true;
+}
+
 static void cuda_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *k, const float *v) {
     cuda_stream *c = cst(st);
+    if (!live(c) || !desc_ok(c, d, "kv store")) return;
+    const int32_t *pos = desc_pos(c, d);
+    int64_t n = (int64_t)d->n_tok * d->n_head_kv * d->head_dim;
+    kv_store_kernel<<<grid_1d(n, 256), 256, 0, c->s>>>(kv->k, kv->v, k, v, d->n_tok, d->n_head_kv, d->head_dim, d->n_ctx, pos,
+                                                        d->kv_type == TS_TYPE_F16, c->err_dev);
+    note_cuda(c, cudaGetLastError(), "kv store");
+}
+
+/* RoPE computed from the positions on the device (the table the forward
+ * pass made is not read), the per-head norms and the F16 store in one
+ * kernel; an F32 cache takes the plain ops. */
+static void cuda_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q, float *k,
+                               const float *v) {
+    cuda_stream *c = cst(st);
     if (!live(c)) return;
-    if (d->pos0 < 0 || d->pos0 + d->n_tok > d->n_ctx) {
-        note(c, ts_fail(TS_ERR_ARG, "positions %d..%d outside the cache of %d", d->pos0, d->pos0 + d->n_tok - 1, d->n_ctx),
-             "kv store");
+    if (d->kv_type != TS_TYPE_F16 || d->head_dim > 256 || !r->freq) {
+        ts_backend_compose_rope_kv_store(st, kv, d, r, q, k, v);
         return;
     }
-    int64_t n = (int64_t)d->n_tok * d->n_head_kv * d->head_dim;
-    kv_store_kernel<<<grid_1d(n, 256), 256, 0, c->s>>>(kv->k, kv->v, k, v, d->n_tok, d->n_head_kv, d->head_dim, d->n_ctx,
-                                                        d->pos0, d->kv_type == TS_TYPE_F16);
-    note_cuda(c, cudaGetLastError(), "kv store");
+    if (!desc_ok(c, d, "rope + kv store")) return;
+    ts_cuda_rope_kv a = {q, k, v, desc_pos(c, d), r->freq, r->q_norm, r->k_norm, (uint16_t *)kv->k, (uint16_t *)kv->v, c->err_dev,
+                         d->n_tok, d->n_head, d->n_head_kv, d->head_dim, r->n_rot, d->n_ctx,
+                         r->mode == TS_ROPE_NEOX ? TS_CUDA_ROPE_NEOX : TS_CUDA_ROPE_NORMAL, r->mscale, r->eps};
+    OP(c, ts_cuda_rope_kv_store(c->s, &a), "rope + kv store");
 }
 
 static void cuda_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out) {
     cuda_stream *c = cst(st);
     if (!live(c)) return;
-    if (d->n_tok > c->max_tokens || d->head_dim > 32 * ATT_GEN_MAXD || d->n_head_kv < 1 || d->n_head % d->n_head_kv) {
+    if (!desc_ok(c, d, "attention")) return;
+    if (d->head_dim > 32 * ATT_GEN_MAXD || d->n_head_kv < 1 || d->n_head % d->n_head_kv) {
         note(c, ts_fail(TS_ERR_ARG, "%d tokens, head_dim %d, %d/%d heads", d->n_tok, d->head_dim, d->n_head, d->n_head_kv),
              "attention");
         return;
     }
+    const int32_t *pos = desc_pos(c, d);
     bool fast = d->kv_type == TS_TYPE_F16 && (d->head_dim == 64 || d->head_dim == 128 || d->head_dim == 256);
     if (!fast) {
         int rows = d->n_tok * d->n_head;
         if (d->kv_type == TS_TYPE_F16)
             attn_generic_kernel<true><<<grid_1d(rows, 4), 128, 0, c->s>>>(q, kv->k, kv->v, out, d->n_tok, d->n_head, d->n_head_kv,
-                                                                           d->head_dim, d->n_ctx, d->pos0, d->window, d->scale);
+                                                                           d->head_dim, d->n_ctx, pos, d->window, d->scale, c->err_dev);
         else
             attn_generic_kernel<false><<<grid_1d(rows, 4), 128, 0, c->s>>>(q, kv->k, kv->v, out, d->n_tok, d->n_head, d->n_head_kv,
-                                                                            d->head_dim, d->n_ctx, d->pos0, d->window, d->scale);
+                                                                            d->head_dim, d->n_ctx, pos, d->window, d->scale, c->err_dev);
         note_cuda(c, cudaGetLastError(), "attention");
         return;
     }
-    iota_kernel<<<grid_1d(d->n_tok, 128), 128, 0, c->s>>>(c->pos, d->pos0, d->n_tok);
-    note_cuda(c, cudaGetLastError(), "attention (positions)");
-    ts_cuda_attn a = {q, (const uint16_t *)kv->k, (const uint16_t *)kv->v, c->pos, out, c->err_dev,
+    ts_cuda_attn a = {q, (const uint16_t *)kv->k, (const uint16_t *)kv->v, pos, out, c->err_dev,
                       d->n_tok, d->n_head, d->n_head_kv, d->head_dim, d->n_ctx, d->window, d->scale};
     size_t need = ts_cuda_attn_scratch_bytes(&a);
     if (need > c->attn_bytes) {
+        if (c->capturing) {
+            /* growing means a sync and an allocation, neither allowed while recording */
+            note(c, ts_fail(TS_ERR_ARG, "the split-K scratch (%zu bytes) must be sized by a plain step before recording", need),
+                 "attention");
+            return;
+        }
         /* sized at the first decode step of this shape: the split depends on
          * head_dim and the heads, which reserve does not know */
         cudaError_t e = cudaStreamSynchronize(c->s);
@@ -701,6 +800,126 @@ static void cuda_softcap(ts_stream *st, float *x, int64_t n, float cap) {
     OP(c, ts_cuda_softcap(c->s, x, n, cap), "softcap");
 }
 
+/* ---- recorded decode steps ---- */
+
+static ts_status cuda_capture_begin(ts_stream *st) {
+    cuda_stream *c = cst(st);
+    if (c->capturing) return ts_fail(TS_ERR_ARG, "cuda: a recording is already open");
+    if (!live(c)) return cuda_sync(st);
+    /* thread-local: another session's thread may call unsafe CUDA APIs meanwhile */
+    cudaError_t e = cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) return cuda_err(e, "cudaStreamBeginCapture");
+    c->capturing = true;
+    return TS_OK;
+}
+
+static ts_status cuda_capture_end(ts_stream *st) {
+    cuda_stream *c = cst(st);
+    if (!c->capturing) return ts_fail(TS_ERR_ARG, "cuda: no recording is open");
+    c->capturing = false;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->s, &g);
+    if (c->err != TS_OK) { /* an op failed while recording: report it, keep nothing */
+        if (g) cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        return cuda_sync(st);
+    }
+    if (e != cudaSuccess) {
+        if (g) cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        return cuda_err(e, "cudaStreamEndCapture (an op could not be recorded)");
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cuda_err(e, "cudaGraphInstantiate");
+    }
+    if (c->graph) cudaGraphExecDestroy(c->graph);
+    c->graph = x;
+    return TS_OK;
+}
+
+static ts_status cuda_replay(ts_stream *st) {
+    cuda_stream *c = cst(st);
+    if (!c->graph) return ts_fail(TS_ERR_ARG, "cuda: nothing recorded to replay");
+    if (!live(c)) return cuda_sync(st);
+    note_cuda(c, cudaGraphLaunch(c->graph, c->s), "replaying the decode step");
+    return TS_OK; /* a failure surfaces at the next sync, as for any op */
+}
+
+/* ---- sampling ---- */
+
+#define CUDA_SAMPLE_RING_MAX 8192 /* ts_cuda_sample's ring limit */
+
+/* Device state and pinned staging for a vocab and ring size. */
+static ts_status sample_reserve(cuda_stream *c, int32_t n_vocab, int32_t cap) {
+    cudaError_t e = cudaSuccess;
+    if (n_vocab != c->smp_vocab) {
+        size_t need = align256(ts_cuda_sample_scratch_bytes(n_vocab));
+        cudaFree(c->smp_scratch);
+        c->smp_scratch = NULL;
+        c->smp_vocab = 0;
+        if ((e = cudaMalloc(&c->smp_scratch, need)) != cudaSuccess) return e == cudaErrorMemoryAllocation ? oom(need, "the sampler") : cuda_err(e, "cudaMalloc (sampler)");
+        /* the argmax part of the scratch must start zeroed (ts_cuda_argmax) */
+        if ((e = cudaMemsetAsync(c->smp_scratch, 0, need, c->s)) != cudaSuccess) return cuda_err(e, "cudaMemset (sampler)");
+        c->smp_scratch_bytes = need;
+        c->smp_vocab = n_vocab;
+    }
+    if (!c->smp_rng) {
+        if ((e = cudaMalloc((void **)&c->smp_rng, 64)) != cudaSuccess) return cuda_err(e, "cudaMalloc (sampler)");
+        c->smp_id = (int32_t *)((uint8_t *)c->smp_rng + 32);
+        c->smp_ring_pos = (int32_t *)((uint8_t *)c->smp_rng + 48);
+    }
+    if (cap > c->smp_cap) {
+        cudaFree(c->smp_ring);
+        c->smp_ring = NULL;
+        c->smp_cap = 0;
+        if ((e = cudaMalloc((void **)&c->smp_ring, sizeof(int32_t) * (size_t)cap)) != cudaSuccess) return cuda_err(e, "cudaMalloc (sampler)");
+        c->smp_cap = cap;
+    }
+    size_t hb = 64 + sizeof(int32_t) * (size_t)cap;
+    if (hb > c->smp_host_bytes) {
+        if (c->smp_host) cudaFreeHost(c->smp_host);
+        c->smp_host = NULL;
+        c->smp_host_bytes = 0;
+        if ((e = cudaHostAlloc((void **)&c->smp_host, hb, cudaHostAllocDefault)) != cudaSuccess) return cuda_err(e, "cudaHostAlloc (sampler)");
+        c->smp_host_bytes = hb;
+    }
+    return TS_OK;
+}
+
+/* The state goes up, one kernel chain draws, the id and the advanced RNG
+ * come back: 36 bytes instead of the logits row. */
+static ts_status cuda_sample(ts_stream *st, float *logits, int32_t n_vocab, ts_sample_desc *d, int32_t *id) {
+    cuda_stream *c = cst(st);
+    *id = -1;
+    int32_t cap = d->recent ? d->recent_cap : 0;
+    if (cap > CUDA_SAMPLE_RING_MAX)
+        return ts_fail(TS_ERR_UNSUPPORTED, "cuda sample: a repetition window of %d ids (the device sampler takes %d)", cap,
+                       CUDA_SAMPLE_RING_MAX);
+    if (!live(c)) return cuda_sync(st);
+    ts_status rs = sample_reserve(c, n_vocab, cap);
+    if (rs != TS_OK) return rs;
+    memcpy(c->smp_host, d->rng, 32);
+    if (cap) memcpy(c->smp_host + 64, d->recent, sizeof(int32_t) * (size_t)cap);
+    note_cuda(c, cudaMemcpyAsync(c->smp_rng, c->smp_host, 32, cudaMemcpyHostToDevice, c->s), "sample (state)");
+    if (cap) note_cuda(c, cudaMemcpyAsync(c->smp_ring, c->smp_host + 64, sizeof(int32_t) * (size_t)cap, cudaMemcpyHostToDevice, c->s), "sample (ring)");
+    note_cuda(c, cudaMemsetAsync(c->smp_ring_pos, 0, sizeof(int32_t), c->s), "sample (ring)");
+    ts_cuda_sampler_params p = {d->temperature, d->top_k, d->top_p, d->min_p, d->repeat_penalty};
+    ts_cuda_sampler_state ss = {c->smp_rng, cap ? c->smp_ring : NULL, c->smp_ring_pos, cap};
+    if (c->err == TS_OK)
+        OP(c, ts_cuda_sample(c->s, logits, n_vocab, &p, &ss, c->smp_id, c->err_dev, c->smp_scratch, c->smp_scratch_bytes), "sample");
+    note_cuda(c, cudaMemcpyAsync(c->smp_host, c->smp_rng, 36, cudaMemcpyDeviceToHost, c->s), "sample (result)");
+    ts_status r = cuda_sync(st);
+    if (r != TS_OK) return r;
+    memcpy(d->rng, c->smp_host, 32);
+    memcpy(id, c->smp_host + 32, sizeof(int32_t));
+    if (*id < 0) return ts_fail(TS_ERR_ARG, "sampling: every logit is -inf or NaN: no token can be chosen");
+    return TS_OK;
+}
+
 static const ts_backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -733,6 +952,13 @@ static const ts_backend_ops cuda_ops = {
     .scale_add = cuda_scale_add,
     .scale = cuda_scale,
     .softcap = cuda_softcap,
+    .norm_matmul = cuda_norm_matmul,
+    .matmul_add = cuda_matmul_add,
+    .rope_kv_store = cuda_rope_kv_store,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .replay = cuda_replay,
+    .sample = cuda_sample,
 };
 
 extern "C" ts_status ts_backend_cuda_new(int device, ts_backend **out) {

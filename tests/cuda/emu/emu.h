@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -62,10 +63,23 @@ struct Ctx {
 };
 inline thread_local Ctx ctx;
 
+/* Stream capture (CUDA graphs): while a host thread records, its launches
+ * and async copies are kept as closures (arguments by value, as a graph
+ * node keeps them) and run when the graph is launched. */
+using Recording = std::vector<std::function<void()>>;
+inline thread_local Recording *recording = nullptr;
+
 template <typename... P> struct Launch {
     void (*k)(P...);
     dim3 g, b;
     template <typename... A> void operator()(A &&...args) const {
+        if (recording) {
+            recording->push_back([self = *this, ... a = P(args)]() { self.run(a...); });
+            return;
+        }
+        run(args...);
+    }
+    template <typename... A> void run(A &&...args) const {
         const int n = (int)(b.x * b.y * b.z);
         for (unsigned z = 0; z < g.z; z++)
             for (unsigned y = 0; y < g.y; y++)

@@ -22,7 +22,8 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) {
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) {
-    memmove(d, s, n);
+    if (emu::recording) emu::recording->push_back([=] { memmove(d, s, n); });
+    else memmove(d, s, n);
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void *d, int v, size_t n) {
@@ -66,7 +67,39 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) { return cudaMalloc(p, n); }
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
-cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { return cudaMemset(d, v, n); }
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {
+    if (emu::recording) emu::recording->push_back([=] { memset(d, v, n); });
+    else memset(d, v, n);
+    return cudaSuccess;
+}
+/* graphs: a graph and its instance are both the recorded closures */
+cudaError_t cudaStreamBeginCapture(cudaStream_t, enum cudaStreamCaptureMode) {
+    if (emu::recording) return cudaErrorIllegalState;
+    emu::recording = new emu::Recording();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+    if (!emu::recording) return cudaErrorIllegalState;
+    *g = (cudaGraph_t)emu::recording;
+    emu::recording = nullptr;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long) {
+    *x = (cudaGraphExec_t) new emu::Recording(*(emu::Recording *)g);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    delete (emu::Recording *)g;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
+    delete (emu::Recording *)x;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t) {
+    for (auto &f : *(emu::Recording *)x) f();
+    return cudaSuccess;
+}
 cudaError_t cudaMemGetInfo(size_t *fr, size_t *tot) {
     *tot = (size_t)8 << 30;
     *fr = (size_t)4 << 30;
