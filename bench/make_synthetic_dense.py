@@ -9,7 +9,13 @@ tensor shapes and types, not on the weight values, so a file with the real
 header and random weights benchmarks exactly like the real file. Its text
 output is meaningless.
 
-usage: make_synthetic_dense.py SOURCE.gguf OUT.gguf [--seed N]
+--retype Q4_0 turns every quantized 2-D weight (not token_embd or output,
+as llama.cpp's pure Q4_0 files keep those at Q6_K or better) into Q4_0: the
+type and offset fields of the tensor table have fixed widths, so they are
+patched in place and the header keeps its length. That gives a 7B Q4_0 with
+the same real header.
+
+usage: make_synthetic_dense.py SOURCE.gguf OUT.gguf [--seed N] [--retype Q4_0]
 """
 import argparse, os, struct, sys
 import numpy as np
@@ -62,7 +68,8 @@ def read_header(path):
         name = s()
         nd = take('I')
         dims = [take('Q') for _ in range(nd)]
-        tensors.append((name, dims, take('I'), take('Q')))
+        tpos = pos  # where this tensor's type (u32) and offset (u64) are
+        tensors.append((name, dims, take('I'), take('Q'), tpos))
     data_offset = (pos + align - 1) // align * align
     return buf[:pos], data_offset, align, tensors
 
@@ -96,15 +103,29 @@ def main():
     ap.add_argument('source')
     ap.add_argument('out')
     ap.add_argument('--seed', type=int, default=1234)
+    ap.add_argument('--retype', choices=['Q4_0'])
     a = ap.parse_args()
     header, data_offset, align, tensors = read_header(a.source)
+    with open(a.source, 'rb') as src:
+        head = bytearray(src.read(data_offset))
+    if a.retype:
+        # new types, then offsets laid out again in the original order
+        out, off = [], 0
+        for name, dims, qtype, _, tpos in sorted(tensors, key=lambda t: t[3]):
+            if qtype not in (0, 1) and len(dims) == 2 and name not in ('token_embd.weight', 'output.weight') and dims[0] % 32 == 0:
+                qtype = 2
+            be, bb = GGML_BLOCK[qtype]
+            off = (off + align - 1) // align * align
+            struct.pack_into('<IQ', head, tpos, qtype, off)
+            out.append((name, dims, qtype, off, tpos))
+            off += int(np.prod(dims)) // be * bb
+        tensors = out
     rng = np.random.default_rng(a.seed)
     tmp = a.out + '.tmp'
     total = 0
     with open(tmp, 'wb') as o:
-        with open(a.source, 'rb') as src:
-            o.write(src.read(data_offset))  # header + padding, byte for byte
-        for name, dims, qtype, off in sorted(tensors, key=lambda t: t[3]):
+        o.write(head)  # header + padding, byte for byte (types/offsets patched with --retype)
+        for name, dims, qtype, off, _ in sorted(tensors, key=lambda t: t[3]):
             if qtype not in GGML_BLOCK:
                 sys.exit(f'{name}: tensor type {qtype} not supported by this generator')
             be, bb = GGML_BLOCK[qtype]

@@ -445,7 +445,9 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     }
     if ((st = s->be->ops->stream_new(s->be, o.n_threads, &s->st)) != TS_OK) goto fail;
     s->kv = ts_calloc((size_t)hp->n_layer, sizeof(ts_kv_layer));
-    s->pos_host = ts_calloc((size_t)n_batch, sizeof(int32_t));
+    /* the backend's host memory (pinned on a GPU): the per-token upload is
+     * then an asynchronous copy, not a staged one */
+    s->pos_host = s->be->ops->host_alloc(s->be, sizeof(int32_t) * 2 * (size_t)n_batch);
     s->tokens = ts_calloc((size_t)n_ctx, sizeof(int32_t));
     if (!s->kv || !s->pos_host || !s->tokens) {
         st = TS_ERR_NOMEM;
@@ -508,9 +510,9 @@ void ts_session_free(ts_session *s) {
     ts_diag_free(s->diag, s->be);
     sampler_free(s->smp);
     free(s->kv);
-    free(s->pos_host);
+    if (s->pos_host) s->be->ops->host_free(s->be, s->pos_host, sizeof(int32_t) * 2 * (size_t)s->n_batch);
     free(s->tokens);
-    free(s->out);
+    if (s->out) s->be->ops->host_free(s->be, s->out, sizeof(float) * (size_t)s->out_rows * (size_t)s->model->desc.hp.n_vocab);
     free(s->router_host);
     free(s->pilot_host);
     free(s->sh_gate_host);
@@ -526,10 +528,14 @@ void ts_session_free(ts_session *s) {
 
 ts_model *ts_session_model(const ts_session *s) { return s->model; }
 
+/* The backend's host memory (pinned on a GPU, so the per-token copy of the
+ * logits is a direct DMA); contents need not survive growth. */
 static ts_status ensure_out(ts_session *s, int64_t rows) {
     if (rows <= s->out_rows) return TS_OK;
-    float *p = ts_realloc(s->out, sizeof(float) * (size_t)rows * (size_t)s->model->desc.hp.n_vocab);
+    const size_t V = (size_t)s->model->desc.hp.n_vocab;
+    float *p = s->be->ops->host_alloc(s->be, sizeof(float) * (size_t)rows * V);
     if (!p) return TS_ERR_NOMEM;
+    if (s->out) s->be->ops->host_free(s->be, s->out, sizeof(float) * (size_t)s->out_rows * V);
     s->out = p;
     s->out_rows = rows;
     return TS_OK;

@@ -16,13 +16,17 @@
  * Where a norm feeds a matmul, or a matmul feeds the residual, the fused op
  * (norm_matmul, matmul_add, rope_kv_store) says so: on the CPU it is the same
  * composition of plain ops, on a GPU one pass fewer. */
+#include <string.h>
+
 #include "forward/forward_internal.h"
 
 void ts_forward_upload(ts_session *s, const int32_t *ids, int n) {
     const ts_backend_ops *op = s->be->ops;
+    int32_t *ids_host = s->pos_host + s->n_batch;
     for (int t = 0; t < n; t++) s->pos_host[t] = s->n_past + t;
+    memcpy(ids_host, ids, sizeof(int32_t) * (size_t)n);
     op->to_device(s->st, s->pos, s->pos_host, sizeof(int32_t) * (size_t)n);
-    op->to_device(s->st, s->ids_dev, ids, sizeof(int32_t) * (size_t)n);
+    op->to_device(s->st, s->ids_dev, ids_host, sizeof(int32_t) * (size_t)n);
 }
 
 ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_chunk) {

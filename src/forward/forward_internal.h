@@ -83,7 +83,7 @@ struct ts_session {
     float *pilot_r;       /* (n_batch, n_expert) pilot probe router logits */
 
     /* host memory */
-    int32_t *pos_host;    /* (n_batch) positions of the chunk */
+    int32_t *pos_host;    /* (2, n_batch) backend host memory: the chunk's positions, then its ids */
     float *router_host;   /* (n_batch, n_expert) host copy of router logits */
     float *sh_gate_host;  /* (n_batch) host copy */
     float *pilot_host;    /* (n_batch, n_expert) host copy */
