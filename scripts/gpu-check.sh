@@ -8,6 +8,7 @@
 #
 #   scripts/gpu-check.sh                 # the whole check, budgeted to ~7.5 min
 #   GPU_CHECK_SKIP_BENCH=1 ...           # tests only
+#   GPU_CHECK_ONLY_BUILD=1 ...           # the build (deps unpacked), nothing run: for a call that benchmarks
 #   GPU_CHECK_FULL=0 ...                 # build just the kernels (no engine, CLI or backend test)
 #   GPU_CHECK_BUDGET_S=420 GPU_CHECK_JOBS=16 GPU_CHECK_BUILD=build-cuda
 #   MODEL_DIR=shared/models ...          # where SmolLM2-135M-Instruct.Q4_1.gguf is (the machine
@@ -89,6 +90,11 @@ if [ $BUILD_OK = 0 ]; then
     tail -40 "$OUT_DIR/build.log"
     echo "BUILD FAILED: see $OUT_DIR/build.log" | tee "$OUT_DIR/summary.txt"
     exit 1
+fi
+
+if [ "${GPU_CHECK_ONLY_BUILD:-0}" = 1 ]; then
+    echo "build only (GPU_CHECK_ONLY_BUILD=1): $BUILD" | tee "$OUT_DIR/summary.txt"
+    exit 0
 fi
 
 # ptxas report: registers / spills / stack per kernel (demangled)
