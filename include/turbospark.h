@@ -446,7 +446,9 @@ ts_model *ts_session_model(const ts_session *s);
 /* Appends n tokens to the context and runs the transformer over them.
  * *logits: n_vocab floats for the last token, or (n, n_vocab) in all-logits
  * mode; owned by the session, valid until its next call; the caller may
- * modify them. TS_ERR_LIMIT (nothing evaluated) when they do not fit. */
+ * modify them. logits NULL: the caller only samples next (ts_session_sample),
+ * so on a GPU the logits stay on the device and the draw happens there.
+ * TS_ERR_LIMIT (nothing evaluated) when they do not fit. */
 ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **logits);
 /* Rewinds the context to its first n_past tokens. */
 ts_status ts_session_truncate(ts_session *s, int32_t n_past);
