@@ -17,6 +17,9 @@
 #include "base/base.h"
 #include "tensor/types.h"
 
+/* Weights one matmul call takes at most (every backend). */
+#define TS_MATMUL_MAX_W 8
+
 /* A weight matrix bound in place from the file: GGUF ne = [n_in, n_out], so
  * each output feature is one contiguous quantized row of n_in elements. */
 typedef struct ts_mat {
@@ -154,9 +157,9 @@ typedef struct ts_backend_ops {
     /* ---- compute, enqueued on a stream ---- */
     /* out (n, emb->n_in) = rows ids of emb, dequantized, times scale */
     void (*embed)(ts_stream *st, const ts_mat *emb, const int32_t *ids, int n, float scale, float *out);
-    /* For each i: y[i] (n_tok, w[i]->n_out) = x (n_tok, n_in) . w[i]^T (+ bias).
-     * All w[i] share x and its n_in; x is converted to each weight type's
-     * partner format once. */
+    /* For each i < n_w <= TS_MATMUL_MAX_W: y[i] (n_tok, w[i]->n_out) =
+     * x (n_tok, n_in) . w[i]^T (+ bias). All w[i] share x and its n_in; x is
+     * converted to each weight type's partner format once. */
     void (*matmul)(ts_stream *st, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok);
     /* out (rows, n) = x / rms(x) * w, per row; out may equal x */
     void (*rmsnorm)(ts_stream *st, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out);

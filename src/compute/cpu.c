@@ -81,7 +81,7 @@ const ts_cpu_kernels *ts_cpu_kernels_get(void) {
 
 /* ---- the backend ---- */
 
-#define CPU_MAX_MATS 8     /* weights per matmul call */
+#define CPU_MAX_MATS TS_MATMUL_MAX_W /* weights per matmul call */
 #define CPU_ROW_GRAIN 16   /* rows per block of a matmul split */
 #define CPU_TOK_TILE 16    /* activation rows per gemm tile */
 #define CPU_ROW_TILE 128   /* weight rows per gemm tile: stay in L2 while all tokens pass (16-row tiles ran ~25% slower) */

@@ -389,8 +389,9 @@ static void layout(ts_session *s, carver *c) {
         size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp, SF = (size_t)hp->n_ff_shexp, K = (size_t)hp->n_expert_used;
         s->router = carve(c, sizeof(float) * B * NE);
         s->exp_x = carve(c, sizeof(float) * B * E);
-        s->exp_gate = carve(c, sizeof(float) * B * FE);
-        s->exp_up = carve(c, sizeof(float) * B * FE);
+        size_t BG = B > K ? B : K; /* decode runs the top-k experts' gate/up side by side */
+        s->exp_gate = carve(c, sizeof(float) * BG * FE);
+        s->exp_up = carve(c, sizeof(float) * BG * FE);
         s->exp_out = carve(c, sizeof(float) * B * K * E);
         if (s->diag && s->diag->pilot != TS_PILOT_OFF) {
             s->pilot_h = carve(c, sizeof(float) * B * E);

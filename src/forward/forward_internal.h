@@ -72,8 +72,9 @@ struct ts_session {
     /* MoE (NULL for dense models) */
     float *router;        /* (n_batch, n_expert) router logits */
     float *exp_x;         /* (n_batch, n_embd) one expert's tokens' inputs, gathered */
-    float *exp_gate;      /* (n_batch, n_ff_exp) one expert's gate, then act(gate)*up, over its tokens */
-    float *exp_up;        /* (n_batch, n_ff_exp) */
+    float *exp_gate;      /* (max(n_batch, n_expert_used), n_ff_exp) one expert's gate, then act(gate)*up, over
+                             its tokens; decode: the top-k experts' rows side by side */
+    float *exp_up;        /* (max(n_batch, n_expert_used), n_ff_exp) */
     float *exp_out;       /* (n_batch * n_expert_used, n_embd) every (token, rank)'s expert output, grouped by expert */
     float *sh_act;        /* (n_batch, n_ff_shexp) shared expert gate, then act*up */
     float *sh_up;         /* (n_batch, n_ff_shexp) */

@@ -124,7 +124,33 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
         ts_status rc = expert_cache_fetch(ec, l, gid, gk, g, u, d, &pass);
         if (rc != TS_OK) return rc;
         HOOK(h, io_wait, pass.io_wait_s);
-        for (int i = 0; i < gk; i++) {
+        if (n == 1) {
+            /* decode: every expert reads the one token's xb, so the gate and
+             * up projections of several experts go in one matmul call and
+             * one act_mul covers them all: fewer pool wake-ups per layer,
+             * the same products (each row is computed alone) */
+            ts_mat mg[CACHE_MAX_K], mu[CACHE_MAX_K];
+            for (int i0 = 0; i0 < gk; i0 += TS_MATMUL_MAX_W / 2) {
+                const int ni = gk - i0 < TS_MATMUL_MAX_W / 2 ? gk - i0 : TS_MATMUL_MAX_W / 2;
+                const ts_mat *gu[TS_MATMUL_MAX_W];
+                float *gu_out[TS_MATMUL_MAX_W];
+                for (int i = i0; i < i0 + ni; i++) {
+                    mg[i] = expert_mat(g[i], li->type[EXPERT_PROJ_GATE], E, FE, "ffn_gate_exps");
+                    mu[i] = expert_mat(u[i], li->type[EXPERT_PROJ_UP], E, FE, "ffn_up_exps");
+                    gu[2 * (i - i0)] = &mg[i], gu[2 * (i - i0) + 1] = &mu[i];
+                    gu_out[2 * (i - i0)] = s->exp_gate + (size_t)i * FE, gu_out[2 * (i - i0) + 1] = s->exp_up + (size_t)i * FE;
+                }
+                op->matmul(st, 2 * ni, gu, gu_out, s->xb, 1);
+            }
+            op->act_mul(st, md->fam->act, s->exp_gate, s->exp_up, (int64_t)gk * FE, s->exp_gate);
+            for (int i = 0; i < gk; i++) {
+                ts_mat mdn = expert_mat(d[i], li->type[EXPERT_PROJ_DOWN], FE, E, "ffn_down_exps");
+                const ts_mat *dn[1] = {&mdn};
+                float *dn_out[1] = {s->exp_out + (size_t)s->moe_off[gid[i]] * E};
+                op->matmul(st, 1, dn, dn_out, s->exp_gate + (size_t)i * FE, 1);
+            }
+        }
+        for (int i = 0; i < gk && n > 1; i++) {
             const int32_t e = gid[i], ne = s->moe_cnt[e], o = s->moe_off[e];
             const float *x = s->xb + (size_t)s->moe_tok[o] * E;
             if (ne > 1) {

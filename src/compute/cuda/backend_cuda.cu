@@ -565,6 +565,11 @@ static int matmul_path(const cuda_stream *c, ts_type t, int n_tok) {
  * residual add folded into the output store). */
 static void matmul_impl(cuda_stream *c, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok,
                         const float *norm, float eps, bool accumulate) {
+    if (n_w > TS_CUDA_MAX_MATS && n_w <= TS_MATMUL_MAX_W) { /* the op table's limit, in launches of the kernels' */
+        for (int i0 = 0; i0 < n_w && c->err == TS_OK; i0 += TS_CUDA_MAX_MATS)
+            matmul_impl(c, n_w - i0 < TS_CUDA_MAX_MATS ? n_w - i0 : TS_CUDA_MAX_MATS, w + i0, y + i0, x, n_tok, norm, eps, accumulate);
+        return;
+    }
     if (n_w < 1 || n_w > TS_CUDA_MAX_MATS || n_tok < 1 || n_tok > c->max_tokens) {
         note(c, ts_fail(TS_ERR_ARG, "%d weights, %d tokens (reserved %lld)", n_w, n_tok, (long long)c->max_tokens), "matmul");
         return;
