@@ -681,18 +681,21 @@ static cJSON *error_json(bool anthropic, const char *type, const char *param, co
  * (line, headers, body) is still arriving after request_timeout_s is cut
  * off: a 408 in one non-blocking send, then shutdown(), so the connection's
  * thread, blocked reading, sees the end of the stream and MHD closes and
- * frees the connection by its usual path. The 408 goes out only once the
- * request line has arrived (MHD's URI log callback): a connection that sent
- * nothing of its next request is closed silently, as the idle timeout does,
- * so a client's pooled keep-alive connection never holds a stray 408 that
- * it would read as the answer to its next request. Safe against MHD's own use of the
- * socket: while a request arrives MHD only reads (a 100 Continue or its own
- * 400/431 is a whole response written at once, and after one of those the
- * connection is closing anyway), and it closes the socket only after
- * NOTIFY_CLOSED removed the record under the lock the watchdog holds, so the
- * fd is never one the kernel has reused. Once the request is complete (or
- * answered early) the deadline stops until the response is sent:
- * generating takes as long as it takes. */
+ * frees the connection by its usual path.
+ *
+ * The 408 goes out only once the request line has arrived (MHD's URI log
+ * callback): a connection whose next request line has not come is closed
+ * silently, as the idle timeout does, so a client's pooled keep-alive
+ * connection never holds a stray 408 that it would read as the answer to
+ * its next request.
+ *
+ * Safe against MHD's own use of the socket: while a request arrives MHD only
+ * reads (a 100 Continue or its own 400/431 is a whole response written at
+ * once, and after one of those the connection is closing anyway), and it
+ * closes the socket only after NOTIFY_CLOSED removed the record under the
+ * lock the watchdog holds, so the fd is never one the kernel has reused.
+ * Once the request is complete (or answered early) the deadline stops until
+ * the response is sent: generating takes as long as it takes. */
 
 static conn_watch *watch_of(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -731,9 +734,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     ts_server *srv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        conn_watch *w = calloc(1, sizeof *w);
+        conn_watch *w = ci ? calloc(1, sizeof *w) : NULL;
         *socket_context = w;
-        if (!w || !ci) {
+        if (!w) {
             /* a connection without a deadline is what this guards against: refuse it */
             if (ci) shutdown(ci->connect_fd, SHUT_RDWR);
             return;
