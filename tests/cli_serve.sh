@@ -88,7 +88,7 @@ PYEOF
 metric() { curl -s "$BASE/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
 # hangup DESC STREAM BODY: a client POSTs BODY (a long greedy /v1/completions run) to the server at
 # $PORT, reads three SSE events (STREAM=1) or waits 0.3 s (STREAM=0), and hangs up (shutdown, so
-# the socket is gone even while Python holds a reference to it). Then, within 2 s: the session is
+# the socket is gone even while Python holds a reference to it). Then, within 5 s: the session is
 # free, exactly one more disconnect is counted, at most one token was sampled after the server saw
 # the hang-up (turbospark_tokens_after_cancel_total), and fewer than half of max_tokens were generated.
 hangup() {
@@ -119,7 +119,7 @@ t = time.time()
 while True:
     m = metrics()
     if m["turbospark_sessions_busy"] == 0 and m["turbospark_disconnects_total"] > m0["turbospark_disconnects_total"]: break
-    if time.time() - t > 2 * scale: break
+    if time.time() - t > 5 * scale: break
     time.sleep(0.01)
 dt = time.time() - t
 d = {k: m[k] - m0[k] for k in ("turbospark_disconnects_total", "turbospark_tokens_after_cancel_total", "turbospark_generated_tokens_total")}
@@ -345,22 +345,36 @@ echo "not a model" >"$tmp/notgguf.gguf"
 [ $rc = 1 ] && [ "$(grep -c '^turbospark serve: ' "$tmp/notgguf.txt")" = 1 ] && ok || bad "not a model: exit $rc, $(cat "$tmp/notgguf.txt")"
 
 # ------------------------------------------------------------------ slow clients, connection limit
-# --request-timeout 2 with an idle timeout of 5 s: a client that trickles a byte every 0.5 s is never
+# --request-timeout 3 with an idle timeout of 5 s: a client that trickles a byte every 0.5 s is never
 # idle, so only the request deadline can stop it. It must be cut off (408 in its API's shape, then
-# the close) 2 s after it connected, whether it trickles the headers or the body, while others are
-# served meanwhile. --max-connections 6: six held connections fill the server, twelve more are
-# refused at once (closed, not left hanging), the six get their 408 at the deadline, and then the
-# server serves again.
-start slow -m "$M" --chat-template chatml --timeout 5 --request-timeout 2 --max-connections 6 || exit 1
-t0=$(metric turbospark_request_timeouts_total)
+# the close) 3 s after it connected (+ 2.5 s of slack), whether it trickles the headers or the body, while others are
+# served meanwhile. --max-connections 6: of eighteen connections that never finish their request,
+# at most six are held and the others closed at once (not left hanging), the held ones get their
+# 408 at the deadline, each cut is counted, and then the server serves again.
+start slow -m "$M" --chat-template chatml --timeout 5 --request-timeout 3 --max-connections 6 || exit 1
 python3 - "$PORT" "$scale" <<'PYEOF' >"$tmp/slow.out" 2>&1 && ok || bad "slow clients: $(cat "$tmp/slow.out")"
-import json, select, socket, sys, threading, time, urllib.request
+import http.client, json, select, socket, sys, threading, time, urllib.request
 port, scale = int(sys.argv[1]), int(sys.argv[2])
-deadline, slack = 2.0, 1.5 * scale
+deadline, slack = 3.0, 2.5 * scale
+def metric(name):
+    """Retried: while closed connections are not reaped yet the server may still be at its limit."""
+    end = time.time() + 10 * scale
+    while True:
+        try:
+            text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10 * scale).read().decode()
+            break
+        except (OSError, http.client.HTTPException):
+            if time.time() > end:
+                raise
+            time.sleep(0.05)
+    for l in text.split("\n"):
+        if l.startswith(name + " "):
+            return float(l.split()[1])
+cuts0 = metric("turbospark_request_timeouts_total")
 def trickle(head, res):
     """Sends head, then one byte every 0.5 s; records when the server closed and what it said."""
+    t0 = time.time()  # before connecting: the server's clock starts at its accept, not earlier
     s = socket.create_connection(("127.0.0.1", port))
-    t0 = time.time()
     s.sendall(head)
     got = b""
     while time.time() - t0 < deadline + slack + 5:
@@ -406,7 +420,7 @@ print("body trickled:", bres)
 print("others served while they trickled:", others, served_meanwhile)
 h, b = answered(hres), answered(bres)
 in_time = all(deadline - 0.3 <= r.get("closed", 1e9) <= deadline + slack for r in (hres, bres))
-shapes = bool(h and "within 2 s" in h["error"]["message"] and b and b["type"] == "error" and b["error"]["type"] == "invalid_request_error")
+shapes = bool(h and "within 3 s" in h["error"]["message"] and b and b["type"] == "error" and b["error"]["type"] == "invalid_request_error")
 # a kept-alive connection that sent nothing of its next request, and a fresh one that sent
 # nothing: closed at the deadline without a 408 (a client's pool would read a stray one as the
 # answer to its next request)
@@ -427,45 +441,56 @@ for s in (ka, fresh):
     s.close()
 print("kept alive, then idle: first answer %r; after the deadline: %r (want b'' each)" % (first[:15], quiet))
 silent = first.startswith(b"HTTP/1.1 200") and quiet == [b"", b""]
-# the connection limit
-held = []
-for _ in range(6):
+# the connection limit: eighteen connections that never finish their request line come at once;
+# at most six are held (fewer when a closed one above is not reaped yet), the rest are closed at
+# once (an over-limit connection left waiting would count as held and never get its 408)
+conns = []
+for _ in range(18):
     s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(b"GET /health HTTP/1.1\r\n")
-    held.append(s)
-time.sleep(0.3)
-refused = 0
-for _ in range(12):
-    s = socket.create_connection(("127.0.0.1", port))
-    t = time.time()
     try:
-        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        r, _, _ = select.select([s], [], [], 2 * scale)
-        d = s.recv(100) if r else b"(nothing)"
+        s.sendall(b"GET /health HTTP/1.1\r\n")
     except OSError:
-        d = b""
-    refused += d == b"" and time.time() - t < 2 * scale
-    s.close()
-t = time.time()
+        pass
+    conns.append((s, time.time()))
+time.sleep(1.0)
+refused, held = 0, []
+for s, t in conns:
+    r, _, _ = select.select([s], [], [], 0)
+    d = None
+    if r:
+        try:
+            d = s.recv(100)
+        except OSError:
+            d = b""
+    if d == b"":
+        refused += 1
+        s.close()
+    else:
+        held.append((s, t, d))
 cut = 0
-for s in held:
-    r, _, _ = select.select([s], [], [], deadline + slack)
-    try:
-        d = s.recv(100) if r else b""
-    except OSError:
-        d = b""
+for s, t, d in held:
+    if not d:
+        r, _, _ = select.select([s], [], [], max(0, t + deadline + slack - time.time()))
+        try:
+            d = s.recv(100) if r else b""
+        except OSError:
+            d = b""
     cut += d.startswith(b"HTTP/1.1 408 ")
     s.close()
-print("over the limit: %d of 12 closed at once; held: %d of 6 cut with a 408 within %.2f s" % (refused, cut, time.time() - t))
-sys.exit(0 if served_meanwhile and in_time and shapes and silent and refused == 12 and cut == 6 else 1)
+print("connection limit 6: %d of 18 closed at once, %d held, %d of them cut with a 408 by the deadline" % (refused, len(held), cut))
+limited = 1 <= len(held) <= 6 and refused + len(held) == 18 and cut == len(held)
+want, t = cuts0 + 4 + len(held), time.time()
+while metric("turbospark_request_timeouts_total") != want and time.time() - t < 2 * scale:
+    time.sleep(0.05)
+got = metric("turbospark_request_timeouts_total")
+print("turbospark_request_timeouts_total grew by %d (want %d: two tricklers, two quiet, %d held)" % (got - cuts0, want - cuts0, len(held)))
+sys.exit(0 if served_meanwhile and in_time and shapes and silent and limited and got == want else 1)
 PYEOF
 for _ in $(seq 1 $((50 * scale))); do [ "$(metric turbospark_connections)" = 1 ] && break; sleep 0.1; done
 req GET /health; expect 200 "served after the slow clients and the connection limit" 'j["status"] == "ok"'
 req POST /v1/completions '{"prompt":"hi","max_tokens":2}'; expect 200 "generates after the slow clients" 'j["usage"]["completion_tokens"] == 2'
-t1=$(metric turbospark_request_timeouts_total)
-[ "$((t1 - t0))" = 10 ] && ok || bad "request timeouts counted: $((t1 - t0)) (want 10: two tricklers, two quiet, six held)"
 [ "$(metric turbospark_connections)" = 1 ] && ok || bad "connections left open after the slow clients: $(metric turbospark_connections)"
-grep -qE 'cut [0-9]+ connections?: no complete request within 2 s' "$tmp/slow.log" && ok || bad "no cut in the log: $(tail -5 "$tmp/slow.log")"
+grep -qE 'cut [0-9]+ connections?: no complete request within 3 s' "$tmp/slow.log" && ok || bad "no cut in the log: $(tail -5 "$tmp/slow.log")"
 
 # ------------------------------------------------------------------ SmolLM2
 SM=$("$src/scripts/fetch_models.sh" --path smollm2 2>/dev/null)
