@@ -592,5 +592,5 @@ for f in "$tmp"/*.log; do grep -q '^stopped$' "$f" && ok || bad "$(basename "$f"
 if grep -h 'ERROR: AddressSanitizer\|LeakSanitizer\|ThreadSanitizer\|runtime error' "$tmp"/*.log "$tmp"/*.txt >/dev/null; then
   bad "sanitizer report: $(grep -h -A5 'Sanitizer\|runtime error' "$tmp"/*.log "$tmp"/*.txt | head -30)"; fi
 
-echo "cli_serve: $pass passed, $fail failed${skipped:+, skipped:$skipped}"
+echo "cli_serve: $pass passed, $fail failed${skipped:+, skipped:$skipped}$( [ "$scale" = 1 ] || echo ", time bounds x$scale")"
 [ $fail -eq 0 ]
