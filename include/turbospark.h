@@ -676,14 +676,16 @@ typedef struct ts_server_opts {
     int32_t max_messages;      /* messages per request */
     int32_t header_bytes;      /* per-connection memory for the request line and headers (431 beyond) */
     int32_t timeout_s;         /* a connection idle this long is closed (slow clients) */
+    int32_t request_timeout_s; /* a request (line, headers, body) not received this long after the connection was ready
+                                  for it is answered 408 and the connection closed (clients that trickle bytes) */
     int32_t max_connections;   /* open connections at once */
     int32_t ping_ms;           /* a stream silent this long (queued, long prefill) gets an SSE comment */
     FILE *log;                 /* one line per request and the start-up lines; NULL: silent */
 } ts_server_opts;
 
 /* port 8080 on 127.0.0.1, 1 session, queue 16, 1 MiB bodies, depth 32,
- * 256 messages, 16 KiB of headers, 30 s idle timeout, 64 connections,
- * SSE pings after 2 s of silence. */
+ * 256 messages, 16 KiB of headers, 30 s idle timeout, 30 s to receive a
+ * request, 64 connections, SSE pings after 2 s of silence. */
 ts_server_opts ts_server_opts_default(void);
 /* Checks the options, binds and starts answering (health: 503, loading).
  * TS_ERR_IO naming the address when it cannot bind. Copies what it needs of o. */

@@ -2,10 +2,12 @@
 over the DevTools protocol (--remote-debugging-pipe, stdlib only): types a
 question into the box, presses Enter, waits for the streamed answer and its
 stats line, and takes a screenshot. argv: CHROMIUM URL PNG. Exit 0 when the
-answer arrived; prints what it saw."""
+answer arrived; prints what it saw. TS_TIME_SCALE=N (cli_serve.sh sets it for
+sanitizer builds) multiplies every wait."""
 import base64, json, os, subprocess, sys, tempfile, time
 
 chrome, url, png = sys.argv[1], sys.argv[2], sys.argv[3]
+scale = int(os.environ.get("TS_TIME_SCALE", "1"))
 r_in, w_in = os.pipe()    # we write commands -> chromium reads fd 3
 r_out, w_out = os.pipe()  # chromium writes fd 4 -> we read
 prof = tempfile.mkdtemp()
@@ -36,7 +38,7 @@ def send(method, params=None, session=None):
 
 def wait_id(i, timeout=60):
     global buf
-    end = time.time() + timeout
+    end = time.time() + timeout * scale
     while time.time() < end:
         while b"\0" in buf:
             raw, buf = buf.split(b"\0", 1)
@@ -55,14 +57,15 @@ try:
     tid = send("Target.createTarget", {"url": url})["targetId"]
     sid = send("Target.attachToTarget", {"targetId": tid, "flatten": True})["sessionId"]
     ev = lambda js: send("Runtime.evaluate", {"expression": js, "returnByValue": True}, sid)["result"].get("value")
-    end = time.time() + 30
+    end = time.time() + 30 * scale
     while time.time() < end and not ev("document.readyState == 'complete' && document.getElementById('model').textContent.length > 1"):
         time.sleep(0.1)
+    ev("document.getElementById('max').value = '48'")  # short replies: the waits stay short under sanitizers
     ev("document.getElementById('input').focus()")
     send("Input.insertText", {"text": "What is the capital of France?"}, sid)
     for t in ("keyDown", "keyUp"):
         send("Input.dispatchKeyEvent", {"type": t, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r" if t == "keyDown" else ""}, sid)
-    seen_partial, end = False, time.time() + 60
+    seen_partial, end = False, time.time() + 60 * scale
     while time.time() < end:
         st = ev("JSON.stringify([...document.querySelectorAll('.msg')].map(d => [d.className, d.textContent]))")
         msgs = json.loads(st)
@@ -74,7 +77,7 @@ try:
     send("Input.insertText", {"text": "And of Italy?"}, sid)
     for t in ("keyDown", "keyUp"):
         send("Input.dispatchKeyEvent", {"type": t, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r" if t == "keyDown" else ""}, sid)
-    end = time.time() + 60
+    end = time.time() + 60 * scale
     while time.time() < end:
         msgs2 = json.loads(ev("JSON.stringify([...document.querySelectorAll('.msg')].map(d => [d.className, d.textContent]))"))
         if len(msgs2) >= 4 and "tok/s" in msgs2[3][1]: break

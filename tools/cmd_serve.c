@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -18,7 +19,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: turbospark serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--queue N]\n"
             "         [--api-key KEY] [--chat-template NAME] [--model-id NAME] [--max-body BYTES] [--max-depth N]\n"
-            "         [--max-messages N] [--header-bytes BYTES] [--timeout SECONDS] [--max-connections N]\n"
+            "         [--max-messages N] [--header-bytes BYTES] [--timeout SECONDS] [--request-timeout SECONDS]\n"
+            "         [--max-connections N] [--ping-ms N]\n"
             "  --host ADDR          address to bind (default 127.0.0.1: this machine only)\n"
             "  --port N             0 = any free port (the port is printed)\n"
             "  --parallel N         sessions, each with its own KV cache of --ctx positions (default 1)\n"
@@ -31,8 +33,12 @@ static void usage(FILE *f) {
             "  --max-depth N        JSON nesting (default 32); --max-messages N (default 256)\n"
             "  --header-bytes BYTES memory for the request line and headers (default 16K; 431 beyond)\n"
             "  --timeout SECONDS    close connections idle this long (default 30)\n"
+            "  --request-timeout SECONDS  a request not received this long after its connection was ready for it\n"
+            "                       gets 408 and the connection is closed (default 30; slow clients)\n"
             "  --max-connections N  open connections at once (default 64)\n"
-            "  --ping-ms N          an SSE comment after N ms of silence on a stream (default 2000)\n" CLI_COMMON_USAGE);
+            "  --ping-ms N          an SSE comment after N ms of silence on a stream (default 2000)\n"
+            "  --load-delay-ms N    for tests: wait N ms between listening and loading the model, so the\n"
+            "                       loading state (/health 503) can be observed (default 0)\n" CLI_COMMON_USAGE);
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -41,6 +47,7 @@ int cmd_serve(int argc, char **argv) {
     cli_common_init(&c);
     ts_server_opts o = ts_server_opts_default();
     const char *key = getenv("TURBOSPARK_API_KEY");
+    int64_t load_delay_ms = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t n;
@@ -72,6 +79,8 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-depth")) { VAL(); if (!cli_parse_i64(cmd, a, v, 2, 512, &n)) return 1; o.max_depth = (int32_t)n; }
         else if (!strcmp(a, "--max-messages")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 1 << 20, &n)) return 1; o.max_messages = (int32_t)n; }
         else if (!strcmp(a, "--timeout")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 86400, &n)) return 1; o.timeout_s = (int32_t)n; }
+        else if (!strcmp(a, "--request-timeout")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 86400, &n)) return 1; o.request_timeout_s = (int32_t)n; }
+        else if (!strcmp(a, "--load-delay-ms")) { VAL(); if (!cli_parse_i64(cmd, a, v, 0, 600000, &n)) return 1; load_delay_ms = n; }
         else if (!strcmp(a, "--ping-ms")) { VAL(); if (!cli_parse_i64(cmd, a, v, 10, 3600000, &n)) return 1; o.ping_ms = (int32_t)n; }
         else if (!strcmp(a, "--max-connections")) { VAL(); if (!cli_parse_i64(cmd, a, v, 1, 4096, &n)) return 1; o.max_connections = (int32_t)n; }
         else return cli_error(cmd, "unknown option '%s'", a);
@@ -104,6 +113,11 @@ int cmd_serve(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     fprintf(stderr, "listening on http://%s:%d (loading %s)\n", o.host, ts_server_port(g_srv), c.model);
+    /* The server answers from ts_server_new on; the delay only widens the
+     * window before the load (a test hook: small models load faster than a
+     * client can ask). A stop signal ends it early. */
+    struct timespec d = {(time_t)(load_delay_ms / 1000), (long)(load_delay_ms % 1000) * 1000000L};
+    if (load_delay_ms > 0) nanosleep(&d, NULL);
     ts_status st = ts_server_run(g_srv);
     int rc = 0;
     if (st) rc = cli_error(cmd, "%s", ts_last_error());

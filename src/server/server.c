@@ -9,7 +9,9 @@
  * the job's SSE bytes as the worker appends them (streamed). While it waits
  * it polls the socket for a hang-up, so a client that goes away cancels its
  * job and the worker stops at the next token. A worker takes the idle
- * session whose KV holds the longest prefix of the job's prompt. */
+ * session whose KV holds the longest prefix of the job's prompt. A
+ * watchdog thread cuts off connections whose request takes longer than
+ * request_timeout_s to arrive (slow clients, below). */
 #include <errno.h>
 #include <math.h>
 #include <netdb.h>
@@ -44,9 +46,24 @@ typedef struct slot {
 
 typedef struct job job;
 
+enum { W_RECEIVING = 0, W_ANSWERING, W_CUT };
+
+/* One per open connection (MHD_OPTION_NOTIFY_CONNECTION): the clock of the
+ * request deadline. Guarded by the server's watch_mu. */
+typedef struct conn_watch {
+    int fd;         /* the connection's socket: MHD closes it only after NOTIFY_CLOSED removed this record */
+    double t_ready; /* ts_now() when the connection became ready for its current request (accepted, or the last response sent) */
+    int phase;      /* W_*: the deadline runs only while W_RECEIVING; W_CUT: the watchdog closed it */
+    bool begun;     /* the current request's line has arrived: a cut answers 408 (before it, the connection only idled) */
+    bool anthropic; /* the 408's error shape, once the request line is known */
+    struct conn_watch *prev, *next;
+} conn_watch;
+
 typedef struct metrics {
     uint64_t requests[SRV_API_COUNT + 4]; /* per srv_api, then index/health/models/metrics */
     uint64_t errors_4xx, errors_5xx, rejected_queue_full, disconnects;
+    uint64_t request_timeouts;    /* connections cut because their request did not arrive in time */
+    uint64_t tokens_after_cancel; /* tokens sampled after a job's cancel flag was seen set (stop latency) */
     uint64_t prompt_tokens, cached_tokens, generated_tokens;
     double prefill_s, decode_s;
     uint64_t ttft_n;
@@ -77,6 +94,13 @@ struct ts_server {
     atomic_uint_fast64_t counter; /* request ids and unseeded requests' seeds */
     sem_t stop_sem;
     atomic_int stop_flag; /* set by ts_server_stop (lock-free: safe in a signal handler) */
+    pthread_mutex_t watch_mu; /* guards the watch list, its records and watch_stop; never held while taking mu */
+    pthread_cond_t watch_cv;  /* the watchdog sleeps here between checks; ts_server_free wakes it */
+    conn_watch *watch_head;   /* the open connections, doubly linked */
+    int32_t n_watch;          /* records in the list: connections open now */
+    bool watch_stop;          /* the watchdog returns */
+    bool watchdog_on;         /* the watchdog thread was started: join it */
+    pthread_t watchdog;
 };
 
 /* ---------------------------------------------------------------- jobs */
@@ -106,6 +130,7 @@ struct job {
     size_t n_ev, ev_cap;
     size_t sent_text; /* streamed completions: text offset of the next chunk's first byte */
     int32_t expect_cached;
+    int32_t n_after_cancel; /* tokens sampled after cancel was seen set (worker only; at most 1 when the loop honours the callbacks) */
     ts_status st;
     char err[320];
     ts_gen_result res;
@@ -118,6 +143,17 @@ static uint64_t mix64(uint64_t x) {
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
+}
+
+/* Waits on cv at most ms; callers loop on their condition (wake-ups may be
+ * early or spurious). */
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
 }
 
 static void job_unref(job *j) {
@@ -360,6 +396,12 @@ static bool on_text(void *u, const char *t, size_t n) {
 
 static bool on_token(void *u, const ts_token_event *ev) {
     job *j = u;
+    /* This token's decode step finished after the hang-up was seen: count
+     * it (the stop latency /metrics reports) and stop here. */
+    if (atomic_load(&j->cancel)) {
+        j->n_after_cancel++;
+        return false;
+    }
     if (j->t_first == 0) j->t_first = ts_now();
     if (j->req.logprobs) {
         if (j->n_ev == j->ev_cap) {
@@ -527,8 +569,17 @@ static void *worker_main(void *arg) {
             srv->m.ttft_n++;
             srv->m.ttft_sum_s += j->t_first - j->t_submit;
         }
-        if (atomic_load(&j->cancel)) srv->m.disconnects++;
+        /* a generation the hang-up stopped; one that ended on its own before
+         * the hang-up was seen is not a disconnect */
+        bool stopped = j->res.reason == TS_STOP_ABORT && atomic_load(&j->cancel);
+        if (stopped) {
+            srv->m.disconnects++;
+            srv->m.tokens_after_cancel += (uint64_t)j->n_after_cancel;
+        }
         pthread_mutex_unlock(&srv->mu);
+        if (stopped && srv->o.log)
+            fprintf(srv->o.log, "%s: the client left; stopped after %d tokens (%d sampled after the hang-up was seen)\n", j->id,
+                    (int)j->res.n_new, (int)j->n_after_cancel);
         job_done(j);
     }
 }
@@ -596,8 +647,172 @@ typedef struct conn {
     char path[64];
 } conn;
 
+/* The error in the shape of the API the path belongs to. */
+static cJSON *error_json(bool anthropic, const char *type, const char *param, const char *msg) {
+    cJSON *o = cJSON_CreateObject(), *e;
+    if (anthropic) {
+        cJSON_AddStringToObject(o, "type", "error");
+        e = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddStringToObject(e, "type", type);
+        cJSON_AddStringToObject(e, "message", msg);
+    } else {
+        e = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddStringToObject(e, "message", msg);
+        cJSON_AddStringToObject(e, "type", type);
+        if (param && *param) cJSON_AddStringToObject(e, "param", param);
+        else cJSON_AddNullToObject(e, "param");
+        cJSON_AddNullToObject(e, "code");
+    }
+    return o;
+}
+
+/* ---------------------------------------------------------------- slow clients
+ *
+ * libmicrohttpd bounds how long a connection may sit idle, not how long a
+ * request may take to arrive: its timeout (also the per-connection one,
+ * MHD_CONNECTION_OPTION_TIMEOUT) restarts at every byte received, so a
+ * client that sends one header byte every few seconds holds a connection
+ * and its thread forever; and the access handler runs only once the headers
+ * are complete, so it never sees such a client. So every connection gets a
+ * record when MHD accepts it (NOTIFY_CONNECTION), stamped when the
+ * connection becomes ready for a request (accepted, or its last response
+ * sent: time a kept-alive connection waits for its next request counts), and
+ * a watchdog thread looks at the records every 100 ms. One whose request
+ * (line, headers, body) is still arriving after request_timeout_s is cut
+ * off: a 408 in one non-blocking send, then shutdown(), so the connection's
+ * thread, blocked reading, sees the end of the stream and MHD closes and
+ * frees the connection by its usual path.
+ *
+ * The 408 goes out only once the request line has arrived (MHD's URI log
+ * callback): a connection whose next request line has not come is closed
+ * silently, as the idle timeout does, so a client's pooled keep-alive
+ * connection never holds a stray 408 that it would read as the answer to
+ * its next request.
+ *
+ * Safe against MHD's own use of the socket: while a request arrives MHD only
+ * reads (a 100 Continue or its own 400/431 is a whole response written at
+ * once, and after one of those the connection is closing anyway), and it
+ * closes the socket only after NOTIFY_CLOSED removed the record under the
+ * lock the watchdog holds, so the fd is never one the kernel has reused.
+ * Once the request is complete (or answered early) the deadline stops until
+ * the response is sent: generating takes as long as it takes. */
+
+static conn_watch *watch_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* Called at each step of a request: answering true when it is complete or
+ * answered early (its deadline stops). False when the watchdog has cut the
+ * connection: the caller returns MHD_NO. */
+static bool watch_note(conn *x, struct MHD_Connection *c, bool answering) {
+    conn_watch *w = watch_of(c);
+    if (!w) return true;
+    pthread_mutex_lock(&x->srv->watch_mu);
+    bool live = w->phase != W_CUT;
+    w->anthropic = x->anthropic;
+    if (live && answering) w->phase = W_ANSWERING;
+    pthread_mutex_unlock(&x->srv->watch_mu);
+    return live;
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line has arrived. Returns the
+ * request's initial context: none (on_request makes it). */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)uri;
+    ts_server *srv = cls;
+    conn_watch *w = watch_of(c);
+    if (w) {
+        pthread_mutex_lock(&srv->watch_mu);
+        w->begun = true;
+        pthread_mutex_unlock(&srv->watch_mu);
+    }
+    return NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code) {
+    ts_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_watch *w = ci ? calloc(1, sizeof *w) : NULL;
+        *socket_context = w;
+        if (!w) {
+            /* a connection without a deadline is what this guards against: refuse it */
+            if (ci) shutdown(ci->connect_fd, SHUT_RDWR);
+            return;
+        }
+        w->fd = ci->connect_fd;
+        w->t_ready = ts_now();
+        pthread_mutex_lock(&srv->watch_mu);
+        w->next = srv->watch_head;
+        if (w->next) w->next->prev = w;
+        srv->watch_head = w;
+        srv->n_watch++;
+        pthread_mutex_unlock(&srv->watch_mu);
+        return;
+    }
+    conn_watch *w = *socket_context;
+    *socket_context = NULL;
+    if (!w) return;
+    pthread_mutex_lock(&srv->watch_mu);
+    if (w->prev) w->prev->next = w->next;
+    else srv->watch_head = w->next;
+    if (w->next) w->next->prev = w->prev;
+    srv->n_watch--;
+    pthread_mutex_unlock(&srv->watch_mu);
+    free(w);
+}
+
+/* Under watch_mu. */
+static void watch_cut(ts_server *srv, conn_watch *w) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "the request was not received within %d s; the connection is closed", (int)srv->o.request_timeout_s);
+    cJSON *o = w->begun ? error_json(w->anthropic, "invalid_request_error", NULL, msg) : NULL;
+    char *body = o ? cJSON_PrintUnformatted(o) : NULL, *all = NULL;
+    cJSON_Delete(o);
+    size_t cap = body ? strlen(body) + 160 : 0;
+    if (body && (all = malloc(cap))) {
+        int k = snprintf(all, cap, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
+        /* best effort: a client that does not read gets the close alone */
+        if (k > 0 && (size_t)k < cap) (void)send(w->fd, all, (size_t)k, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    free(all);
+    free(body);
+    shutdown(w->fd, SHUT_RDWR);
+    w->phase = W_CUT;
+}
+
+static void *watchdog_main(void *arg) {
+    ts_server *srv = arg;
+    pthread_mutex_lock(&srv->watch_mu);
+    while (!srv->watch_stop) {
+        double now = ts_now();
+        uint64_t cut = 0;
+        for (conn_watch *w = srv->watch_head; w; w = w->next)
+            if (w->phase == W_RECEIVING && now - w->t_ready >= srv->o.request_timeout_s) {
+                watch_cut(srv, w);
+                cut++;
+            }
+        if (cut) {
+            pthread_mutex_unlock(&srv->watch_mu);
+            pthread_mutex_lock(&srv->mu);
+            srv->m.request_timeouts += cut;
+            pthread_mutex_unlock(&srv->mu);
+            if (srv->o.log)
+                fprintf(srv->o.log, "cut %llu connection%s: no complete request within %d s\n", (unsigned long long)cut,
+                        cut == 1 ? "" : "s", (int)srv->o.request_timeout_s);
+            pthread_mutex_lock(&srv->watch_mu);
+        }
+        if (!srv->watch_stop) cond_wait_ms(&srv->watch_cv, &srv->watch_mu, 100);
+    }
+    pthread_mutex_unlock(&srv->watch_mu);
+    return NULL;
+}
+
 static enum MHD_Result send_buf(conn *x, struct MHD_Connection *c, int status, const char *type, const char *body, size_t n,
                                 const char *retry_after, const char *allow) {
+    if (!watch_note(x, c, true)) return MHD_NO;
     struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
@@ -620,24 +835,9 @@ static enum MHD_Result send_json(conn *x, struct MHD_Connection *c, int status, 
     return r;
 }
 
-/* The error in the shape of the API the path belongs to. */
 static enum MHD_Result send_error(conn *x, struct MHD_Connection *c, int status, const char *type, const char *param,
                                   const char *msg, const char *retry_after, const char *allow) {
-    cJSON *o = cJSON_CreateObject(), *e;
-    if (x->anthropic) {
-        cJSON_AddStringToObject(o, "type", "error");
-        e = cJSON_AddObjectToObject(o, "error");
-        cJSON_AddStringToObject(e, "type", type);
-        cJSON_AddStringToObject(e, "message", msg);
-    } else {
-        e = cJSON_AddObjectToObject(o, "error");
-        cJSON_AddStringToObject(e, "message", msg);
-        cJSON_AddStringToObject(e, "type", type);
-        if (param && *param) cJSON_AddStringToObject(e, "param", param);
-        else cJSON_AddNullToObject(e, "param");
-        cJSON_AddNullToObject(e, "code");
-    }
-    return send_json(x, c, status, o, retry_after, allow);
+    return send_json(x, c, status, error_json(x->anthropic, type, param, msg), retry_after, allow);
 }
 
 static enum MHD_Result send_errorf(conn *x, struct MHD_Connection *c, int status, const char *type, const char *param,
@@ -704,11 +904,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             pthread_mutex_unlock(&j->mu);
             return (ssize_t)n;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        cond_wait_ms(&j->cv, &j->mu, 20);
     }
     size_t n = j->out_len - j->out_off;
     if (n > max) n = max;
@@ -920,11 +1116,7 @@ static enum MHD_Result generate(conn *x, struct MHD_Connection *c, srv_request *
             x->status = 499;
             return MHD_NO; /* closes the connection */
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        cond_wait_ms(&j->cv, &j->mu, 20);
     }
     pthread_mutex_unlock(&j->mu);
     if (j->st) {
@@ -946,6 +1138,9 @@ static enum MHD_Result send_metrics(conn *x, struct MHD_Connection *c) {
     metrics m = srv->m;
     int32_t q = srv->q_len, busy = srv->busy;
     pthread_mutex_unlock(&srv->mu);
+    pthread_mutex_lock(&srv->watch_mu);
+    int32_t n_conn = srv->n_watch;
+    pthread_mutex_unlock(&srv->watch_mu);
     char *b = NULL;
     size_t len = 0, cap = 0;
     char line[256];
@@ -966,6 +1161,12 @@ static enum MHD_Result send_metrics(conn *x, struct MHD_Connection *c) {
     PUT("turbospark_rejected_total %llu\n", (unsigned long long)m.rejected_queue_full);
     METRIC("turbospark_disconnects_total", "counter", "Generations stopped because the client went away.");
     PUT("turbospark_disconnects_total %llu\n", (unsigned long long)m.disconnects);
+    METRIC("turbospark_tokens_after_cancel_total", "counter",
+           "Tokens sampled after the server saw the hang-up, over the generations it stopped (the step in flight: at most 1 each).");
+    PUT("turbospark_tokens_after_cancel_total %llu\n", (unsigned long long)m.tokens_after_cancel);
+    METRIC("turbospark_request_timeouts_total", "counter",
+           "Connections closed because a request did not arrive within the request timeout (with a 408 once its request line had).");
+    PUT("turbospark_request_timeouts_total %llu\n", (unsigned long long)m.request_timeouts);
     METRIC("turbospark_prompt_tokens_total", "counter", "Prompt tokens of generating requests, cached ones included.");
     PUT("turbospark_prompt_tokens_total %llu\n", (unsigned long long)m.prompt_tokens);
     METRIC("turbospark_prompt_cached_tokens_total", "counter", "Prompt tokens taken from a session's KV cache.");
@@ -987,6 +1188,8 @@ static enum MHD_Result send_metrics(conn *x, struct MHD_Connection *c) {
     PUT("turbospark_queue_depth %d\n", q);
     METRIC("turbospark_sessions_busy", "gauge", "Sessions generating now.");
     PUT("turbospark_sessions_busy %d\n", busy);
+    METRIC("turbospark_connections", "gauge", "HTTP connections open now (this one included).");
+    PUT("turbospark_connections %d\n", n_conn);
     METRIC("turbospark_sessions", "gauge", "Sessions (--parallel).");
     PUT("turbospark_sessions %d\n", srv->n_slots);
     if (srv->model && ts_model_has_experts(srv->model)) {
@@ -1101,6 +1304,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(x->method, sizeof x->method, "%s", method);
         snprintf(x->path, sizeof x->path, "%s", url);
         x->anthropic = !strncmp(url, "/v1/messages", 12);
+        if (!watch_note(x, c, false)) return MHD_NO;
         const char *allow = NULL;
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
             if (!strcmp(url, routes[i].path)) {
@@ -1133,6 +1337,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
+        if (!watch_note(x, c, false)) return MHD_NO;
         if (!x->responded && !x->too_big) {
             if (x->len + *upload_size > srv->o.max_body) {
                 x->too_big = true;
@@ -1148,16 +1353,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (x->too_big)
         return send_errorf(x, c, 413, x->anthropic ? "request_too_large" : "invalid_request_error", NULL,
                            "the request body is larger than %llu bytes", (unsigned long long)srv->o.max_body);
+    if (!watch_note(x, c, true)) return MHD_NO;
     return dispatch(x, c);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)c;
     ts_server *srv = cls;
+    /* the connection is ready for its next request: the deadline restarts */
+    conn_watch *w = watch_of(c);
+    bool cut = false;
+    if (w) {
+        pthread_mutex_lock(&srv->watch_mu);
+        cut = w->phase == W_CUT;
+        if (!cut) {
+            w->phase = W_RECEIVING;
+            w->t_ready = ts_now();
+            w->begun = false;
+        }
+        pthread_mutex_unlock(&srv->watch_mu);
+    }
     conn *x = *con_cls;
     if (!x) return;
     *con_cls = NULL;
-    int status = x->status ? x->status : 500;
+    int status = x->status ? x->status : cut ? 408 : 500;
     pthread_mutex_lock(&srv->mu);
     int idx = -1;
     switch (x->r) {
@@ -1201,6 +1419,7 @@ ts_server_opts ts_server_opts_default(void) {
     o.max_messages = 256;
     o.header_bytes = 16 * 1024;
     o.timeout_s = 30;
+    o.request_timeout_s = 30;
     o.max_connections = 64;
     o.ping_ms = 2000;
     return o;
@@ -1222,9 +1441,9 @@ ts_status ts_server_new(const ts_server_opts *o, ts_server **out) {
     if (o->port < 0 || o->port > 65535) return ts_fail(TS_ERR_ARG, "server: --port %d is outside [0, 65535]", (int)o->port);
     if (o->n_ctx < 0) return ts_fail(TS_ERR_ARG, "server: negative context");
     if (o->max_body < 64 || o->max_depth < 2 || o->max_messages < 1 || o->header_bytes < 1024 || o->timeout_s < 1 ||
-        o->max_connections < 1 || o->ping_ms < 10)
+        o->request_timeout_s < 1 || o->max_connections < 1 || o->ping_ms < 10)
         return ts_fail(TS_ERR_ARG, "server: a limit is too small (body >= 64 B, depth >= 2, messages >= 1, headers >= 1 KiB, "
-                                   "timeout >= 1 s, connections >= 1, ping >= 10 ms)");
+                                   "timeouts >= 1 s, connections >= 1, ping >= 10 ms)");
     ts_server *s = calloc(1, sizeof *s);
     if (!s) return ts_fail(TS_ERR_NOMEM, "server: out of memory");
     s->o = *o;
@@ -1244,6 +1463,8 @@ ts_status ts_server_new(const ts_server_opts *o, ts_server **out) {
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->watch_mu, NULL);
+    pthread_cond_init(&s->watch_cv, NULL);
     sem_init(&s->stop_sem, 0, 0);
     atomic_store(&s->state, ST_LOADING);
     s->o.host = s->host;
@@ -1269,10 +1490,18 @@ ts_status ts_server_new(const ts_server_opts *o, ts_server **out) {
         ts_server_free(s);
         return st;
     }
+    if (pthread_create(&s->watchdog, NULL, watchdog_main, s)) {
+        freeaddrinfo(ai);
+        ts_server_free(s);
+        return ts_fail(TS_ERR_INTERNAL, "server: cannot start the watchdog thread");
+    }
+    s->watchdog_on = true;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             (size_t)o->header_bytes, MHD_OPTION_END);
     freeaddrinfo(ai);
@@ -1374,6 +1603,13 @@ void ts_server_stop(ts_server *srv) {
 void ts_server_free(ts_server *srv) {
     if (!srv) return;
     if (srv->d) MHD_stop_daemon(srv->d);
+    if (srv->watchdog_on) {
+        pthread_mutex_lock(&srv->watch_mu);
+        srv->watch_stop = true;
+        pthread_cond_broadcast(&srv->watch_cv);
+        pthread_mutex_unlock(&srv->watch_mu);
+        pthread_join(srv->watchdog, NULL);
+    }
     for (int32_t i = 0; i < srv->n_slots; i++) ts_session_free(srv->slots[i].s);
     free(srv->slots);
     free(srv->workers);
@@ -1381,6 +1617,8 @@ void ts_server_free(ts_server *srv) {
     ts_model_free(srv->model);
     pthread_mutex_destroy(&srv->mu);
     pthread_cond_destroy(&srv->cv);
+    pthread_mutex_destroy(&srv->watch_mu);
+    pthread_cond_destroy(&srv->watch_cv);
     sem_destroy(&srv->stop_sem);
     free(srv->host);
     free(srv->api_key);
