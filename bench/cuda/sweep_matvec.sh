@@ -102,7 +102,6 @@ for n in "${names[@]}"; do
     ) &
 done
 wait
-rm -f "$BROOT"/*.ptx.txt
 for n in "${names[@]}"; do
     cat "$BROOT/$n.log" >>"$BUILD_LOG"
     # ptxas: registers and spills of every mv_q_q8<type, tokens> instantiation
@@ -122,7 +121,13 @@ for n in "${names[@]}"; do
             s = set ":"
             for (nt = 1; nt <= 8; nt *= 2) if (nt in lo) s = s sprintf(" t%d %d-%d regs%s", nt, lo[nt], hi[nt], spill[nt] ? " (" spill[nt] " spill)" : "")
             print s
-        }' "$BROOT/$n.log" >"$BROOT/$n.ptx.txt"
+        }' "$BROOT/$n.log" >"$BROOT/$n.ptx.new"
+    # an up-to-date build compiles nothing: keep the last report then
+    if grep -q "no ptxas report" "$BROOT/$n.ptx.new" && [ -f "$BROOT/$n.ptx.txt" ]; then
+        rm -f "$BROOT/$n.ptx.new"
+    else
+        mv "$BROOT/$n.ptx.new" "$BROOT/$n.ptx.txt"
+    fi
 done
 echo "builds: $(( $(date +%s) - START ))s"
 
@@ -146,7 +151,13 @@ done
     echo "== int8 matvec sweep ($(date -u +%Y-%m-%dT%H:%MZ), $(( $(date +%s) - START ))s)"
     nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null | head -1
     echo "settings:"
-    for n in "${names[@]}"; do printf '  %-8s %s\n' "$n" "${FLAGS[$n]:-(defaults)}${SRC[$n]/#$ROOT/}"; done
+    for n in "${names[@]}"; do
+        src=""
+        [ "${SRC[$n]}" = "$ROOT" ] || src=" [source: ${SRC[$n]}]"
+        res=$(grep -c "^$n RESULT matvec" "$BENCH_LOG")
+        [ "$res" -gt 0 ] || res="0: $(grep -m1 "^$n " "$BENCH_LOG" | cut -c1-100)"
+        printf '  %-8s %s%s (results: %s)\n' "$n" "${FLAGS[$n]:-(defaults)}" "$src" "$res"
+    done
     echo "ptxas (mv_q_q8 registers per token count; instantiations that spill):"
     for n in "${names[@]}"; do [ -f "$BROOT/$n.ptx.txt" ] && sed 's/^/  /' "$BROOT/$n.ptx.txt"; done
     awk -v names="${names[*]}" '
