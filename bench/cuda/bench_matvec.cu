@@ -4,7 +4,7 @@
  * (matvec) and the int8 path (quantize_q8 + matvec_q8, timed together), for
  * 1 token and small batches. GB/s counts weight bytes + x + y once.
  *
- *   bench_matvec [model-substring] [type...]     (BENCH_QUICK=1: fewer reps)
+ *   bench_matvec [model-substring[,substring...]] [type...]     (BENCH_QUICK=1: fewer reps)
  *
  * BENCH_MATVEC_PATHS=int8 (or f32) times one path only; BENCH_MATVEC_BATCH=0
  * skips the 4- and 8-token runs (bench/cuda/sweep_matvec.sh uses both). */
@@ -21,6 +21,19 @@ struct Mat {
 static bool path_on(const char *path) {
     const char *p = getenv("BENCH_MATVEC_PATHS");
     return !p || !*p || strstr(p, path) != NULL;
+}
+
+/* name contains one of the comma-separated substrings of list ("" matches all) */
+static bool name_listed(const char *name, const char *list) {
+    if (!*list) return true;
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        for (const char *q = name; n && strlen(q) >= n; q++)
+            if (strncmp(q, p, n) == 0) return true;
+        p += n + (e ? 1 : 0);
+    }
+    return false;
 }
 
 static void bench_shape(const Model &M, const Mat &mat, uint32_t type, int n_tok) {
@@ -96,7 +109,7 @@ int main(int argc, char **argv) {
                 if (ts_type_get(t) && strcmp(ts_type_name(t), argv[i]) == 0) types.push_back(t);
     }
     for (const Model &M : bench_models) {
-        if (only && !strstr(M.name, only)) continue;
+        if (only && !name_listed(M.name, only)) continue;
         const int64_t E = M.n_embd, F = M.n_ff, Q = (int64_t)M.n_head * M.head_dim, KV = (int64_t)M.n_head_kv * M.head_dim;
         const Mat mats[] = {
             {"qkv", E, 3, {Q, KV, KV}},

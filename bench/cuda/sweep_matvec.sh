@@ -12,8 +12,9 @@
 #
 # Env: OUT (logs; default ./sweep-out), SWEEP_BUILD (build directories;
 # default /tmp/ts-sweep), SWEEP_JOBS (default nproc), SWEEP_TYPES (default
-# "Q4_K Q6_K Q4_0 Q8_0"), SWEEP_MODELS (a bench_matvec model substring;
-# default all three), SWEEP_BATCH=1 (add the 4- and 8-token gate_up runs),
+# "Q4_K Q6_K Q4_0 Q8_0"), SWEEP_MODELS (bench_matvec's model substrings,
+# comma-separated; default "smollm2,qwen2-7b", "" for all three),
+# SWEEP_BATCH=1 (add the 4- and 8-token gate_up runs),
 # SWEEP_BASE=DIR (a source tree of another version, e.g. the first kernel
 # from `git archive 707eaa0`, added as a column named "base").
 #
@@ -28,7 +29,7 @@ OUT_DIR=${OUT:-$ROOT/sweep-out}
 BROOT=${SWEEP_BUILD:-/tmp/ts-sweep}
 JOBS=${SWEEP_JOBS:-$(nproc)}
 TYPES=${SWEEP_TYPES:-Q4_K Q6_K Q4_0 Q8_0}
-MODELS=${SWEEP_MODELS:-}
+MODELS=${SWEEP_MODELS-smollm2,qwen2-7b}
 mkdir -p "$OUT_DIR" "$BROOT" || exit 1
 BUILD_LOG=$OUT_DIR/build.log
 BENCH_LOG=$OUT_DIR/bench.log
@@ -140,9 +141,14 @@ for n in "${names[@]}"; do
     fi
     echo "== $n"
     t0=$(date +%s)
-    # shellcheck disable=SC2086
-    BENCH_MATVEC_PATHS=int8 BENCH_MATVEC_BATCH=$([ "${SWEEP_BATCH:-0}" = 1 ] && echo 1 || echo 0) \
-        "$exe" "$MODELS" $TYPES 2>&1 | sed "s/^/$n /" >>"$BENCH_LOG"
+    # one call per model: a base tree's bench_matvec takes one substring
+    IFS=, read -r -a models <<<"$MODELS"
+    [ ${#models[@]} -gt 0 ] || models=("")
+    for mdl in "${models[@]}"; do
+        # shellcheck disable=SC2086
+        BENCH_MATVEC_PATHS=int8 BENCH_MATVEC_BATCH=$([ "${SWEEP_BATCH:-0}" = 1 ] && echo 1 || echo 0) \
+            "$exe" "$mdl" $TYPES 2>&1 | sed "s/^/$n /" >>"$BENCH_LOG"
+    done
     echo "   $(( $(date +%s) - t0 ))s"
 done
 
