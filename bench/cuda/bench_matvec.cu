@@ -4,7 +4,10 @@
  * (matvec) and the int8 path (quantize_q8 + matvec_q8, timed together), for
  * 1 token and small batches. GB/s counts weight bytes + x + y once.
  *
- *   bench_matvec [model-substring] [type...]     (BENCH_QUICK=1: fewer reps) */
+ *   bench_matvec [model-substring[,substring...]] [type...]     (BENCH_QUICK=1: fewer reps)
+ *
+ * BENCH_MATVEC_PATHS=int8 (or f32) times one path only; BENCH_MATVEC_BATCH=0
+ * skips the 4- and 8-token runs (bench/cuda/sweep_matvec.sh uses both). */
 #include "bench_util.h"
 
 struct Mat {
@@ -13,6 +16,25 @@ struct Mat {
     int n_w;
     int64_t n_out[3];
 };
+
+/* BENCH_MATVEC_PATHS unset, or naming this path */
+static bool path_on(const char *path) {
+    const char *p = getenv("BENCH_MATVEC_PATHS");
+    return !p || !*p || strstr(p, path) != NULL;
+}
+
+/* name contains one of the comma-separated substrings of list ("" matches all) */
+static bool name_listed(const char *name, const char *list) {
+    if (!*list) return true;
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        for (const char *q = name; n && strlen(q) >= n; q++)
+            if (strncmp(q, p, n) == 0) return true;
+        p += n + (e ? 1 : 0);
+    }
+    return false;
+}
 
 static void bench_shape(const Model &M, const Mat &mat, uint32_t type, int n_tok) {
     const uint64_t rb = ts_type_row_bytes(type, (uint64_t)mat.n_in);
@@ -44,17 +66,19 @@ static void bench_shape(const Model &M, const Mat &mat, uint32_t type, int n_tok
     const double bytes = (double)wbytes + 4.0 * nx + 4.0 * n_tok * rows;
     char shape[64], var[48], extra[64];
     snprintf(shape, sizeof shape, "%s.%s", M.name, mat.name);
-    const double us = bench_time_us([&](size_t call) {
-        ts_cuda_mat m[3];
-        mats(call, m);
-        BOK(ts_cuda_matvec(NULL, mat.n_w, m, dy, dx, n_tok, NULL, NULL, false));
-    });
-    snprintf(var, sizeof var, "%s f32 t=%d", ts_type_name(type), n_tok);
     snprintf(extra, sizeof extra, "%.1f MB", wbytes / 1e6);
-    bench_result("matvec", shape, var, bytes, us, extra);
+    if (path_on("f32")) {
+        const double us = bench_time_us([&](size_t call) {
+            ts_cuda_mat m[3];
+            mats(call, m);
+            BOK(ts_cuda_matvec(NULL, mat.n_w, m, dy, dx, n_tok, NULL, NULL, false));
+        });
+        snprintf(var, sizeof var, "%s f32 t=%d", ts_type_name(type), n_tok);
+        bench_result("matvec", shape, var, bytes, us, extra);
+    }
 
     const uint32_t partner = ts_cuda_q8_partner(type);
-    if (partner != TS_TYPE_COUNT) {
+    if (partner != TS_TYPE_COUNT && path_on("int8")) {
         const size_t qb = ts_cuda_q8_bytes(partner, mat.n_in, n_tok);
         void *q8 = bench_dalloc(qb);
         const double us8 = bench_time_us([&](size_t call) {
@@ -76,6 +100,7 @@ int main(int argc, char **argv) {
     bench_seed(0x5eed);
     bench_copy_gbs();
     const char *only = argc > 1 ? argv[1] : NULL;
+    const char *batch = getenv("BENCH_MATVEC_BATCH");
     std::vector<uint32_t> types = {TS_TYPE_Q4_K, TS_TYPE_Q6_K, TS_TYPE_Q4_0, TS_TYPE_Q8_0, TS_TYPE_F16};
     if (argc > 2) {
         types.clear();
@@ -84,7 +109,7 @@ int main(int argc, char **argv) {
                 if (ts_type_get(t) && strcmp(ts_type_name(t), argv[i]) == 0) types.push_back(t);
     }
     for (const Model &M : bench_models) {
-        if (only && !strstr(M.name, only)) continue;
+        if (only && !name_listed(M.name, only)) continue;
         const int64_t E = M.n_embd, F = M.n_ff, Q = (int64_t)M.n_head * M.head_dim, KV = (int64_t)M.n_head_kv * M.head_dim;
         const Mat mats[] = {
             {"qkv", E, 3, {Q, KV, KV}},
@@ -96,7 +121,7 @@ int main(int argc, char **argv) {
         for (uint32_t t : types)
             for (const Mat &m : mats) {
                 bench_shape(M, m, t, 1);
-                if (!strcmp(m.name, "gate_up")) {
+                if (!strcmp(m.name, "gate_up") && !(batch && !strcmp(batch, "0"))) {
                     bench_shape(M, m, t, 4);
                     bench_shape(M, m, t, 8);
                 }

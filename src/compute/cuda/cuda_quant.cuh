@@ -535,6 +535,16 @@ TS_HD void k4_scale_min(const uint8_t *q, int j, int &sc, int &mn) {
     }
 }
 
+/* The same scale and min from the super-block's first 16 bytes held in
+ * registers (y, z, w = bytes 4-7, 8-11, 12-15: the packed scales), for
+ * decoders that load whole 16-byte words instead of bytes. */
+TS_HD void k4_scale_min_w(uint32_t y, uint32_t z, uint32_t w, int j, int &sc, int &mn) {
+    const int sh = 8 * (j & 3);
+    const uint32_t by = (y >> sh) & 255, bz = (z >> sh) & 255, bw = (w >> sh) & 255;
+    sc = (int)(j < 4 ? by & 63 : (bw & 15) | (by >> 6) << 4);
+    mn = (int)(j < 4 ? bz & 63 : (bw >> 4) | (bz >> 6) << 4);
+}
+
 template <> struct Dec<TS_TYPE_Q4_K> {
     static constexpr int QK = 256, BB = 144, NU = 8, PARTNER = TS_TYPE_Q8_K;
     static constexpr bool INT8 = true;
@@ -571,17 +581,21 @@ template <> struct Dec<TS_TYPE_Q4_K> {
         uint32_t W[8];
         int sc[2], mn[2];
     };
-    TS_HD static void iload(const uint8_t *b, int u, UI &s) {
+    /* Offsets of the 16-byte words unit u needs (super-blocks are 16-byte
+     * aligned in a row, so these are aligned loads): the header (d, dmin,
+     * scales) and the unit's quant bytes. */
+    TS_HD static int qoff(int u) { return 16 + 32 * (u >> 1) + 16 * (u & 1); }
+    TS_HD static void iload_w(const uint4 &hd, const uint4 &q, int u, UI &s) {
         const int g = u >> 1;
-        s.d = h2f(rd16(b));
-        s.dmin = h2f(rd16(b + 2));
+        s.d = h2f((uint16_t)(hd.x & 0xffff));
+        s.dmin = h2f((uint16_t)(hd.x >> 16));
 #pragma unroll
-        for (int k = 0; k < 2; k++) k4_scale_min(b + 4, 2 * g + k, s.sc[k], s.mn[k]);
-        const uint4 q = ld_u4(b + 16 + 32 * g + 16 * (u & 1));
+        for (int k = 0; k < 2; k++) k4_scale_min_w(hd.y, hd.z, hd.w, 2 * g + k, s.sc[k], s.mn[k]);
         s.W[0] = q.x & 0x0f0f0f0fu, s.W[1] = q.y & 0x0f0f0f0fu, s.W[2] = q.z & 0x0f0f0f0fu, s.W[3] = q.w & 0x0f0f0f0fu;
         s.W[4] = (q.x >> 4) & 0x0f0f0f0fu, s.W[5] = (q.y >> 4) & 0x0f0f0f0fu;
         s.W[6] = (q.z >> 4) & 0x0f0f0f0fu, s.W[7] = (q.w >> 4) & 0x0f0f0f0fu;
     }
+    TS_HD static void iload(const uint8_t *b, int u, UI &s) { iload_w(ld_u4(b), ld_u4(b + qoff(u)), u, s); }
     TS_HD static void xscale(const float *xd, const int32_t *xs, int64_t blk, int u, XScale &x) {
         x.d = xd[blk];
 #pragma unroll
@@ -642,14 +656,16 @@ template <> struct Dec<TS_TYPE_Q5_K> {
         uint32_t W[8];
         int sc[2], mn[2];
     };
-    TS_HD static void iload(const uint8_t *b, int u, UI &s) {
+    /* 16-byte words of unit u (aligned, as Q4_K's): header, high bits, quants */
+    TS_HD static int hoff(int u) { return 16 + 16 * (u & 1); }
+    TS_HD static int qoff(int u) { return 48 + 32 * (u >> 1) + 16 * (u & 1); }
+    TS_HD static void iload(const uint8_t *b, int u, UI &s) { iload_w(ld_u4(b), ld_u4(b + hoff(u)), ld_u4(b + qoff(u)), u, s); }
+    TS_HD static void iload_w(const uint4 &hd, const uint4 &h, const uint4 &q, int u, UI &s) {
         const int g = u >> 1;
-        s.d = h2f(rd16(b));
-        s.dmin = h2f(rd16(b + 2));
+        s.d = h2f((uint16_t)(hd.x & 0xffff));
+        s.dmin = h2f((uint16_t)(hd.x >> 16));
 #pragma unroll
-        for (int k = 0; k < 2; k++) k4_scale_min(b + 4, 2 * g + k, s.sc[k], s.mn[k]);
-        const uint4 h = ld_u4(b + 16 + 16 * (u & 1));
-        const uint4 q = ld_u4(b + 48 + 32 * g + 16 * (u & 1));
+        for (int k = 0; k < 2; k++) k4_scale_min_w(hd.y, hd.z, hd.w, 2 * g + k, s.sc[k], s.mn[k]);
         const uint32_t qw[4] = {q.x, q.y, q.z, q.w}, hw[4] = {h.x, h.y, h.z, h.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {

@@ -23,11 +23,19 @@
 
 #include "compute/cuda/cuda_quant.cuh"
 
+/* Knobs of the F32-activation path and the dequantizer (the int8 path has
+ * its own, MVQ_* in matvec_q8.cu); -D overrides them. */
+#ifndef MV_WARPS
 #define MV_WARPS 4 /* warps per block */
-#define MV_R 2     /* rows per group: each x value loaded is used for MV_R rows */
+#endif
+#ifndef MV_R
+#define MV_R 2 /* rows per group: each x value loaded is used for MV_R rows */
+#endif
 /* 4 blocks (16 warps) per SM: caps registers at 128; without it ptxas picked
  * 96 for some instantiations and spilled (measured with -Xptxas -v) */
+#ifndef MV_MIN_BLOCKS
 #define MV_MIN_BLOCKS 4
+#endif
 
 template <int T> struct Geo {
     typedef Dec<T> D;
@@ -52,6 +60,8 @@ struct MvArgs {
     int64_t g0[TS_CUDA_MAX_MATS + 1]; /* first row group of each weight; g0[n_w] = all groups */
     int n_w;
     int kw;                           /* warps per row group: 1, 2 or 4 */
+    int64_t gpt;                      /* int8 path: row groups per team of kw warps */
+    int64_t t0[TS_CUDA_MAX_MATS + 1]; /* int8 path: first team of each weight; t0[n_w] = all teams */
     int64_t n_in;                     /* elements per row (shared) */
     int n_tok;                        /* 1..TS_CUDA_MAX_DECODE_TOK */
     int accumulate;                   /* y += product instead of y = product */
@@ -74,16 +84,16 @@ struct MvGroup {
     int nr;
 };
 
-TS_DEV bool mv_group(const MvArgs &a, int64_t gi, MvGroup &g) {
+template <int R = MV_R> TS_DEV bool mv_group(const MvArgs &a, int64_t gi, MvGroup &g) {
     if (gi >= a.g0[a.n_w]) return false;
     int wi = 0;
 #pragma unroll
     for (int i = 1; i < TS_CUDA_MAX_MATS; i++)
         if (i < a.n_w && gi >= a.g0[i]) wi = i;
     g.wi = wi;
-    g.row0 = (gi - a.g0[wi]) * MV_R;
+    g.row0 = (gi - a.g0[wi]) * R;
     const int64_t left = a.m[wi].n_out - g.row0;
-    g.nr = left < MV_R ? (int)left : MV_R;
+    g.nr = left < R ? (int)left : R;
     return true;
 }
 
@@ -214,15 +224,24 @@ TS_DEV float4 float_row4(uint32_t type, const uint8_t *row, int64_t e) {
 
 /* ---- host side ---- */
 
-/* Sets g0, kw and returns the block count for a launch over args.m[0..n_w). */
-static inline int64_t mv_plan(MvArgs &a, int64_t nchunks) {
+/* Sets g0 (row groups of R rows) and kw, the warps that split one group's
+ * chunks; returns the number of groups. kw depends on the row length only,
+ * never on a knob: it fixes which lane adds which units in which order, so
+ * every setting of the knobs sums a row the same way. */
+static inline int64_t mv_split(MvArgs &a, int64_t nchunks, int R) {
     int64_t g = 0;
     for (int i = 0; i < a.n_w; i++) {
         a.g0[i] = g;
-        g += (a.m[i].n_out + MV_R - 1) / MV_R;
+        g += (a.m[i].n_out + R - 1) / R;
     }
     for (int i = a.n_w; i <= TS_CUDA_MAX_MATS; i++) a.g0[i] = g;
     a.kw = nchunks >= 4 ? 4 : nchunks >= 2 ? 2 : 1;
+    return g;
+}
+
+/* Sets g0, kw and returns the block count for a launch over args.m[0..n_w). */
+static inline int64_t mv_plan(MvArgs &a, int64_t nchunks) {
+    const int64_t g = mv_split(a, nchunks, MV_R);
     const int64_t gpb = MV_WARPS / a.kw;
     return (g + gpb - 1) / gpb;
 }

@@ -4,7 +4,7 @@
  * does (same amax, same float divisions, round half to even, quants in
  * [-127, 127]), with the RMSNorm optionally folded in; then every weight unit
  * is dotted in integers with dp4a and its scales applied in float
- * (cuda_quant.cuh idot). The staging and work split are matvec.cu's.
+ * (cuda_quant.cuh idot). The pipeline and work split are described below.
  *
  * CPU reference: ts_quantize_row_ref into the partner format and
  * ts_vec_dot_ref per row (the integer structure of the CPU's int8 kernels). */
@@ -85,69 +85,395 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
     }
 }
 
-/* Quantized weights, int8 activations. */
-template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS) mv_q_q8(const MvArgs a) {
+/* ---- the int8 matvec ----------------------------------------------------
+ *
+ * Why it is built this way: decode streams every weight byte once, so the
+ * kernel must keep HBM busy, i.e. ~25-35 KB of loads in flight per SM
+ * (Little's law: ~4.8 TB/s x ~700 ns / 132 SMs). A block that handles one
+ * row group and exits (the first version) has its loads in flight only for
+ * a fraction of its short life: the activation loads, the decode, the
+ * reductions and the block turnover all run with nothing outstanding.
+ *
+ * So a team of kw warps (the same kw and lane -> unit mapping as the F32
+ * path: the sums are added in the same order whatever the knobs below) walks
+ * a run of `gpt` consecutive row groups, and each warp keeps its weight loads
+ * MVQ_DEPTH items ahead of the item it decodes (an item = MVQ_R rows x one
+ * chunk of 32 units, its loads held in registers), across group boundaries,
+ * so loads stay in flight while it decodes, reduces and writes. The grid is
+ * one wave of resident blocks (MVQ_WAVES waves) sized from the SM count, so
+ * every SM streams until its share is done. Activation loads for an item are
+ * issued before its weights are waited on. Weights are read with
+ * L1::no_allocate: they are used once, and streaming them through L1 would
+ * evict x, which every item reads again.
+ *
+ * With kw > 1 the warps of a team add their partials in shared memory once
+ * every MVQ_BATCH groups (one __syncthreads, double-buffered partials); every
+ * warp of a block passes the same number of barriers (the batch count comes
+ * from gpt), while the item loop in between runs freely.
+ *
+ * Loaders: Q4_K and Q5_K super-blocks are 16-byte aligned within a row, so
+ * each lane loads its unit's 16-byte words straight into registers (the
+ * header, the quants, Q5_K's high bits) and decodes them there; the other
+ * types are not aligned (18-, 34-, 210-byte blocks) and go through the
+ * shared-memory staging of matvec_common.cuh (coalesced aligned 16-byte
+ * loads, realigned in shared memory). */
+
+/* Knobs (-D overrides; bench/cuda/sweep_matvec.sh measures settings). */
+#ifndef MVQ_WARPS
+#define MVQ_WARPS 4 /* warps per block: a multiple of 4 (a team has up to 4) */
+#endif
+#ifndef MVQ_SM_WARPS
+/* resident warps per SM for 1 token, in whole blocks: the launch bounds'
+ * minimum blocks (so it caps registers: 20 warps = 96 per thread) and the
+ * grid's size */
+#define MVQ_SM_WARPS 20
+#endif
+#ifndef MVQ_SM_WARPS_B
+#define MVQ_SM_WARPS_B 16 /* the same for 2..8 tokens (more accumulators: 128 registers) */
+#endif
+#ifndef MVQ_R
+#define MVQ_R 2 /* rows per group: each activation load serves MVQ_R rows */
+#endif
+#ifndef MVQ_RING
+#define MVQ_RING 8 /* 16-byte weight words per lane in flight (all ring slots), 1 token: sets the depth per type */
+#endif
+#ifndef MVQ_RING_B
+#define MVQ_RING_B 8 /* the same for 2..8 tokens */
+#endif
+#ifndef MVQ_BATCH
+#define MVQ_BATCH 8 /* groups between two cross-warp reductions (rounded up to a multiple of the depth) */
+#endif
+#ifndef MVQ_WAVES
+#define MVQ_WAVES 1 /* block waves the grid is sized for (more: shorter runs per team) */
+#endif
+#ifndef MVQ_DIRECT
+#define MVQ_DIRECT 1 /* Q4_K/Q5_K: 1 = 16-byte loads into registers, 0 = shared-memory staging */
+#endif
+#ifndef MVQ_LDG
+#define MVQ_LDG 1 /* weight loads: 0 = ld.global.nc, 1 = + L1::no_allocate, 2 = + L2::256B prefetch */
+#endif
+
+static_assert(MVQ_WARPS % 4 == 0 && MVQ_WARPS >= 4 && MVQ_WARPS <= 32, "MVQ_WARPS: 4, 8, ... 32");
+static_assert(MVQ_R >= 1 && MVQ_R * TS_CUDA_MAX_DECODE_TOK <= 32, "MVQ_R: 1..4 (a lane per row and token)");
+static_assert(MVQ_RING >= 1 && MVQ_RING_B >= 1 && MVQ_BATCH >= 1, "MVQ_RING(_B), MVQ_BATCH >= 1");
+static_assert(MVQ_SM_WARPS >= MVQ_WARPS && MVQ_SM_WARPS_B >= MVQ_WARPS && MVQ_WAVES >= 1,
+              "MVQ_SM_WARPS(_B) >= MVQ_WARPS, MVQ_WAVES >= 1");
+
+static constexpr int mvq_min_blocks(int nt) { return (nt == 1 ? MVQ_SM_WARPS : MVQ_SM_WARPS_B) / MVQ_WARPS; }
+
+/* 16 weight bytes from a 16-aligned address, read once: no L1 allocation
+ * (the emulation and host compiles read plainly). */
+TS_DEV uint4 ldw16(const uint8_t *p) {
+#if defined(__CUDA_ARCH__) && MVQ_LDG == 1
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+#elif defined(__CUDA_ARCH__) && MVQ_LDG == 2
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+#else
+    return __ldg((const uint4 *)p);
+#endif
+}
+
+/* The weight of a team's run, with 32-bit row counts (checked on the host). */
+struct QMat {
+    const uint8_t *w, *end; /* rows, and their end */
+    uint32_t rb;            /* bytes per row */
+    int n_out;              /* rows */
+};
+
+/* Staged loader (any type): an item's chunk of each row in registers
+ * (Stage's words, ldw16), realigned through the warp's shared buffer when it
+ * is decoded. */
+template <int T> struct QStaged {
     typedef Dec<T> D;
     typedef Geo<T> G;
-    __shared__ __align__(16) uint8_t sm[MV_WARPS][MV_R * G::SROW];
-    __shared__ float red[MV_WARPS][MV_R][NT];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    MvGroup g;
-    const bool active = mv_group(a, (int64_t)blockIdx.x * (MV_WARPS / a.kw) + warp / a.kw, g);
-    float acc[MV_R][NT];
-#pragma unroll
-    for (int r = 0; r < MV_R; r++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
-    if (active) {
-        const MvMat &m = a.m[g.wi];
-        const int64_t nb = a.n_in / D::QK, nchunks = (nb + G::CB - 1) / G::CB;
-        uint8_t *buf = sm[warp];
-        Stage<T, MV_R> st;
-        int64_t c = warp % a.kw;
-        if (c < nchunks) st.load(m, g.row0, g.nr, c, nb, lane);
-        for (; c < nchunks; c += a.kw) {
-            __syncwarp();
-            st.store(buf, g.nr, lane);
-            int dl[MV_R];
-#pragma unroll
-            for (int r = 0; r < MV_R; r++) dl[r] = st.delta[r];
-            __syncwarp();
-            if (c + a.kw < nchunks) st.load(m, g.row0, g.nr, c + a.kw, nb, lane);
+    static constexpr int SMEM = MVQ_R * G::SROW; /* shared bytes per warp */
+    static constexpr int WORDS = MVQ_R * G::WPL;  /* 16-byte registers per lane per item */
+    uint4 v[MVQ_R][G::WPL];
+    int dn[MVQ_R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words loaded (bits 4-) */
 
-            const int64_t bl = c * G::CB + lane / D::NU;
-            const int u = lane % D::NU;
-            if (bl >= nb) continue;
-            typename D::UI s[MV_R];
+    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane) {
+        const int b0 = c * G::CB;
+        const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
 #pragma unroll
-            for (int r = 0; r < MV_R; r++)
-                if (r < g.nr) D::iload(buf + r * G::SROW + dl[r] + (lane / D::NU) * D::BB, u, s[r]);
+        for (int r = 0; r < MVQ_R; r++) {
+            dn[r] = 0;
+            if (r >= nr) continue;
+            const uint8_t *start = row + (size_t)r * m.rb + b0 * D::BB;
+            const uint8_t *a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
+            const int delta = (int)(start - a0), nw = (delta + nbytes + 15) >> 4;
+            dn[r] = delta | nw << 4;
 #pragma unroll
-            for (int t = 0; t < NT; t++) {
-                if (t >= a.n_tok) continue;
-                uint32_t X[8];
-                XScale xs;
-                XSide<T>::xwords(a.xq + (int64_t)t * a.n_in + bl * D::QK, u, X);
-                XSide<T>::xscale(a.xd + t * a.nd, a.xs + t * a.ns, bl, u, xs);
-#pragma unroll
-                for (int r = 0; r < MV_R; r++)
-                    if (r < g.nr) acc[r][t] += D::idot(s[r], u, X, xs);
+            for (int i = 0; i < G::WPL; i++) {
+                const int k = lane + 32 * i;
+                const uint8_t *p = a0 + 16 * k;
+                if (k < nw) v[r][i] = p + 16 <= m.end ? ldw16(p) : ld_weight_word(p, m.end);
             }
         }
     }
-    mv_finish<MV_R, NT>(a, acc, active, g, red);
+    /* Whole warp: the words into sm (the warp's SMEM bytes), ready to decode. */
+    TS_DEV void stage(uint8_t *sm, int nr, int lane) const {
+        __syncwarp(); /* every lane is done with the previous item's bytes */
+#pragma unroll
+        for (int r = 0; r < MVQ_R; r++) {
+            if (r >= nr) continue;
+#pragma unroll
+            for (int i = 0; i < G::WPL; i++) {
+                const int k = lane + 32 * i;
+                if (k < dn[r] >> 4) *(uint4 *)(sm + r * G::SROW + 16 * k) = v[r][i];
+            }
+        }
+        __syncwarp();
+    }
+    TS_DEV void unit(const uint8_t *sm, int r, int lane, int u, typename D::UI &s) const {
+        D::iload(sm + r * G::SROW + (dn[r] & 15) + (lane / D::NU) * D::BB, u, s);
+    }
+};
+
+/* Direct loader (Q4_K, Q5_K): each lane's unit words straight from global
+ * memory; no shared memory, no warp synchronization. */
+template <int T> struct QDirect;
+template <> struct QDirect<TS_TYPE_Q4_K> {
+    typedef Dec<TS_TYPE_Q4_K> D;
+    static constexpr int SMEM = 0, WORDS = 2 * MVQ_R;
+    uint4 hd[MVQ_R], q[MVQ_R];
+    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane) {
+        const int bl = c * Geo<TS_TYPE_Q4_K>::CB + lane / D::NU;
+        if (bl >= nb) return;
+        const int u = lane % D::NU;
+#pragma unroll
+        for (int r = 0; r < MVQ_R; r++) {
+            if (r >= nr) continue;
+            const uint8_t *b = row + (size_t)r * m.rb + bl * D::BB;
+            hd[r] = ldw16(b);
+            q[r] = ldw16(b + D::qoff(u));
+        }
+    }
+    TS_DEV void stage(uint8_t *, int, int) const {}
+    TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], q[r], u, s); }
+};
+template <> struct QDirect<TS_TYPE_Q5_K> {
+    typedef Dec<TS_TYPE_Q5_K> D;
+    static constexpr int SMEM = 0, WORDS = 3 * MVQ_R;
+    uint4 hd[MVQ_R], h[MVQ_R], q[MVQ_R];
+    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane) {
+        const int bl = c * Geo<TS_TYPE_Q5_K>::CB + lane / D::NU;
+        if (bl >= nb) return;
+        const int u = lane % D::NU;
+#pragma unroll
+        for (int r = 0; r < MVQ_R; r++) {
+            if (r >= nr) continue;
+            const uint8_t *b = row + (size_t)r * m.rb + bl * D::BB;
+            hd[r] = ldw16(b);
+            h[r] = ldw16(b + D::hoff(u));
+            q[r] = ldw16(b + D::qoff(u));
+        }
+    }
+    TS_DEV void stage(uint8_t *, int, int) const {}
+    TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, s); }
+};
+
+template <int T, bool DIRECT = MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K)> struct QLoader {
+    typedef QStaged<T> L;
+};
+template <int T> struct QLoader<T, true> {
+    typedef QDirect<T> L;
+};
+
+/* Ring depth of a loader: as many items as MVQ_RING words allow, 1..3
+ * (with 2 rows: Q4_K, Q4_0, Q6_K items hold 4 words: depth 2; Q8_0 6:
+ * depth 1; Q2_K 2: depth 3), so the bytes in flight per warp are alike for
+ * every type and the registers stay under the launch bounds (depth 4 spilled
+ * for Q2_K/Q3_K). */
+template <typename L, int NT> struct QDepth {
+    static constexpr int d = (NT == 1 ? MVQ_RING : MVQ_RING_B) / L::WORDS;
+    static constexpr int DEP = d < 1 ? 1 : d > 3 ? 3 : d;
+    static constexpr int B = (MVQ_BATCH + DEP - 1) / DEP * DEP; /* groups per batch: a multiple of DEP */
+};
+
+/* y[t][row] = [y +] (v [+ bias]): the output of one row and token. */
+TS_DEV void mvq_out(const MvMat &m, int accumulate, int t, int row, float v) {
+    if (m.bias) v += m.bias[row];
+    float *yp = m.y + (int64_t)t * m.n_out + row;
+    *yp = accumulate ? *yp + v : v;
+}
+
+/* Quantized weights, int8 activations: the rows of each team's run. */
+template <int T, int NT>
+__global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(const MvArgs a) {
+    typedef Dec<T> D;
+    typedef Geo<T> G;
+    typedef typename QLoader<T>::L L;
+    constexpr int R = MVQ_R, DEP = QDepth<L, NT>::DEP, B = QDepth<L, NT>::B;
+    __shared__ __align__(16) uint8_t sm[MVQ_WARPS][L::SMEM > 0 ? L::SMEM : 16];
+    __shared__ float red[2][B][MVQ_WARPS][R][NT]; /* kw > 1: per-warp partials of a batch's groups */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int kw = a.kw, phase = warp % kw;
+    const int64_t team = (int64_t)blockIdx.x * (MVQ_WARPS / kw) + warp / kw;
+
+    /* A team's run lies inside one weight, so the weight's fields are read
+     * once: indexing a.m per item would keep all four in registers. */
+    int wi = 0;
+#pragma unroll
+    for (int i = 1; i < TS_CUDA_MAX_MATS; i++)
+        if (i < a.n_w && team >= a.t0[i]) wi = i;
+    const QMat m = {a.m[wi].w, a.m[wi].w + a.m[wi].n_out * a.m[wi].row_bytes, (uint32_t)a.m[wi].row_bytes,
+                    (int)a.m[wi].n_out};
+    const int gs = (int)((team - a.t0[wi]) * a.gpt); /* the run's first group in the weight */
+    const int64_t gleft = a.g0[wi + 1] - a.g0[wi] - gs;
+    const int ng = team >= a.t0[a.n_w] ? 0 : (int)(gleft < a.gpt ? gleft : a.gpt);
+    const int nb = (int)(a.n_in / D::QK), nchunks = (nb + G::CB - 1) / G::CB;
+    const int cpw = (nchunks - phase + kw - 1) / kw; /* this warp's chunks of a row: phase, phase + kw, ... */
+    const int nitems = ng * cpw;
+    const int u = lane % D::NU;
+    uint8_t *buf = sm[warp];
+
+    /* the load cursor runs DEP - 1 items ahead of the decode cursor */
+    L ring[DEP];
+    int lg = 0, lj = 0;
+    auto issue = [&](L &st) {
+        const int row0 = (gs + lg) * R;
+        st.load(m, m.w + (size_t)row0 * m.rb, m.n_out - row0 < R ? m.n_out - row0 : R, phase + lj * kw, nb, lane);
+        if (++lj == cpw) lj = 0, lg++;
+    };
+#pragma unroll
+    for (int s = 0; s + 1 < DEP; s++)
+        if (s < nitems) issue(ring[s]);
+
+    float acc[R][NT];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    int cg = 0, cj = 0; /* decode cursor: group of the run, chunk index */
+    const int nbatch = (int)((a.gpt + B - 1) / B); /* the same in every warp of the block */
+    int k = 0;
+#pragma unroll 1
+    for (int bt = 0; bt < nbatch; bt++) {
+        const int kend = nitems < (bt + 1) * B * cpw ? nitems : (bt + 1) * B * cpw;
+        /* k starts every batch at a multiple of DEP (B % DEP == 0), so ring slot s is item k + s */
+#pragma unroll 1
+        for (; k < kend; k += DEP) {
+#pragma unroll
+            for (int s = 0; s < DEP; s++) {
+                if (k + s >= kend) continue; /* the run's last items */
+                if (k + s + DEP - 1 < nitems) issue(ring[(s + DEP - 1) % DEP]);
+                const int row0 = (gs + cg) * R;
+                const int nr = m.n_out - row0 < R ? m.n_out - row0 : R;
+                const int bl = (phase + cj * kw) * G::CB + lane / D::NU;
+                const bool on = bl < nb;
+                /* token 0's activation words first: in flight while the weights arrive */
+                uint32_t X0[8];
+                XScale xs0;
+                if (on) {
+                    XSide<T>::xwords(a.xq + (int64_t)bl * D::QK, u, X0);
+                    XSide<T>::xscale(a.xd, a.xs, bl, u, xs0);
+                }
+                ring[s].stage(buf, nr, lane);
+                if (on && NT == 1) {
+                    /* one row's decoded unit live at a time */
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        if (r >= nr) continue;
+                        typename D::UI w;
+                        ring[s].unit(buf, r, lane, u, w);
+                        acc[r][0] += D::idot(w, u, X0, xs0);
+                    }
+                } else if (on) {
+                    /* every row's unit decoded once, each token's words loaded once */
+                    typename D::UI w[R];
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        if (r < nr) ring[s].unit(buf, r, lane, u, w[r]);
+#pragma unroll
+                    for (int t = 0; t < NT; t++) {
+                        if (t >= a.n_tok) continue;
+                        uint32_t X[8];
+                        XScale xs;
+                        if (t == 0) {
+#pragma unroll
+                            for (int i = 0; i < 8; i++) X[i] = X0[i];
+                            xs = xs0;
+                        } else {
+                            XSide<T>::xwords(a.xq + (int64_t)t * a.n_in + (int64_t)bl * D::QK, u, X);
+                            XSide<T>::xscale(a.xd + t * a.nd, a.xs + t * a.ns, bl, u, xs);
+                        }
+#pragma unroll
+                        for (int r = 0; r < R; r++)
+                            if (r < nr) acc[r][t] += D::idot(w[r], u, X, xs);
+                    }
+                }
+                if (++cj == cpw) { /* the warp's part of this group is done */
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+#pragma unroll
+                        for (int t = 0; t < NT; t++) {
+                            const float v = warp_sum(acc[r][t]);
+                            acc[r][t] = 0.0f;
+                            if (lane == r * NT + t) {
+                                if (kw > 1) {
+                                    red[bt & 1][cg - bt * B][warp][r][t] = v;
+                                } else if (r < nr && t < a.n_tok) {
+                                    mvq_out(a.m[wi], a.accumulate, t, row0 + r, 0.0f + v); /* 0 + v: as the kw > 1 sum */
+                                }
+                            }
+                        }
+                    cj = 0;
+                    cg++;
+                }
+            }
+        }
+        if (kw == 1) continue; /* kw is the same for the whole grid */
+        __syncthreads();
+        /* the team's threads take its outputs of the batch in (token, group,
+         * row) order: consecutive threads write consecutive rows */
+        for (int i = phase * 32 + lane; i < NT * B * R; i += kw * 32) {
+            const int r = i % R, gi = (i / R) % B, t = i / (R * B);
+            if (t >= a.n_tok) break;
+            const int gb = bt * B + gi; /* group of the run */
+            const int row = (gs + gb) * R + r;
+            if (gb >= ng || row >= m.n_out) continue;
+            float v = 0.0f;
+            for (int j = 0; j < kw; j++) v += red[bt & 1][gi][warp - phase + j][r][t];
+            mvq_out(a.m[wi], a.accumulate, t, row, v);
+        }
+    }
 }
 
 template <int NT> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks) {
     switch (type) {
 #define Q(T) \
-    case T: mv_q_q8<T, NT><<<(unsigned)blocks, MV_WARPS * 32, 0, s>>>(a); break;
+    case T: mv_q_q8<T, NT><<<(unsigned)blocks, MVQ_WARPS * 32, 0, s>>>(a); break;
         TS_FOR_INT8_TYPES(Q)
 #undef Q
     default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8: type %s has no int8 path", ts_type_name(type));
     }
     TS_CUDA_LAUNCHED("matvec_q8");
     return TS_OK;
+}
+
+/* Sets the split of a launch (g0, kw, gpt, t0) and returns its block count:
+ * one team per kw warps, each a run of up to gpt consecutive groups of one
+ * weight, sized for MVQ_SM_WARPS resident warps per SM and MVQ_WAVES waves. */
+int64_t mvq_plan(MvArgs &a, int sms) {
+    const int64_t groups = mv_split(a, (a.n_in / 32 + 31) / 32, MVQ_R);
+    const int64_t tpb = MVQ_WARPS / a.kw;
+    const int64_t slots = (int64_t)sms * mvq_min_blocks(a.n_tok) * MVQ_WAVES * tpb;
+    a.gpt = (groups + slots - 1) / slots;
+    int64_t teams = 0;
+    for (int i = 0; i < a.n_w; i++) {
+        a.t0[i] = teams;
+        teams += (a.g0[i + 1] - a.g0[i] + a.gpt - 1) / a.gpt;
+    }
+    for (int i = a.n_w; i <= TS_CUDA_MAX_MATS; i++) a.t0[i] = teams;
+    return (teams + tpb - 1) / tpb;
 }
 
 } // namespace
@@ -195,8 +521,15 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
                  ts_type_name(partner), (long long)w[0].n_in);
     TS_ARG_CHECK(q8 && ((uintptr_t)q8 & 255) == 0, "cuda matvec_q8: NULL q8 or not 256-byte aligned");
     for (int i = 0; i < n_w; i++)
+        TS_ARG_CHECK(w[i].n_out <= INT32_MAX && w[i].row_bytes <= UINT32_MAX,
+                     "cuda matvec_q8: weight %d: %lld rows of %llu bytes (at most 2^31 rows of 2^32 bytes)", i,
+                     (long long)w[i].n_out, (unsigned long long)w[i].row_bytes);
+    for (int i = 0; i < n_w; i++)
         TS_ARG_CHECK(ts_cuda_q8_partner(w[i].type) == partner, "cuda matvec_q8: %s weights need %s activations, not %s",
                      ts_type_name(w[i].type), ts_type_name(ts_cuda_q8_partner(w[i].type)), ts_type_name(partner));
+    int sms = 0;
+    st = ts_cuda_sm_count(&sms);
+    if (st != TS_OK) return st;
     const Q8Layout L = q8_layout(partner, w[0].n_in, n_tok);
     const uint8_t *b = (const uint8_t *)q8;
     bool done[TS_CUDA_MAX_MATS] = {false, false, false, false};
@@ -217,7 +550,7 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
             done[j] = true;
             a.m[a.n_w++] = MvMat{(const uint8_t *)w[j].data, w[j].row_bytes, w[j].n_out, w[j].bias, y[j]};
         }
-        const int64_t blocks = mv_plan(a, (a.n_in / 32 + 31) / 32);
+        const int64_t blocks = mvq_plan(a, sms);
         TS_ARG_CHECK(blocks < (1ll << 31), "cuda matvec_q8: %lld blocks", (long long)blocks);
         cudaStream_t s = ts_stream(stream);
         ts_status r = n_tok <= 1   ? launch_nt<1>(s, w[i].type, a, blocks)
