@@ -59,10 +59,10 @@ fi
 GEN=()
 command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
 # the GPU's own architecture only (half the compile time of sm_90a + PTX)
-CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-case "$CC" in
+CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+case "$CAP" in
 90) GENCODE="-gencode=arch=compute_90a,code=sm_90a" ;;
-[0-9][0-9] | [0-9][0-9][0-9]) GENCODE="-gencode=arch=compute_$CC,code=sm_$CC" ;;
+[0-9][0-9] | [0-9][0-9][0-9]) GENCODE="-gencode=arch=compute_$CAP,code=sm_$CAP" ;;
 *) GENCODE="-gencode=arch=compute_90a,code=sm_90a" ;;
 esac
 
