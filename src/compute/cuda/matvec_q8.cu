@@ -135,7 +135,9 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #define MVQ_R 2 /* rows per group: each activation load serves MVQ_R rows */
 #endif
 #ifndef MVQ_RING
-#define MVQ_RING 8 /* 16-byte weight words per lane in flight (all ring slots), 1 token: sets the depth per type */
+#define MVQ_RING 4 /* 16-byte weight words per lane in flight (all ring slots), 1 token: sets the depth per type.
+                      4 (depth 1 for most types) measured best on the H200 for Q4_0/Q6_K and equal for Q4_K/Q8_0
+                      (bench/results/2026-12-01-h200-matvec/sweep-summary.txt) */
 #endif
 #ifndef MVQ_RING_B
 #define MVQ_RING_B 8 /* the same for 2..8 tokens */
@@ -240,6 +242,7 @@ template <int T> struct QStaged {
 /* Direct loader (Q4_K, Q5_K): each lane's unit words straight from global
  * memory; no shared memory, no warp synchronization. */
 template <int T> struct QDirect;
+#if MVQ_DIRECT /* unused otherwise, and -Werror refuses unused members */
 template <> struct QDirect<TS_TYPE_Q4_K> {
     typedef Dec<TS_TYPE_Q4_K> D;
     static constexpr int SMEM = 0, WORDS = 2 * MVQ_R;
@@ -279,6 +282,7 @@ template <> struct QDirect<TS_TYPE_Q5_K> {
     TS_DEV void stage(uint8_t *, int, int) const {}
     TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, s); }
 };
+#endif
 
 template <int T, bool DIRECT = MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K)> struct QLoader {
     typedef QStaged<T> L;
