@@ -74,6 +74,13 @@ void ts_backend_compose_matmul_add(ts_stream *st, const ts_mat *w, const float *
     op->add(st, x, tmp, (int64_t)n_tok * w->n_out);
 }
 
+void ts_backend_compose_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x,
+                                       float *tmp) {
+    const ts_backend_ops *op = st->be->ops;
+    op->act_mul(st, act, gate, up, (int64_t)n_tok * w->n_in, gate);
+    op->matmul_add(st, w, gate, n_tok, x, tmp);
+}
+
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
                                       float *k, const float *v) {
     const ts_backend_ops *op = st->be->ops;

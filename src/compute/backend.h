@@ -192,6 +192,9 @@ typedef struct ts_backend_ops {
     /* x (n_tok, w->n_out) += a (n_tok, w->n_in) . w^T; tmp (n_tok, n_out):
      * room for the product, written or not */
     void (*matmul_add)(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp);
+    /* act_mul(gate, up -> gate) over (n_tok, w->n_in), then matmul_add(w, gate,
+     * x, tmp): the FFN's activation and its down projection into the residual */
+    void (*act_matmul_add)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x, float *tmp);
     /* per-head norms (r->q_norm/k_norm), rope(q), rope(k), then kv_store(k, v) */
     void (*rope_kv_store)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q, float *k,
                           const float *v);
@@ -217,6 +220,8 @@ typedef struct ts_backend_ops {
 void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w,
                                     const ts_mat *const *w, float *const *y, int n_tok);
 void ts_backend_compose_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp);
+void ts_backend_compose_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x,
+                                       float *tmp);
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
                                       float *k, const float *v);
 

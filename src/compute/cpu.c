@@ -860,6 +860,7 @@ static const ts_backend_ops cpu_ops = {
     .norm_matmul = ts_backend_compose_norm_matmul,
     .matmul_add = ts_backend_compose_matmul_add,
     .rope_kv_store = ts_backend_compose_rope_kv_store,
+    .act_matmul_add = ts_backend_compose_act_matmul_add,
 };
 
 ts_status ts_backend_cpu_new(int n_threads, ts_backend **out) {

@@ -167,6 +167,55 @@ static Case one(uint32_t type, int64_t n_in, int64_t n_out, int n_tok, bool bias
     return c;
 }
 
+/* ts_cuda_quantize_q8_act: act(gate) * up stored (equal to cref_act_mul
+ * within the CPU formulas' rounding: the same float operations) and its
+ * partner-format quantization bit for bit ts_quantize_row_ref's of that
+ * product, in place (gate_out = gate) as the backend calls it. */
+static void check_quantize_act(uint32_t partner, int act, int64_t n_in, int nt) {
+    const size_t n = (size_t)(n_in * nt);
+    float *g = (float *)malloc(sizeof(float) * n), *u = (float *)malloc(sizeof(float) * n);
+    float *want = (float *)malloc(sizeof(float) * n), *got = (float *)malloc(sizeof(float) * n);
+    tcu_fill_normal(g, n, 2.0f);
+    tcu_fill_normal(u, n, 1.0f);
+    cref_act_mul(act, g, u, (int64_t)n, want);
+    float *dg = (float *)tcu_dalloc(sizeof(float) * n), *du = (float *)tcu_dalloc(sizeof(float) * n);
+    tcu_up(dg, g, sizeof(float) * n);
+    tcu_up(du, u, sizeof(float) * n);
+    const size_t qb = ts_cuda_q8_bytes(partner, n_in, nt);
+    void *dq8 = tcu_dalloc(qb);
+    tcu_poison(dq8, qb);
+    char what[160];
+    snprintf(what, sizeof what, "quantize_q8_act %s %s n_in=%lld t=%d", ts_type_name(partner), act ? "gelu" : "silu",
+             (long long)n_in, nt);
+    /* act_mul's own kernel on the same input: the fused product must equal it bit for bit */
+    float *dref = (float *)tcu_dalloc(sizeof(float) * n), *same = (float *)malloc(sizeof(float) * n);
+    TCU_OK(ts_cuda_act_mul(NULL, act, dg, du, (int64_t)n, dref), what);
+    TCU_OK(ts_cuda_quantize_q8_act(NULL, partner, act, dg, du, n_in, nt, dg, dq8), what);
+    tcu_sync(what);
+    tcu_down(got, dg, sizeof(float) * n);
+    tcu_down(same, dref, sizeof(float) * n);
+    tcu_report(what, tcu_rel_err(got, want, n), 1e-6, 0);
+    CHECKF(memcmp(got, same, sizeof(float) * n) == 0, "%s: the stored product differs from ts_cuda_act_mul's", what);
+    free(same);
+    cudaFree(dref);
+    /* the quantization of what the kernel stored, as the CPU quantizes it */
+    const uint64_t xqb = ts_type_row_bytes(partner, (uint64_t)n_in);
+    uint8_t *xq = (uint8_t *)malloc(xqb * nt), *wq = (uint8_t *)calloc(1, qb), *hq = (uint8_t *)malloc(qb);
+    for (int t = 0; t < nt; t++) ts_quantize_row_ref((ts_type)partner, got + t * n_in, xq + t * xqb, n_in);
+    tcu_q8_from_cpu(partner, xq, n_in, nt, wq);
+    tcu_down(hq, dq8, qb);
+    const int64_t nd = partner == TS_TYPE_Q8_K ? n_in / 256 : n_in / 32, ns = partner == TS_TYPE_Q8_K ? n_in / 16 : n_in / 32;
+    const size_t a = ((size_t)nt * n_in + 255) & ~(size_t)255, b = a + (((size_t)nt * nd * 4 + 255) & ~(size_t)255);
+    size_t bad = 0;
+    for (size_t k = 0; k < (size_t)nt * n_in; k++) bad += wq[k] != hq[k];
+    for (size_t k = 0; k < (size_t)nt * nd * 4; k++) bad += wq[a + k] != hq[a + k];
+    for (size_t k = 0; k < (size_t)nt * ns * 4; k++) bad += wq[b + k] != hq[b + k];
+    printf("%-60s %zu quantized bytes differ %s\n", what, bad, bad ? "FAIL" : "ok");
+    CHECKF(bad == 0, "%s: %zu quantized bytes differ", what, bad);
+    free(g), free(u), free(want), free(got), free(xq), free(wq), free(hq);
+    cudaFree(dg), cudaFree(du), cudaFree(dq8);
+}
+
 /* Calls that must be refused, each with its status. */
 static void check_refusals(void) {
     void *dw = tcu_dalloc(4096 * 64);
@@ -218,6 +267,8 @@ int main(void) {
         Case s = one(TS_TYPE_Q4_K, 256, 64, 1, true, false, true, false);
         s.n_w = 3, s.type[1] = TS_TYPE_Q4_K, s.type[2] = TS_TYPE_Q6_K, s.n_out[1] = 16, s.n_out[2] = 16;
         run_case(s);
+        check_quantize_act(TS_TYPE_Q8_0, 0, 576, 1);
+        check_quantize_act(TS_TYPE_Q8_K, 1, 512, 2);
         return tu_finish();
     }
     for (size_t ti = 0; ti < TCU_N_TYPES; ti++) {
@@ -254,6 +305,11 @@ int main(void) {
     /* residual add fused into a large down projection */
     run_case(one(TS_TYPE_Q6_K, 8960, 1536, 1, false, true, false, false));
     run_case(one(TS_TYPE_Q6_K, 8960, 1536, 1, false, true, false, true));
+    for (int act = 0; act < 2; act++) {
+        check_quantize_act(TS_TYPE_Q8_0, act, 1536, 1);
+        check_quantize_act(TS_TYPE_Q8_K, act, 8960, 1);
+        check_quantize_act(TS_TYPE_Q8_K, act, 4864, 5);
+    }
     check_refusals();
     return tu_finish();
 }

@@ -643,6 +643,24 @@ static void cuda_norm_matmul(ts_stream *st, const float *x, const float *norm, f
     ts_backend_compose_norm_matmul(st, x, norm, eps, xn, n_w, w, y, n_tok);
 }
 
+/* int8 path: act(gate) * up is made, stored and quantized in one kernel,
+ * then the matvec accumulates into the residual */
+static void cuda_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x,
+                                float *tmp) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    uint32_t partner = ts_cuda_q8_partner(w->type);
+    if (matmul_path(c, w->type, n_tok) != 0 || n_tok > c->max_tokens) {
+        ts_backend_compose_act_matmul_add(st, act, gate, up, w, n_tok, x, tmp);
+        return;
+    }
+    void *q8 = (uint8_t *)c->q8 + (size_t)(partner == TS_TYPE_Q8_K) * c->q8_stride;
+    OP(c, ts_cuda_quantize_q8_act(c->s, partner, (int)act, gate, up, w->n_in, n_tok, gate, q8), "act + quantize");
+    ts_cuda_mat m = cmat(w);
+    float *y[1] = {x};
+    if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, 1, &m, y, partner, q8, n_tok, true), "matmul (int8 matvec)");
+}
+
 static void cuda_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp) {
     (void)tmp;
     cuda_stream *c = cst(st);
@@ -959,6 +977,7 @@ static const ts_backend_ops cuda_ops = {
     .softcap = cuda_softcap,
     .norm_matmul = cuda_norm_matmul,
     .matmul_add = cuda_matmul_add,
+    .act_matmul_add = cuda_act_matmul_add,
     .rope_kv_store = cuda_rope_kv_store,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,

@@ -197,4 +197,16 @@ TS_DEV int warp_sum_i(int v) {
 /* Multiprocessors of the current device (cached per device id). */
 ts_status ts_cuda_sm_count(int *n);
 
+/* act(g) * u with the CPU's formulas and rounding (act_mul; also folded
+ * into the int8 quantization of the down projection's input) */
+TS_DEV float silu_mul(float g, float u) { return fmul_rn(__fdiv_rn(g, fadd_rn(1.0f, expf(-g))), u); }
+
+TS_DEV float gelu_mul(float g, float u) {
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    /* CPU: 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up, left to right */
+    const float g3 = fmul_rn(fmul_rn(fmul_rn(0.044715f, g), g), g);
+    const float t = tanhf(fmul_rn(c, fadd_rn(g, g3)));
+    return fmul_rn(fmul_rn(fmul_rn(0.5f, g), fadd_rn(1.0f, t)), u);
+}
+
 #endif

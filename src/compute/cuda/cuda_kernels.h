@@ -94,6 +94,12 @@ size_t ts_cuda_q8_bytes(uint32_t partner, int64_t n_in, int n_tok);
  * RMSNormed first (1/rms computed here, as ts_cuda_rms_inv). Any n_tok >= 1. */
 ts_status ts_cuda_quantize_q8(void *stream, uint32_t partner, const float *x, int64_t n_in, int n_tok,
                               const float *norm_w, float eps, void *q8);
+/* q8 = partner-format act(gate) * up (n_tok, n_in), the CPU's act_mul
+ * formulas; the product is also stored to gate_out (may equal gate): the
+ * FFN's act_mul and the down projection's activation quantization in one
+ * pass. act: TS_CUDA_ACT_*. */
+ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const float *gate, const float *up, int64_t n_in,
+                                  int n_tok, float *gate_out, void *q8);
 /* As ts_cuda_matvec, from a q8 buffer of the given partner format: every
  * w[i] must have that partner. */
 ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,

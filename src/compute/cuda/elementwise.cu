@@ -19,16 +19,6 @@ inline unsigned ew_blocks(int64_t n) {
     return (unsigned)b;
 }
 
-TS_DEV float silu_mul(float g, float u) { return fmul_rn(__fdiv_rn(g, fadd_rn(1.0f, expf(-g))), u); }
-
-TS_DEV float gelu_mul(float g, float u) {
-    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    /* CPU: 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up, left to right */
-    const float g3 = fmul_rn(fmul_rn(fmul_rn(0.044715f, g), g), g);
-    const float t = tanhf(fmul_rn(c, fadd_rn(g, g3)));
-    return fmul_rn(fmul_rn(fmul_rn(0.5f, g), fadd_rn(1.0f, t)), u);
-}
-
 __global__ void __launch_bounds__(EW_THREADS) act_mul_kernel(int act, const float *gate, const float *up, int64_t n,
                                                              float *out) {
     for (int64_t i = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_THREADS) {

@@ -28,6 +28,7 @@ TS_DEV double block_sum_256(double v, double *sh) {
 /* Grid (n_in/256 rounded up, n_tok), 256 threads: thread = element. */
 template <bool K>
 __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, const float *norm_w, float eps,
+                                                 const float *up, int act, float *xout,
                                                  int8_t *qs, float *d, int32_t *s, int64_t nd, int64_t ns) {
     __shared__ double shd[8];
     __shared__ float shf[8];
@@ -45,6 +46,10 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
     const bool valid = e < n_in; /* n_in % 32 == 0: whole warps are valid or not */
     float v = valid ? row[e] : 0.0f;
     if (norm_w && valid) v = fmul_rn(fmul_rn(v, inv), norm_w[e]);
+    if (up && valid) { /* act(x) * up, stored as act_mul would (the FFN tap reads it) */
+        v = act == TS_CUDA_ACT_SILU ? silu_mul(v, up[t * n_in + e]) : gelu_mul(v, up[t * n_in + e]);
+        xout[t * n_in + e] = v;
+    }
     if (!K) {
         const float amax = warp_max(fabsf(v));
         const float dd = amax / 127.0f;
@@ -496,8 +501,8 @@ size_t ts_cuda_q8_bytes(uint32_t partner, int64_t n_in, int n_tok) {
     return q8_layout(partner, n_in, n_tok).total;
 }
 
-ts_status ts_cuda_quantize_q8(void *stream, uint32_t partner, const float *x, int64_t n_in, int n_tok,
-                              const float *norm_w, float eps, void *q8) {
+static ts_status quantize_launch(void *stream, uint32_t partner, const float *x, int64_t n_in, int n_tok, const float *norm_w,
+                                 float eps, const float *up, int act, float *xout, void *q8) {
     TS_ARG_CHECK(ts_cuda_q8_bytes(partner, n_in, n_tok) > 0,
                  "cuda quantize_q8: partner %s with n_in %lld, %d tokens", ts_type_name(partner), (long long)n_in,
                  n_tok);
@@ -507,13 +512,25 @@ ts_status ts_cuda_quantize_q8(void *stream, uint32_t partner, const float *x, in
     uint8_t *b = (uint8_t *)q8;
     const dim3 grid((unsigned)((n_in + 255) / 256), (unsigned)n_tok);
     if (partner == TS_TYPE_Q8_K)
-        q8_quant<true><<<grid, 256, 0, ts_stream(stream)>>>(x, n_in, norm_w, eps, (int8_t *)(b + L.qs),
+        q8_quant<true><<<grid, 256, 0, ts_stream(stream)>>>(x, n_in, norm_w, eps, up, act, xout, (int8_t *)(b + L.qs),
                                                             (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
     else
-        q8_quant<false><<<grid, 256, 0, ts_stream(stream)>>>(x, n_in, norm_w, eps, (int8_t *)(b + L.qs),
+        q8_quant<false><<<grid, 256, 0, ts_stream(stream)>>>(x, n_in, norm_w, eps, up, act, xout, (int8_t *)(b + L.qs),
                                                              (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
     TS_CUDA_LAUNCHED("quantize_q8");
     return TS_OK;
+}
+
+ts_status ts_cuda_quantize_q8(void *stream, uint32_t partner, const float *x, int64_t n_in, int n_tok,
+                              const float *norm_w, float eps, void *q8) {
+    return quantize_launch(stream, partner, x, n_in, n_tok, norm_w, eps, NULL, 0, NULL, q8);
+}
+
+ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const float *gate, const float *up, int64_t n_in,
+                                  int n_tok, float *gate_out, void *q8) {
+    TS_ARG_CHECK(up && gate_out, "cuda quantize_q8_act: NULL up or output");
+    TS_ARG_CHECK(act == TS_CUDA_ACT_SILU || act == TS_CUDA_ACT_GELU_TANH, "cuda quantize_q8_act: activation %d", act);
+    return quantize_launch(stream, partner, gate, n_in, n_tok, NULL, 0.0f, up, act, gate_out, q8);
 }
 
 ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
