@@ -7,8 +7,9 @@
 # tests run in their small mode unless EMU_FULL=1.
 #
 #   tests/cuda/emu/run.sh [test_cuda_NAME ...]     (default: all but
-#   test_cuda_backend, which needs a full CPU build and runs whole models:
-#   name it to run it)
+#   test_cuda_backend, which needs a full CPU build and runs whole models,
+#   and test_cuda_graph, whose device buffers are never freed (LSan): name
+#   them to run them, the latter with ASAN_OPTIONS=detect_leaks=0)
 # Env: EMU_BUILD (default /tmp/ts-cuda-emu), EMU_JOBS (2), EMU_FULL=1.
 set -eu
 cd "$(dirname "$0")/../../.."
