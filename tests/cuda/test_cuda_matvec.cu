@@ -33,6 +33,19 @@ struct Case {
 
 static const float EPS = 1e-6f;
 
+/* Bytes of a quantized activation buffer that differ from the CPU's,
+ * comparing only the defined parts (the 256-byte alignment pads are not
+ * written). */
+static size_t q8_bytes_differ(uint32_t partner, int64_t n_in, int nt, const uint8_t *want, const uint8_t *have) {
+    const int64_t nd = partner == TS_TYPE_Q8_K ? n_in / 256 : n_in / 32, ns = partner == TS_TYPE_Q8_K ? n_in / 16 : n_in / 32;
+    const size_t a = ((size_t)nt * n_in + 255) & ~(size_t)255, b = a + (((size_t)nt * nd * 4 + 255) & ~(size_t)255);
+    size_t bad = 0;
+    for (size_t k = 0; k < (size_t)nt * n_in; k++) bad += want[k] != have[k];
+    for (size_t k = 0; k < (size_t)nt * nd * 4; k++) bad += want[a + k] != have[a + k];
+    for (size_t k = 0; k < (size_t)nt * ns * 4; k++) bad += want[b + k] != have[b + k];
+    return bad;
+}
+
 static void run_case(const Case &c) {
     const int64_t n_in = c.n_in;
     const int nt = c.n_tok;
@@ -136,13 +149,7 @@ static void run_case(const Case &c) {
         uint8_t *want = (uint8_t *)calloc(1, qb), *have = (uint8_t *)malloc(qb);
         tcu_q8_from_cpu(partner, xq, n_in, nt, want);
         tcu_down(have, dq8, qb);
-        /* compare only the defined parts (the 256-byte alignment pads are not written) */
-        const int64_t nd = partner == TS_TYPE_Q8_K ? n_in / 256 : n_in / 32, ns = partner == TS_TYPE_Q8_K ? n_in / 16 : n_in / 32;
-        const size_t a = ((size_t)nt * n_in + 255) & ~(size_t)255, b = a + (((size_t)nt * nd * 4 + 255) & ~(size_t)255);
-        size_t bad = 0;
-        for (size_t k = 0; k < (size_t)nt * n_in; k++) bad += want[k] != have[k];
-        for (size_t k = 0; k < (size_t)nt * nd * 4; k++) bad += want[a + k] != have[a + k];
-        for (size_t k = 0; k < (size_t)nt * ns * 4; k++) bad += want[b + k] != have[b + k];
+        const size_t bad = q8_bytes_differ(partner, n_in, nt, want, have);
         char w2[200];
         snprintf(w2, sizeof w2, "quantize_q8 %s n_in=%lld t=%d%s", ts_type_name(partner), (long long)n_in, nt,
                  c.rms ? " rms" : "");
@@ -204,12 +211,7 @@ static void check_quantize_act(uint32_t partner, int act, int64_t n_in, int nt) 
     for (int t = 0; t < nt; t++) ts_quantize_row_ref((ts_type)partner, got + t * n_in, xq + t * xqb, n_in);
     tcu_q8_from_cpu(partner, xq, n_in, nt, wq);
     tcu_down(hq, dq8, qb);
-    const int64_t nd = partner == TS_TYPE_Q8_K ? n_in / 256 : n_in / 32, ns = partner == TS_TYPE_Q8_K ? n_in / 16 : n_in / 32;
-    const size_t a = ((size_t)nt * n_in + 255) & ~(size_t)255, b = a + (((size_t)nt * nd * 4 + 255) & ~(size_t)255);
-    size_t bad = 0;
-    for (size_t k = 0; k < (size_t)nt * n_in; k++) bad += wq[k] != hq[k];
-    for (size_t k = 0; k < (size_t)nt * nd * 4; k++) bad += wq[a + k] != hq[a + k];
-    for (size_t k = 0; k < (size_t)nt * ns * 4; k++) bad += wq[b + k] != hq[b + k];
+    const size_t bad = q8_bytes_differ(partner, n_in, nt, wq, hq);
     printf("%-60s %zu quantized bytes differ %s\n", what, bad, bad ? "FAIL" : "ok");
     CHECKF(bad == 0, "%s: %zu quantized bytes differ", what, bad);
     free(g), free(u), free(want), free(got), free(xq), free(wq), free(hq);
