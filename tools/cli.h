@@ -81,5 +81,7 @@ bool cli_parse_ids(const char *cmd, const char *s, int32_t n_vocab, int32_t **id
  * one exits at once. */
 extern volatile int cli_interrupted;
 void cli_catch_interrupts(void);
+/* Installs handler for SIGINT and SIGTERM (no SA_RESTART). */
+void cli_on_stop_signals(void (*handler)(int));
 
 #endif

@@ -280,11 +280,13 @@ static void on_signal(int sig) {
     cli_interrupted = 1;
 }
 
-void cli_catch_interrupts(void) {
+void cli_on_stop_signals(void (*handler)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
+
+void cli_catch_interrupts(void) { cli_on_stop_signals(on_signal); }

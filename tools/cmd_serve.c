@@ -106,12 +106,7 @@ int cmd_serve(int argc, char **argv) {
         ts_backend_free(be);
         return cli_error(cmd, "%s", ts_last_error());
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_on_stop_signals(on_stop);
     fprintf(stderr, "listening on http://%s:%d (loading %s)\n", o.host, ts_server_port(g_srv), c.model);
     /* The server answers from ts_server_new on; the delay only widens the
      * window before the load (a test hook: small models load faster than a
