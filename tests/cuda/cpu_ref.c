@@ -69,6 +69,19 @@ void cref_scale(float *x, const float *y, float a, int64_t n) { be()->ops->scale
 void cref_scale_add(float *x, const float *y, float a, int64_t n) { be()->ops->scale_add(st(), x, y, a, n); }
 void cref_softcap(float *x, int64_t n, float cap) { be()->ops->softcap(st(), x, n, cap); }
 
+void cref_moe_route(const float *r, int n_tok, int n_expert, int k, int renorm, int32_t *ids, float *w) {
+    be()->ops->moe_route(st(), r, n_tok, n_expert, k, renorm != 0, ids, w);
+}
+void cref_moe_combine(float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k, int64_t n) {
+    be()->ops->moe_combine(st(), out, y, w, rows, n_tok, k, n);
+}
+void cref_gather_rows(float *out, const float *x, const int32_t *idx, int n_rows, int64_t n) {
+    be()->ops->gather_rows(st(), out, x, idx, n_rows, n);
+}
+void cref_gated_add(float *x, const float *y, const float *g, int n_tok, int64_t n) {
+    be()->ops->gated_add(st(), x, y, g, n_tok, n);
+}
+
 void cref_embed(const void *data, uint32_t type, int64_t n_in, int64_t n_out, uint64_t row_bytes, const int32_t *ids,
                 int n, float scale, float *out) {
     ts_mat m = {.data = data, .type = type, .n_in = n_in, .n_out = n_out, .row_bytes = row_bytes, .name = "embd"};

@@ -32,6 +32,16 @@ void cref_softcap(float *x, int64_t n, float cap);
 /* out (n, n_in) = rows ids of a (n_out, row_bytes) matrix of `type`, times scale */
 void cref_embed(const void *data, uint32_t type, int64_t n_in, int64_t n_out, uint64_t row_bytes, const int32_t *ids,
                 int n, float scale, float *out);
+/* Routed experts (the CPU's moe_* ops). ids, w (n_tok, k) = each token's
+ * top-k of r (n_tok, n_expert) and router weights (ts_moe_route_row); renorm
+ * 0 or 1 */
+void cref_moe_route(const float *r, int n_tok, int n_expert, int k, int renorm, int32_t *ids, float *w);
+/* out (n_tok, n) = sum over i of w[t][i] * y row (rows ? rows[t*k+i] : t*k+i), scale then scale_add */
+void cref_moe_combine(float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k, int64_t n);
+/* out row j (n) = x row idx[j] */
+void cref_gather_rows(float *out, const float *x, const int32_t *idx, int n_rows, int64_t n);
+/* x[t] (n) += sigmoid(g[t]) * y[t] */
+void cref_gated_add(float *x, const float *y, const float *g, int n_tok, int64_t n);
 
 #ifdef __cplusplus
 }

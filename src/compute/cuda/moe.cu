@@ -1,0 +1,799 @@
+/* Routed experts (MoE): routing, the experts' matrix-vector products and the
+ * weighted combination, with the selected ids kept in device memory so a
+ * decode token of a MoE model stays one CUDA graph (cuda_kernels.h, section 7).
+ *
+ * Routing (ts_cuda_moe_route): a warp per token; k rounds of a warp arg-max
+ * (value, then the lower id: ts_topk's order) pick the ids, then the weights
+ * are computed as ts_moe_route_row computes them: exp(r - max) in double, the
+ * normalizer summed sequentially by one lane (all n_expert in ascending id
+ * order, or the k in rank order with renorm), the quotient rounded to float.
+ * The same operations in the same order, so the weights equal the CPU's
+ * wherever the device exp() and glibc's round alike (both within 1 ulp in
+ * double; a float weight can differ only when that ulp straddles a float
+ * rounding boundary).
+ *
+ * Expert matvecs (ts_cuda_moe_matvec, ts_cuda_moe_matvec_q8): grid.y is the
+ * n_set * k matrices of the call (set s, rank i), each block reads ids[i] and
+ * its expert's matrix pointer from the table on the device. Within a matrix
+ * the work is the dense matvec's: row groups of MOE_R rows, a chunk = 32
+ * units of 32 elements (one per lane), decoded by the cuda_quant.cuh
+ * decoders: the F32 path with Dec<T>::load/pair (weights bit-identical to
+ * ts_dequant_row), the int8 path with Dec<T>::iload/idot and XSide<T> as
+ * mv_q_q8 does (the CPU's integer structure; a row equals the dense int8
+ * matvec's up to the order of the float additions). Weights are read with
+ * 16-byte loads that bypass L1: Q4_K and Q5_K (int8 path) straight into the
+ * lane's registers (their super-blocks are 16-byte aligned), every other
+ * type coalesced through the warp's shared staging buffer (the 18-, 34-,
+ * 210-byte blocks are not); F32/F16/BF16 rows directly, 8 elements per lane.
+ *
+ * One warp takes a run of `gpt` consecutive row groups of one matrix and
+ * keeps the next item's loads (an item = MOE_R rows x one chunk) in flight
+ * while it decodes the current one, across group boundaries; the grid is
+ * sized from the SM count so that the runs of all matrices fill about
+ * MOE_SM_WARPS warps per SM once. No shared reductions: a warp owns whole
+ * rows (the decode shapes have thousands of rows per call, so splitting a
+ * row between warps buys nothing), adds its lanes with a butterfly and
+ * writes them. An id outside [0, n_expert) zeroes the rows of its matrix and
+ * sets TS_CUDA_ERR_EXPERT.
+ *
+ * x_per_expert: rank i reads activation row i; with int8 activations the q8
+ * buffer must hold exactly k rows (ts_cuda_quantize_q8 with n_tok = k): its
+ * parts' offsets depend on the row count.
+ *
+ * Combination, gather, gated add: element-wise with the CPU's operations in
+ * its order and no FMA contraction (the CPU's scale then scale_add), so the
+ * results are bit-identical to the CPU ops' (the gated add up to the device
+ * expf in its sigmoid). */
+#include <limits.h>
+
+#include "compute/cuda/matvec_common.cuh"
+
+namespace {
+
+/* ------------------------------------------------------------ routing */
+
+#define ROUTE_WARPS 4          /* tokens per block (a warp each) */
+#define ROUTE_MAX_EXPERT 1024  /* 32 per lane: one bit each in a lane's `taken` word */
+
+/* Grid (tokens / ROUTE_WARPS), ROUTE_WARPS warps: warp = token. */
+__global__ void __launch_bounds__(ROUTE_WARPS * 32) moe_route_kernel(const float *r, int n_tok, int n_expert, int k,
+                                                                      int renorm, int32_t *ids, float *w) {
+    __shared__ double ex[ROUTE_WARPS][ROUTE_MAX_EXPERT]; /* exp(r - max) per expert */
+    __shared__ int sel[ROUTE_WARPS][TS_CUDA_MOE_MAX_K];  /* the chosen ids in rank order */
+    __shared__ double den[ROUTE_WARPS];                  /* the normalizer */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + warp;
+    if (t >= n_tok) return; /* warp-uniform; no block barrier below */
+    const float *row = r + t * n_expert;
+    /* lane owns experts lane + 32 j; bit j of `taken`: already chosen */
+    uint32_t taken = 0;
+    for (int round = 0; round < k; round++) {
+        float bv = -INFINITY;
+        int bi = INT_MAX;
+        for (int j = 0, e = lane; e < n_expert; j++, e += 32) {
+            float v = row[e];
+            if (v != v) v = -INFINITY; /* NaN ranks last (ts_topk may rank it elsewhere: documented) */
+            if (!((taken >> j) & 1u) && (v > bv || (v == bv && e < bi))) bv = v, bi = e;
+        }
+        /* (value desc, id asc) is a total order over distinct ids, so every
+         * lane ends with the same winner; k <= n_expert leaves one untaken
+         * expert at least, so the winner is a real id */
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+        }
+        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+        if (lane == 0) sel[warp][round] = bi;
+    }
+    __syncwarp();
+    /* ts_moe_route_row: mx = r[ids[0]], terms exp((double)r[e] - mx) */
+    const double mx = (double)row[sel[warp][0]];
+    double *ew = ex[warp];
+    for (int e = lane; e < n_expert; e += 32) ew[e] = exp((double)row[e] - mx);
+    __syncwarp();
+    if (lane == 0) {
+        /* the CPU's sums, in its order: one lane, sequentially */
+        double z = 0, s = 0;
+        if (renorm) {
+            for (int i = 0; i < k; i++) s += ew[sel[warp][i]];
+        } else {
+            for (int e = 0; e < n_expert; e++) z += ew[e];
+        }
+        den[warp] = renorm ? s : z;
+    }
+    __syncwarp();
+    if (lane < k) {
+        const int id = sel[warp][lane];
+        ids[t * k + lane] = id;
+        w[t * k + lane] = (float)(ew[id] / den[warp]);
+    }
+}
+
+/* ------------------------------------------------------------ expert matvecs */
+
+/* Knobs (-D overrides). */
+#ifndef MOE_WARPS
+#define MOE_WARPS 4 /* warps per block */
+#endif
+#ifndef MOE_R
+#define MOE_R 2 /* rows per group: each activation load serves MOE_R rows */
+#endif
+#ifndef MOE_SM_WARPS
+/* int8 path: resident warps per SM the grid is sized for, in whole blocks;
+ * also the launch bounds' minimum blocks (24 warps of 4-warp blocks: 80
+ * registers; no spills with sm_90a / nvcc 13 but Q5_K's, below) */
+#define MOE_SM_WARPS 24
+#endif
+#ifndef MOE_SM_WARPS_F
+/* the same for the F32 path (16: 128 registers; its decoded pairs are
+ * wider, and at 80 registers Q4_K..Q6_K and Q8_0 spilled) */
+#define MOE_SM_WARPS_F 16
+#endif
+#ifndef MOE_DIRECT_Q5K
+/* int8 path, Q5_K: 1 = direct 16-byte loads into registers (as Q4_K always),
+ * 0 = staged. Direct spills 12 bytes at 80 registers (sm_90a, nvcc 13) yet
+ * measured faster on the H200: 30B-A3B gate_up 11.3 us against 14.1, down
+ * 9.2 against 10.5 */
+#define MOE_DIRECT_Q5K 1
+#endif
+
+static_assert(MOE_WARPS >= 1 && MOE_WARPS <= 32, "MOE_WARPS: 1..32");
+static_assert(MOE_R >= 1 && MOE_R <= 32, "MOE_R: 1..32 (a lane writes each row)");
+static_assert(MOE_SM_WARPS >= MOE_WARPS && MOE_SM_WARPS_F >= MOE_WARPS, "MOE_SM_WARPS(_F) >= MOE_WARPS");
+
+/* One set (projection) of a launch. */
+struct MoeSet {
+    const void *const *table; /* (n_expert) device pointers: expert e's (n_out, rb) matrix */
+    int n_expert;             /* table entries */
+    int n_out;                /* rows per expert (< 2^31, checked on the host) */
+    uint32_t rb;              /* bytes per row (< 2^32, checked on the host) */
+    float *y;                 /* (k, n_out): row i = rank i's product */
+};
+
+/* A launch: the sets of one weight type, matrix blockIdx.y = s * k + i. */
+struct MoeArgs {
+    MoeSet set[2];      /* sets of this launch (set[1] unused with one) */
+    const int32_t *ids; /* (k) expert id of each rank, device memory */
+    int k;              /* ranks per set */
+    int gpt;            /* row groups per warp (a run) */
+    int64_t n_in;       /* elements per row, shared by the sets */
+    int x_per_expert;   /* activation row of rank i: i (1) or 0 (0) */
+    /* F32 activations */
+    const float *x;     /* (1 or k, n_in) */
+    /* int8 activations (q8_layout of 1 or k rows) */
+    const int8_t *xq;   /* (1 or k, n_in) quants */
+    const float *xd;    /* (1 or k, nd) scales */
+    const int32_t *xs;  /* (1 or k, ns) sums */
+    int64_t nd, ns;     /* scales and sums per activation row */
+    unsigned *err;      /* TS_CUDA_ERR_EXPERT, or NULL */
+};
+
+/* A warp's part of a launch: its expert's matrix and its run of groups. */
+struct MoeRun {
+    const uint8_t *w; /* the expert's (n_out, rb) matrix */
+    int n_out;        /* rows */
+    uint32_t rb;      /* bytes per row */
+    float *y;         /* (n_out) this rank's output row */
+    int64_t xrow;     /* the rank's activation row */
+    int g0, ng;       /* first row group, groups (>= 1) */
+};
+
+/* Fills the warp's run; false when it has nothing to compute: no groups
+ * left, or an id outside the table (its rows written as 0, the error bit
+ * set once per matrix). Warp-uniform (the block shares the matrix). */
+TS_DEV bool moe_run(const MoeArgs &a, int warp, int lane, MoeRun &run) {
+    const int mi = blockIdx.y, s = mi / a.k, i = mi - s * a.k;
+    /* the set's fields once (a runtime index into the parameters would keep both sets live) */
+    const MoeSet S = s ? a.set[1] : a.set[0];
+    const int64_t groups = (S.n_out + MOE_R - 1) / MOE_R;
+    const int64_t g0 = ((int64_t)blockIdx.x * MOE_WARPS + warp) * a.gpt;
+    if (g0 >= groups) return false;
+    run.g0 = (int)g0;
+    run.ng = (int)(groups - g0 < a.gpt ? groups - g0 : a.gpt);
+    run.n_out = S.n_out;
+    run.rb = S.rb;
+    run.y = S.y + (int64_t)i * S.n_out;
+    run.xrow = a.x_per_expert ? i : 0;
+    const int32_t id = a.ids[i];
+    if (id < 0 || id >= S.n_expert) {
+        const int r1 = (run.g0 + run.ng) * MOE_R < S.n_out ? (run.g0 + run.ng) * MOE_R : S.n_out;
+        for (int r = run.g0 * MOE_R + lane; r < r1; r += 32) run.y[r] = 0.0f;
+        if (a.err && g0 == 0 && lane == 0) atomicOr(a.err, TS_CUDA_ERR_EXPERT);
+        return false;
+    }
+    run.w = (const uint8_t *)S.table[id];
+    return true;
+}
+
+/* 16 weight bytes from a 16-aligned address, read once: no L1 allocation,
+ * so the weights streaming through do not evict x (matvec_q8.cu's ldw16;
+ * the emulation reads plainly). */
+TS_DEV uint4 ldw16(const uint8_t *p) {
+#if defined(__CUDA_ARCH__)
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+#else
+    return __ldg((const uint4 *)p);
+#endif
+}
+
+/* Loaders of a walk item (MOE_R rows x one chunk of 32 units): load() issues
+ * the item's 16-byte loads into registers, stage() makes them readable for
+ * the decode (whole warp), iload()/load() give a lane's unit of row r. RING:
+ * loaders the walk cycles through, 1 when stage() frees the registers (the
+ * next item's loads then go into the same loader), 2 when the decode reads
+ * them (the next item's loads go into the other).
+ *
+ * Staged (any type): the chunk's bytes from the 16-aligned address at or
+ * below its start, consecutive lanes on consecutive words (coalesced for the
+ * 18-, 34-, 210-byte blocks too), realigned through the warp's shared buffer
+ * (MOE_R * Geo<T>::SROW bytes); a word that passes the matrix end is read
+ * byte by byte (nothing outside the matrix is touched). */
+template <int T> struct MStaged {
+    typedef Dec<T> D;
+    typedef Geo<T> G;
+    static constexpr int SMEM = MOE_R * G::SROW, RING = 1; /* SMEM: shared bytes per warp */
+    uint4 v[MOE_R][G::WPL];
+    int dn[MOE_R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words loaded (bits 4-) */
+    int dl[MOE_R]; /* the staged item's chunk start - base, per row (dn is the next item's by then) */
+
+    TS_DEV void load(const MoeRun &run, int row0, int nr, int c, int nb, int lane) {
+        const uint8_t *end = run.w + (size_t)run.n_out * run.rb;
+        const int b0 = c * G::CB;
+        const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
+#pragma unroll
+        for (int r = 0; r < MOE_R; r++) {
+            dn[r] = 0;
+            if (r >= nr) continue;
+            const uint8_t *start = run.w + (size_t)(row0 + r) * run.rb + (size_t)b0 * D::BB;
+            const uint8_t *a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
+            const int delta = (int)(start - a0), nw = (delta + nbytes + 15) >> 4;
+            dn[r] = delta | nw << 4;
+#pragma unroll
+            for (int i = 0; i < G::WPL; i++) {
+                const int k = lane + 32 * i;
+                const uint8_t *p = a0 + 16 * k;
+                if (k < nw) v[r][i] = p + 16 <= end ? ldw16(p) : ld_weight_word(p, end);
+            }
+        }
+    }
+    TS_DEV void stage(uint8_t *sm, int nr, int lane) {
+        __syncwarp(); /* every lane is done with the previous item's bytes */
+#pragma unroll
+        for (int r = 0; r < MOE_R; r++) {
+            dl[r] = dn[r] & 15;
+            if (r >= nr) continue;
+#pragma unroll
+            for (int i = 0; i < G::WPL; i++) {
+                const int k = lane + 32 * i;
+                if (k < dn[r] >> 4) *(uint4 *)(sm + r * G::SROW + 16 * k) = v[r][i];
+            }
+        }
+        __syncwarp();
+    }
+    TS_DEV const uint8_t *at(const uint8_t *sm, int r, int lane) const {
+        return sm + r * G::SROW + dl[r] + (lane / D::NU) * D::BB;
+    }
+    /* a template: the types without an int8 path have no D::UI */
+    template <typename UI> TS_DEV void iload(const uint8_t *sm, int r, int lane, int u, UI &s) const {
+        D::iload(at(sm, r, lane), u, s);
+    }
+    TS_DEV void load(const uint8_t *sm, int r, int lane, int u, typename D::U &s) const {
+        D::load(at(sm, r, lane), u, s);
+    }
+};
+
+/* Direct (Q4_K, Q5_K, int8 path): their super-blocks are 16-byte aligned in a
+ * row, so each lane loads its unit's words (header, quants, Q5_K's high
+ * bits) straight into registers and decodes them there (iload_w: the same
+ * integers as iload); no shared memory, no warp synchronization. */
+template <int T> struct MDirect;
+template <> struct MDirect<TS_TYPE_Q4_K> {
+    typedef Dec<TS_TYPE_Q4_K> D;
+    static constexpr int SMEM = 16, RING = 2;
+    uint4 hd[MOE_R], q[MOE_R];
+    TS_DEV void load(const MoeRun &run, int row0, int nr, int c, int nb, int lane) {
+        const int bl = c * Geo<TS_TYPE_Q4_K>::CB + lane / D::NU, u = lane % D::NU;
+        if (bl >= nb) return;
+#pragma unroll
+        for (int r = 0; r < MOE_R; r++) {
+            if (r >= nr) continue;
+            const uint8_t *b = run.w + (size_t)(row0 + r) * run.rb + (size_t)bl * D::BB;
+            hd[r] = ldw16(b);
+            q[r] = ldw16(b + D::qoff(u));
+        }
+    }
+    TS_DEV void stage(uint8_t *, int, int) {}
+    TS_DEV void iload(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], q[r], u, s); }
+};
+#if MOE_DIRECT_Q5K /* unused otherwise, and -Werror refuses unused members */
+template <> struct MDirect<TS_TYPE_Q5_K> {
+    typedef Dec<TS_TYPE_Q5_K> D;
+    static constexpr int SMEM = 16, RING = 2;
+    uint4 hd[MOE_R], h[MOE_R], q[MOE_R];
+    TS_DEV void load(const MoeRun &run, int row0, int nr, int c, int nb, int lane) {
+        const int bl = c * Geo<TS_TYPE_Q5_K>::CB + lane / D::NU, u = lane % D::NU;
+        if (bl >= nb) return;
+#pragma unroll
+        for (int r = 0; r < MOE_R; r++) {
+            if (r >= nr) continue;
+            const uint8_t *b = run.w + (size_t)(row0 + r) * run.rb + (size_t)bl * D::BB;
+            hd[r] = ldw16(b);
+            h[r] = ldw16(b + D::hoff(u));
+            q[r] = ldw16(b + D::qoff(u));
+        }
+    }
+    TS_DEV void stage(uint8_t *, int, int) {}
+    TS_DEV void iload(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, s); }
+};
+#endif
+
+/* The int8 path's loader of a type. */
+template <int T, bool DIRECT = (T == TS_TYPE_Q4_K || (MOE_DIRECT_Q5K && T == TS_TYPE_Q5_K))> struct MQ8Loader {
+    typedef MStaged<T> L;
+};
+template <int T> struct MQ8Loader<T, true> {
+    typedef MDirect<T> L;
+};
+
+/* Walks a quantized run item by item (group x chunk) with a ring of L::RING
+ * loaders: the item's bytes are staged, the next item's loads issued, then
+ * unit(cur, buf, nr, bl, u, acc) runs for the lanes with a block (bl: block
+ * index in the row, u: unit in the block), so one item's loads are in flight
+ * while the warp decodes, across group boundaries; each row's butterfly sum
+ * is written when its last chunk is done. Whole warp. */
+template <int T, typename L, typename Unit>
+TS_DEV void moe_walk_q(const MoeRun &run, int64_t n_in, uint8_t *buf, int lane, Unit unit) {
+    typedef Dec<T> D;
+    typedef Geo<T> G;
+    constexpr int R = MOE_R;
+    const int nb = (int)(n_in / D::QK), nch = (nb + G::CB - 1) / G::CB, nitems = run.ng * nch;
+    L ring[L::RING];
+    int lg = 0, lc = 0; /* load cursor: group of the run, chunk */
+    auto issue = [&](L &st) {
+        const int row0 = (run.g0 + lg) * R;
+        st.load(run, row0, run.n_out - row0 < R ? run.n_out - row0 : R, lc, nb, lane);
+        if (++lc == nch) lc = 0, lg++;
+    };
+    issue(ring[0]);
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    int cg = 0, cc = 0; /* decode cursor */
+#pragma unroll 1
+    for (int it = 0; it < nitems; it += 2) {
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            if (it + s >= nitems) break; /* warp-uniform */
+            const int row0 = (run.g0 + cg) * R, nr = run.n_out - row0 < R ? run.n_out - row0 : R;
+            L &cur = ring[L::RING == 1 ? 0 : s];
+            cur.stage(buf, nr, lane);
+            if (it + s + 1 < nitems) issue(ring[L::RING == 1 ? 0 : s ^ 1]);
+            const int bl = cc * G::CB + lane / D::NU;
+            if (bl < nb) unit(cur, (const uint8_t *)buf, nr, bl, lane % D::NU, acc);
+            if (++cc == nch) {
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float v = warp_sum(acc[r]);
+                    acc[r] = 0.0f;
+                    if (lane == r && r < nr) run.y[row0 + r] = v;
+                }
+                cc = 0;
+                cg++;
+            }
+        }
+    }
+}
+
+TS_DEV float4 ldg4(const float *p) { return __ldg((const float4 *)p); }
+
+TS_DEV float dot8(const float (&w)[8], const float4 a, const float4 b, float acc) {
+    acc = fmaf(w[0], a.x, acc);
+    acc = fmaf(w[1], a.y, acc);
+    acc = fmaf(w[2], a.z, acc);
+    acc = fmaf(w[3], a.w, acc);
+    acc = fmaf(w[4], b.x, acc);
+    acc = fmaf(w[5], b.y, acc);
+    acc = fmaf(w[6], b.z, acc);
+    acc = fmaf(w[7], b.w, acc);
+    return acc;
+}
+
+/* Quantized experts, int8 activations. */
+template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS / MOE_WARPS) moe_q8(const MoeArgs a) {
+    typedef Dec<T> D;
+    typedef typename MQ8Loader<T>::L L;
+    __shared__ __align__(16) uint8_t sm[MOE_WARPS][L::SMEM];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    MoeRun run;
+    if (!moe_run(a, warp, lane, run)) return;
+    const int8_t *xq = a.xq + run.xrow * a.n_in;
+    const float *xd = a.xd + run.xrow * a.nd;
+    const int32_t *xs = a.xs + run.xrow * a.ns;
+    moe_walk_q<T, L>(run, a.n_in, sm[warp], lane,
+                     [&](const L &cur, const uint8_t *buf, int nr, int bl, int u, float (&acc)[MOE_R]) {
+                         uint32_t X[8];
+                         XScale xsc;
+                         XSide<T>::xwords(xq + (int64_t)bl * D::QK, u, X);
+                         XSide<T>::xscale(xd, xs, bl, u, xsc);
+#pragma unroll
+                         for (int r = 0; r < MOE_R; r++) {
+                             if (r >= nr) continue;
+                             typename D::UI wu;
+                             cur.iload(buf, r, lane, u, wu);
+                             acc[r] += D::idot(wu, u, X, xsc);
+                         }
+                     });
+}
+
+/* Quantized experts, F32 activations (staged, every type). */
+template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS_F / MOE_WARPS) moe_qf(const MoeArgs a) {
+    typedef Dec<T> D;
+    typedef MStaged<T> L;
+    __shared__ __align__(16) uint8_t sm[MOE_WARPS][L::SMEM];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    MoeRun run;
+    if (!moe_run(a, warp, lane, run)) return;
+    const float *x = a.x + run.xrow * a.n_in;
+    moe_walk_q<T, L>(run, a.n_in, sm[warp], lane,
+                     [&](const L &cur, const uint8_t *buf, int nr, int bl, int u, float (&acc)[MOE_R]) {
+                         typename D::U s[MOE_R];
+#pragma unroll
+                         for (int r = 0; r < MOE_R; r++)
+                             if (r < nr) cur.load(buf, r, lane, u, s[r]);
+                         const float *xb = x + (int64_t)bl * D::QK;
+#pragma unroll
+                         for (int p = 0; p < 4; p++) {
+                             float wv[MOE_R][8];
+#pragma unroll
+                             for (int r = 0; r < MOE_R; r++)
+                                 if (r < nr) D::pair(s[r], u, p, wv[r]);
+                             const float4 xa = ldg4(xb + D::posA(u, p)), xc = ldg4(xb + D::posB(u, p));
+#pragma unroll
+                             for (int r = 0; r < MOE_R; r++)
+                                 if (r < nr) acc[r] = dot8(wv[r], xa, xc, acc[r]);
+                         }
+                     });
+}
+
+/* 8 consecutive weights of a float-typed row from the lane's N 16-byte words. */
+template <int T> struct FW;
+template <> struct FW<TS_TYPE_F32> {
+    static constexpr int N = 2, ES = 4; /* words, bytes per element */
+    TS_DEV static void cvt(const uint4 (&v)[N], float (&w)[8]) {
+        w[0] = bits_to_f32(v[0].x), w[1] = bits_to_f32(v[0].y), w[2] = bits_to_f32(v[0].z), w[3] = bits_to_f32(v[0].w);
+        w[4] = bits_to_f32(v[1].x), w[5] = bits_to_f32(v[1].y), w[6] = bits_to_f32(v[1].z), w[7] = bits_to_f32(v[1].w);
+    }
+};
+template <> struct FW<TS_TYPE_F16> {
+    static constexpr int N = 1, ES = 2;
+    TS_DEV static void cvt(const uint4 (&v)[N], float (&w)[8]) {
+        const uint32_t u[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            w[2 * i] = h2f((uint16_t)(u[i] & 0xffff)), w[2 * i + 1] = h2f((uint16_t)(u[i] >> 16));
+    }
+};
+template <> struct FW<TS_TYPE_BF16> {
+    static constexpr int N = 1, ES = 2;
+    TS_DEV static void cvt(const uint4 (&v)[N], float (&w)[8]) {
+        const uint32_t u[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[2 * i] = bits_to_f32(u[i] << 16), w[2 * i + 1] = bits_to_f32(u[i] & 0xffff0000u);
+    }
+};
+
+#define MOE_FCHUNK 256 /* elements per chunk of a float row: 32 lanes x 8 */
+
+/* F32/F16/BF16 experts, F32 activations: the walk of moe_walk_q without
+ * staging (rows are 16-byte aligned: n_in % 32 == 0). */
+template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS_F / MOE_WARPS) moe_ff(const MoeArgs a) {
+    typedef FW<T> F;
+    constexpr int R = MOE_R;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    MoeRun run;
+    if (!moe_run(a, warp, lane, run)) return;
+    const float *x = a.x + run.xrow * a.n_in;
+    const int nch = (int)((a.n_in + MOE_FCHUNK - 1) / MOE_FCHUNK), nitems = run.ng * nch;
+    uint4 v[R][F::N];
+    int lg = 0, lc = 0;
+    auto issue = [&]() {
+        const int row0 = (run.g0 + lg) * R;
+        const int64_t e = (int64_t)lc * MOE_FCHUNK + lane * 8;
+        if (e < a.n_in) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (row0 + r >= run.n_out) continue;
+                const uint4 *p = (const uint4 *)(run.w + (uint64_t)(row0 + r) * run.rb + e * F::ES);
+#pragma unroll
+                for (int j = 0; j < F::N; j++) v[r][j] = __ldg(p + j);
+            }
+        }
+        if (++lc == nch) lc = 0, lg++;
+    };
+    issue();
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    int cg = 0, cc = 0;
+#pragma unroll 1
+    for (int it = 0; it < nitems; it++) {
+        const int row0 = (run.g0 + cg) * R, nr = run.n_out - row0 < R ? run.n_out - row0 : R;
+        const int64_t e = (int64_t)cc * MOE_FCHUNK + lane * 8;
+        float wv[R][8];
+        if (e < a.n_in) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (r < nr) F::cvt(v[r], wv[r]);
+        }
+        if (it + 1 < nitems) issue();
+        if (e < a.n_in) {
+            const float4 xa = ldg4(x + e), xc = ldg4(x + e + 4);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (r < nr) acc[r] = dot8(wv[r], xa, xc, acc[r]);
+        }
+        if (++cc == nch) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float s = warp_sum(acc[r]);
+                acc[r] = 0.0f;
+                if (lane == r && r < nr) run.y[row0 + r] = s;
+            }
+            cc = 0;
+            cg++;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ element-wise */
+
+#define MOE_EW_THREADS 256
+
+/* out[t] = w[t][0] * y[r0], then out[t] += w[t][i] * y[ri]: the CPU's scale
+ * and scale_add, each product and sum rounded. Grid (chunks of n, tokens),
+ * tokens strided past 65535. */
+__global__ void __launch_bounds__(MOE_EW_THREADS) moe_combine_kernel(float *out, const float *y, const float *w,
+                                                                     const int32_t *rows, int n_tok, int k, int64_t n) {
+    for (int64_t t = blockIdx.y; t < n_tok; t += gridDim.y) {
+        const float *wt = w + t * k;
+        const int32_t *rt = rows ? rows + t * k : nullptr;
+        for (int64_t j = (int64_t)blockIdx.x * MOE_EW_THREADS + threadIdx.x; j < n;
+             j += (int64_t)gridDim.x * MOE_EW_THREADS) {
+            float acc = fmul_rn(wt[0], y[(rt ? (int64_t)rt[0] : t * k) * n + j]);
+            for (int i = 1; i < k; i++)
+                acc = fadd_rn(acc, fmul_rn(wt[i], y[(rt ? (int64_t)rt[i] : t * k + i) * n + j]));
+            out[t * n + j] = acc;
+        }
+    }
+}
+
+__global__ void __launch_bounds__(MOE_EW_THREADS) gather_rows_kernel(float *out, const float *x, const int32_t *idx,
+                                                                     int n_rows, int64_t n) {
+    for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
+        const float *src = x + (int64_t)idx[r] * n;
+        for (int64_t j = (int64_t)blockIdx.x * MOE_EW_THREADS + threadIdx.x; j < n;
+             j += (int64_t)gridDim.x * MOE_EW_THREADS)
+            out[r * n + j] = src[j];
+    }
+}
+
+/* 1 / (1 + expf(-g)), the CPU's operations (the device expf is within 2
+ * ulp of glibc's, so the gate can differ from the CPU's by that). */
+TS_DEV float gate_sigmoid(float g) { return __fdiv_rn(1.0f, fadd_rn(1.0f, expf(-g))); }
+
+__global__ void __launch_bounds__(MOE_EW_THREADS) gated_add_kernel(float *x, const float *y, const float *g, int n_tok,
+                                                                   int64_t n) {
+    for (int64_t t = blockIdx.y; t < n_tok; t += gridDim.y) {
+        const float gs = gate_sigmoid(g[t]);
+        for (int64_t j = (int64_t)blockIdx.x * MOE_EW_THREADS + threadIdx.x; j < n;
+             j += (int64_t)gridDim.x * MOE_EW_THREADS)
+            x[t * n + j] = fadd_rn(x[t * n + j], fmul_rn(gs, y[t * n + j]));
+    }
+}
+
+/* Grid of the row-wise element-wise kernels: chunks of n (capped, the
+ * kernels stride), rows up to 65535 (the kernels stride past it). */
+inline dim3 moe_ew_grid(int64_t n, int64_t rows) {
+    int64_t bx = (n + MOE_EW_THREADS - 1) / MOE_EW_THREADS;
+    if (bx > 4096) bx = 4096;
+    if (bx < 1) bx = 1;
+    return dim3((unsigned)bx, (unsigned)(rows < 65535 ? rows : 65535));
+}
+
+/* ------------------------------------------------------------ host side */
+
+/* Checks of a matvec call common to both paths. */
+ts_status moe_check(const char *fn, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *ids, int k) {
+    TS_ARG_CHECK(n_set == 1 || n_set == 2, "cuda %s: %d sets (1 or 2)", fn, n_set);
+    TS_ARG_CHECK(w && y && ids, "cuda %s: NULL weights, outputs or ids", fn);
+    TS_ARG_CHECK(k >= 1 && k <= TS_CUDA_MOE_MAX_K, "cuda %s: k %d (1..%d)", fn, k, TS_CUDA_MOE_MAX_K);
+    for (int s = 0; s < n_set; s++) {
+        const ts_cuda_moe_mat &m = w[s];
+        TS_ARG_CHECK(ts_cuda_type_supported(m.type), "cuda %s: set %d: type %s not supported", fn, s,
+                     ts_type_name(m.type));
+        const ts_type_traits *tt = ts_type_get(m.type);
+        TS_ARG_CHECK(m.table && y[s], "cuda %s: set %d: NULL table or output", fn, s);
+        TS_ARG_CHECK(m.n_expert >= 1, "cuda %s: set %d: %d experts", fn, s, (int)m.n_expert);
+        TS_ARG_CHECK(m.n_in == w[0].n_in, "cuda %s: sets disagree on n_in (%lld vs %lld)", fn, (long long)m.n_in,
+                     (long long)w[0].n_in);
+        TS_ARG_CHECK(m.n_in > 0 && m.n_in % 32 == 0 && m.n_in % tt->block_elems == 0,
+                     "cuda %s: n_in %lld must be a positive multiple of 32 and of the %s block", fn, (long long)m.n_in,
+                     tt->name);
+        TS_ARG_CHECK(m.row_bytes == ts_type_row_bytes(m.type, (uint64_t)m.n_in),
+                     "cuda %s: set %d: row_bytes %llu, %s rows of %lld are %llu bytes", fn, s,
+                     (unsigned long long)m.row_bytes, tt->name, (long long)m.n_in,
+                     (unsigned long long)ts_type_row_bytes(m.type, (uint64_t)m.n_in));
+        TS_ARG_CHECK(m.n_out >= 1 && m.n_out <= INT32_MAX - MOE_R && m.row_bytes <= UINT32_MAX,
+                     "cuda %s: set %d: %lld rows of %llu bytes (1..2^31 rows of < 2^32 bytes)", fn, s,
+                     (long long)m.n_out, (unsigned long long)m.row_bytes);
+    }
+    return TS_OK;
+}
+
+/* Sets gpt (groups per warp) for the launch's matrices and returns its
+ * blocks per matrix: runs of gpt groups so that all matrices together give
+ * about sm_warps warps per SM, one wave. */
+ts_status moe_plan(MoeArgs &a, int n_set, int sm_warps, unsigned &blocks) {
+    int sms = 0;
+    ts_status st = ts_cuda_sm_count(&sms);
+    if (st != TS_OK) return st;
+    int64_t groups = 0;
+    for (int s = 0; s < n_set; s++) {
+        const int64_t g = (a.set[s].n_out + MOE_R - 1) / MOE_R;
+        if (g > groups) groups = g;
+    }
+    const int64_t slots = (int64_t)(sms > 0 ? sms : 1) * sm_warps;
+    const int64_t gpt = (groups * n_set * a.k + slots - 1) / slots;
+    a.gpt = (int)(gpt < 1 ? 1 : gpt);
+    const int64_t warps = (groups + a.gpt - 1) / a.gpt;
+    blocks = (unsigned)((warps + MOE_WARPS - 1) / MOE_WARPS);
+    return TS_OK;
+}
+
+/* Launches of one call: sets of the same type in one launch, in set order. */
+template <typename Launch>
+ts_status moe_launches(int n_set, const ts_cuda_moe_mat *w, float *const *y, MoeArgs base, int sm_warps,
+                       Launch launch) {
+    bool done[2] = {false, false};
+    for (int s = 0; s < n_set; s++) {
+        if (done[s]) continue;
+        MoeArgs a = base;
+        int ns = 0;
+        for (int j = s; j < n_set; j++) {
+            if (done[j] || w[j].type != w[s].type) continue;
+            done[j] = true;
+            a.set[ns++] = MoeSet{w[j].table, (int)w[j].n_expert, (int)w[j].n_out, (uint32_t)w[j].row_bytes, y[j]};
+        }
+        if (ns == 1) a.set[1] = a.set[0];
+        unsigned blocks = 0;
+        ts_status st = moe_plan(a, ns, sm_warps, blocks);
+        if (st != TS_OK) return st;
+        st = launch(w[s].type, a, dim3(blocks, (unsigned)(ns * a.k)));
+        if (st != TS_OK) return st;
+    }
+    return TS_OK;
+}
+
+} // namespace
+
+ts_status ts_cuda_moe_route(void *stream, const float *r, int n_tok, int n_expert, int k, bool renorm, int32_t *ids,
+                            float *w) {
+    TS_ARG_CHECK(r && ids && w, "cuda moe_route: NULL pointer");
+    TS_ARG_CHECK(n_tok >= 0, "cuda moe_route: %d tokens", n_tok);
+    TS_ARG_CHECK(n_expert >= 1 && n_expert <= ROUTE_MAX_EXPERT, "cuda moe_route: %d experts (1..%d)", n_expert,
+                 ROUTE_MAX_EXPERT);
+    TS_ARG_CHECK(k >= 1 && k <= TS_CUDA_MOE_MAX_K && k <= n_expert, "cuda moe_route: k %d (1..%d, <= %d experts)", k,
+                 TS_CUDA_MOE_MAX_K, n_expert);
+    if (n_tok == 0) return TS_OK;
+    const unsigned blocks = (unsigned)((n_tok + ROUTE_WARPS - 1) / ROUTE_WARPS);
+    moe_route_kernel<<<blocks, ROUTE_WARPS * 32, 0, ts_stream(stream)>>>(r, n_tok, n_expert, k, renorm ? 1 : 0, ids, w);
+    TS_CUDA_LAUNCHED("moe_route");
+    return TS_OK;
+}
+
+ts_status ts_cuda_moe_matvec(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *ids,
+                             int k, const float *x, bool x_per_expert, unsigned *err) {
+    ts_status st = moe_check("moe_matvec", n_set, w, y, ids, k);
+    if (st != TS_OK) return st;
+    TS_ARG_CHECK(x && ((uintptr_t)x & 15) == 0, "cuda moe_matvec: x NULL or not 16-byte aligned");
+    MoeArgs base;
+    memset(&base, 0, sizeof base);
+    base.ids = ids;
+    base.k = k;
+    base.n_in = w[0].n_in;
+    base.x_per_expert = x_per_expert ? 1 : 0;
+    base.x = x;
+    base.err = err;
+    cudaStream_t s = ts_stream(stream);
+    auto launch = [&](uint32_t type, const MoeArgs &a, dim3 grid) -> ts_status {
+        switch (type) {
+#define Q(T) \
+    case T: moe_qf<T><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+            TS_FOR_QTYPES(Q)
+#undef Q
+        case TS_TYPE_F32: moe_ff<TS_TYPE_F32><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+        case TS_TYPE_F16: moe_ff<TS_TYPE_F16><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+        case TS_TYPE_BF16: moe_ff<TS_TYPE_BF16><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+        default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda moe_matvec: type %s", ts_type_name(type));
+        }
+        TS_CUDA_LAUNCHED("moe_matvec");
+        return TS_OK;
+    };
+    return moe_launches(n_set, w, y, base, MOE_SM_WARPS_F, launch);
+}
+
+ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *ids,
+                                int k, uint32_t partner, const void *q8, bool x_per_expert, unsigned *err) {
+    ts_status st = moe_check("moe_matvec_q8", n_set, w, y, ids, k);
+    if (st != TS_OK) return st;
+    for (int i = 0; i < n_set; i++)
+        TS_ARG_CHECK(ts_cuda_q8_partner(w[i].type) == partner && partner != TS_TYPE_COUNT,
+                     "cuda moe_matvec_q8: %s weights need %s activations, not %s", ts_type_name(w[i].type),
+                     ts_type_name(ts_cuda_q8_partner(w[i].type)), ts_type_name(partner));
+    const int rows = x_per_expert ? k : 1;
+    TS_ARG_CHECK(ts_cuda_q8_bytes(partner, w[0].n_in, rows) > 0, "cuda moe_matvec_q8: partner %s with n_in %lld",
+                 ts_type_name(partner), (long long)w[0].n_in);
+    TS_ARG_CHECK(q8 && ((uintptr_t)q8 & 255) == 0, "cuda moe_matvec_q8: NULL q8 or not 256-byte aligned");
+    const Q8Layout L = q8_layout(partner, w[0].n_in, rows);
+    const uint8_t *b = (const uint8_t *)q8;
+    MoeArgs base;
+    memset(&base, 0, sizeof base);
+    base.ids = ids;
+    base.k = k;
+    base.n_in = w[0].n_in;
+    base.x_per_expert = x_per_expert ? 1 : 0;
+    base.xq = (const int8_t *)(b + L.qs);
+    base.xd = (const float *)(b + L.d);
+    base.xs = (const int32_t *)(b + L.s);
+    base.nd = L.nd;
+    base.ns = L.ns;
+    base.err = err;
+    cudaStream_t s = ts_stream(stream);
+    auto launch = [&](uint32_t type, const MoeArgs &a, dim3 grid) -> ts_status {
+        switch (type) {
+#define Q(T) \
+    case T: moe_q8<T><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+            TS_FOR_INT8_TYPES(Q)
+#undef Q
+        default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda moe_matvec_q8: type %s has no int8 path", ts_type_name(type));
+        }
+        TS_CUDA_LAUNCHED("moe_matvec_q8");
+        return TS_OK;
+    };
+    return moe_launches(n_set, w, y, base, MOE_SM_WARPS, launch);
+}
+
+ts_status ts_cuda_moe_combine(void *stream, float *out, const float *y, const float *w, const int32_t *rows, int n_tok,
+                              int k, int64_t n) {
+    TS_ARG_CHECK(out && y && w, "cuda moe_combine: NULL pointer");
+    TS_ARG_CHECK(n_tok >= 0 && n >= 0, "cuda moe_combine: %d tokens of %lld", n_tok, (long long)n);
+    TS_ARG_CHECK(k >= 1 && k <= TS_CUDA_MOE_MAX_K, "cuda moe_combine: k %d (1..%d)", k, TS_CUDA_MOE_MAX_K);
+    if (n_tok == 0 || n == 0) return TS_OK;
+    moe_combine_kernel<<<moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream)>>>(out, y, w, rows, n_tok, k, n);
+    TS_CUDA_LAUNCHED("moe_combine");
+    return TS_OK;
+}
+
+ts_status ts_cuda_gather_rows(void *stream, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n) {
+    TS_ARG_CHECK(out && x && idx, "cuda gather_rows: NULL pointer");
+    TS_ARG_CHECK(n_rows >= 0 && n >= 0, "cuda gather_rows: %d rows of %lld", n_rows, (long long)n);
+    if (n_rows == 0 || n == 0) return TS_OK;
+    gather_rows_kernel<<<moe_ew_grid(n, n_rows), MOE_EW_THREADS, 0, ts_stream(stream)>>>(out, x, idx, n_rows, n);
+    TS_CUDA_LAUNCHED("gather_rows");
+    return TS_OK;
+}
+
+ts_status ts_cuda_gated_add(void *stream, float *x, const float *y, const float *g, int n_tok, int64_t n) {
+    TS_ARG_CHECK(x && y && g, "cuda gated_add: NULL pointer");
+    TS_ARG_CHECK(n_tok >= 0 && n >= 0, "cuda gated_add: %d tokens of %lld", n_tok, (long long)n);
+    if (n_tok == 0 || n == 0) return TS_OK;
+    gated_add_kernel<<<moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream)>>>(x, y, g, n_tok, n);
+    TS_CUDA_LAUNCHED("gated_add");
+    return TS_OK;
+}
