@@ -240,7 +240,8 @@ fi
 # ------------------------------------------------- the engine on the CLI
 # turbospark run --backend cuda vs cpu (greedy ids must agree on the tiny
 # fixtures; on SmolLM2 a near-tie may legitimately flip, so it is reported),
-# a MoE model refused cleanly, and turbospark bench --backend cuda.
+# the tiny MoE fixtures likewise, streamed experts on cuda refused cleanly,
+# and turbospark bench --backend cuda.
 : >"$OUT_DIR/cli.log"
 CLI=$BUILD/turbospark
 declare -a CLIRES=()
@@ -262,12 +263,49 @@ if [ -x "$CLI" ]; then
             echo "run tiny-$m-$v: $r"
         done
     done
-    out=$(timeout 60 "$CLI" run -m tests/fixtures/ref/tiny-qwen3moe-f32.gguf --backend cuda -p hello -n 4 2>&1)
+    # MoE: experts resident in device memory, decode through the tables
+    for m in mixtral olmoe qwen2moe qwen3moe; do
+        f=tests/fixtures/ref/tiny-$m-f32.gguf
+        a=$(timeout 60 "$CLI" run -m "$f" --backend cpu -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
+        ra=$?
+        b=$(timeout 60 "$CLI" run -m "$f" --backend cuda -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
+        rb=$?
+        { echo "== tiny-$m-f32: cpu rc=$ra: $a"; echo "== tiny-$m-f32: cuda rc=$rb: $b"; } >>"$OUT_DIR/cli.log"
+        if [ $ra = 0 ] && [ $rb = 0 ] && [ "$a" = "$b" ]; then r="PASS (greedy ids equal)"
+        else r="FAIL (cpu rc=$ra, cuda rc=$rb, ids $([ "$a" = "$b" ] && echo equal || echo differ))"; ALL_OK=0
+        fi
+        CLIRES+=("run tiny-$m-f32 (moe): $r")
+        echo "run tiny-$m-f32 (moe): $r"
+    done
+    # instruments on cuda: the router captures (histogram, trace, chunks,
+    # pilot predictions in self mode) of a seeded run equal the cpu's
+    for m in qwen3moe qwen2moe; do
+        f=tests/fixtures/ref/tiny-$m-f32.gguf
+        for be in cpu cuda; do
+            env TURBOSPARK_ROUTER_HIST="/tmp/rt-$m-$be.json" TURBOSPARK_ROUTER_TRACE=1 TURBOSPARK_PILOT_PROBE=self \
+                timeout 60 "$CLI" run -m "$f" --backend $be -p "the router trace" -n 24 --temperature 1 --seed 7 \
+                >"/tmp/rt-$m-$be.txt" 2>>"$OUT_DIR/cli.log"
+        done
+        r=$(python3 - "/tmp/rt-$m-cpu.json" "/tmp/rt-$m-cuda.json" <<'PYEOF' 2>&1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+keys = ["num_layers", "num_experts", "top_k", "counts", "trace", "chunks", "pred"]
+diff = [k for k in keys if a.get(k) != b.get(k)]
+n = sum(len(r) for r in a.get("trace") or [])
+print(("PASS (router captures equal: %d trace rows)" % n) if not diff and n else "FAIL (differ in %s; %d trace rows)" % (diff, n))
+PYEOF
+)
+        cmp -s "/tmp/rt-$m-cpu.txt" "/tmp/rt-$m-cuda.txt" || r="$r; sampled text differs"
+        case $r in PASS*) ;; *) ALL_OK=0 ;; esac
+        CLIRES+=("router capture tiny-$m cpu vs cuda: $r")
+        echo "router capture tiny-$m cpu vs cuda: $r"
+    done
+    out=$(timeout 60 "$CLI" run -m tests/fixtures/ref/tiny-qwen3moe-f32.gguf --backend cuda --expert-residency streamed -p hello -n 4 2>&1)
     rc=$?
-    echo "== moe on cuda: rc=$rc: $out" >>"$OUT_DIR/cli.log"
-    if [ $rc = 1 ] && echo "$out" | grep -q mixture-of-experts; then r="PASS (refused: $(echo "$out" | tail -1 | cut -c1-90))"; else r="FAIL (rc=$rc)"; ALL_OK=0; fi
-    CLIRES+=("run moe --backend cuda: $r")
-    echo "run moe --backend cuda: $r"
+    echo "== moe streamed on cuda: rc=$rc: $out" >>"$OUT_DIR/cli.log"
+    if [ $rc = 1 ] && echo "$out" | grep -q "not built"; then r="PASS (refused: $(echo "$out" | tail -1 | cut -c1-90))"; else r="FAIL (rc=$rc)"; ALL_OK=0; fi
+    CLIRES+=("run moe streamed --backend cuda: $r")
+    echo "run moe streamed --backend cuda: $r"
     if [ -f "$SMOL" ]; then
         P="The capital of France is"
         a=$(timeout 120 "$CLI" run -m "$SMOL" --backend cpu -p "$P" -n 32 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
@@ -299,7 +337,7 @@ fi
 # ---------------------------------------------------------------- benchmarks
 if [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
     echo "== benchmarks"
-    for b in bench_matvec bench_attention bench_gemm bench_misc; do
+    for b in bench_matvec bench_attention bench_gemm bench_moe bench_misc; do
         l=$(left)
         if [ "$l" -lt 25 ]; then
             echo "$b: skipped (time budget)" | tee -a "$OUT_DIR/bench.log"

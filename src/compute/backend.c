@@ -1,4 +1,5 @@
 /* The public backend calls: choosing and making a backend. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +60,29 @@ const char *ts_backend_describe(const ts_backend *be, char *buf, size_t n) {
     return buf;
 }
 
+/* ---- routing ---- */
+
+void ts_topk(const float *x, int n, int k, int32_t *ids) {
+    for (int i = 0; i < k; i++) ids[i] = -1;
+    for (int e = 0; e < n; e++) {
+        /* insertion: e goes before the first entry it strictly beats, so an
+         * equal value keeps the earlier (lower) id ahead */
+        int pos = k;
+        while (pos > 0 && (ids[pos - 1] < 0 || x[e] > x[ids[pos - 1]])) pos--;
+        if (pos >= k) continue;
+        memmove(ids + pos + 1, ids + pos, sizeof *ids * (size_t)(k - pos - 1));
+        ids[pos] = e;
+    }
+}
+
+void ts_moe_route_row(const float *r, int n_expert, int k, bool renorm, int32_t *ids, float *w) {
+    ts_topk(r, n_expert, k, ids);
+    double mx = r[ids[0]], z = 0, sel = 0;
+    for (int e = 0; e < n_expert; e++) z += exp((double)r[e] - mx);
+    for (int i = 0; i < k; i++) sel += exp((double)r[ids[i]] - mx);
+    for (int i = 0; i < k; i++) w[i] = (float)(exp((double)r[ids[i]] - mx) / (renorm ? sel : z));
+}
+
 /* ---- the fused ops' compositions ---- */
 
 void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w,
@@ -79,6 +103,20 @@ void ts_backend_compose_act_matmul_add(ts_stream *st, ts_act act, float *gate, c
     const ts_backend_ops *op = st->be->ops;
     op->act_mul(st, act, gate, up, (int64_t)n_tok * w->n_in, gate);
     op->matmul_add(st, w, gate, n_tok, x, tmp);
+}
+
+void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
+                                       const int32_t *ids, int k) {
+    const ts_backend_ops *op = st->be->ops;
+    op->act_mul(st, act, gate, up, (int64_t)k * w->n_in, gate);
+    float *ys[1] = {y};
+    op->moe_matmul(st, 1, &w, ys, ids, k, gate, true);
+}
+
+void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n) {
+    const ts_backend_ops *op = st->be->ops;
+    op->moe_combine(st, tmp, y, w, NULL, 1, k, n);
+    op->add(st, x, tmp, n);
 }
 
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,

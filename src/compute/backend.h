@@ -106,6 +106,21 @@ typedef struct ts_backend_reserve {
                            reference-precision mode, slower */
 } ts_backend_reserve;
 
+/* The routed experts of one projection of one MoE layer, addressable by id
+ * (expert_cache_tables): expert e's (n_out, row_bytes) matrix in `type` is
+ * at table[e]. The table is backend memory, so a device backend reads the
+ * selected ids and the pointers on the device and a decode step never waits
+ * for the host. All experts of a projection share type and shape. */
+typedef struct ts_expert_mat {
+    const void *const *table; /* (n_expert) backend memory: backend addresses of each expert's matrix */
+    int32_t n_expert;
+    ts_type type;             /* of the rows */
+    int64_t n_in;             /* elements per row */
+    int64_t n_out;            /* rows */
+    uint64_t row_bytes;       /* bytes per row */
+    const char *name;         /* tensor name, for messages */
+} ts_expert_mat;
+
 /* An execution context: the ops of one session run on it, in order. The CPU
  * backend gives each stream its own thread pool and scratch, a GPU backend
  * its own device stream and scratch, so sessions never share mutable state
@@ -182,6 +197,26 @@ typedef struct ts_backend_ops {
     /* x (n) = cap * tanh(x / cap) */
     void (*softcap)(ts_stream *st, float *x, int64_t n, float cap);
 
+    /* ---- routed experts (MoE), ids and weights in backend memory ---- */
+    /* Per token t < n_tok: ids[t] (k) = the top-k of r[t] (n_expert) and w[t]
+     * (k) their router weights, exactly ts_moe_route_row. */
+    void (*moe_route)(ts_stream *st, const float *r, int n_tok, int n_expert, int k, bool renorm, int32_t *ids, float *w);
+    /* For each s < n_set (1 or 2) and i < k: row i of y[s] (k, w[s]->n_out)
+     * = x_i . W_s[ids[i]]^T, x_i = x (1, n_in) or, when x_per_expert, row i
+     * of x (k, n_in). Each row is what matmul gives for that expert alone. */
+    void (*moe_matmul)(ts_stream *st, int n_set, const ts_expert_mat *const *w, float *const *y, const int32_t *ids, int k,
+                       const float *x, bool x_per_expert);
+    /* out (n_tok, n): out[t] = w[t][0] * y[r(t,0)], then out[t] += w[t][i] *
+     * y[r(t,i)] for i = 1..k-1 in rank order (scale, then scale_add), with
+     * r(t,i) = rows[t*k + i], or t*k + i when rows is NULL. */
+    void (*moe_combine)(ts_stream *st, float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k,
+                        int64_t n);
+    /* out row j (n) = x row idx[j] for j < n_rows: an expert's tokens gathered */
+    void (*gather_rows)(ts_stream *st, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n);
+    /* x[t] (n) += sigmoid(g[t]) * y[t] for t < n_tok (qwen2moe's gated shared
+     * expert), sigmoid = 1 / (1 + expf(-g)) */
+    void (*gated_add)(ts_stream *st, float *x, const float *y, const float *g, int n_tok, int64_t n);
+
     /* ---- fused forms: each is exactly the composition its comment gives
      * (the CPU runs that composition, see ts_backend_compose_*); a device
      * backend fuses it to save launches and passes over memory ---- */
@@ -195,6 +230,14 @@ typedef struct ts_backend_ops {
     /* act_mul(gate, up -> gate) over (n_tok, w->n_in), then matmul_add(w, gate,
      * x, tmp): the FFN's activation and its down projection into the residual */
     void (*act_matmul_add)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x, float *tmp);
+    /* act_mul(gate, up -> gate) over (k, w->n_in), then moe_matmul(1, w, y,
+     * ids, k, gate, x_per_expert): the experts' activation and their down
+     * projections */
+    void (*moe_act_matmul)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
+                           const int32_t *ids, int k);
+    /* moe_combine(tmp, y, w, NULL, 1, k, n), then add(x, tmp, n): one token's
+     * weighted expert sum into the residual */
+    void (*moe_combine_add)(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
     /* per-head norms (r->q_norm/k_norm), rope(q), rope(k), then kv_store(k, v) */
     void (*rope_kv_store)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q, float *k,
                           const float *v);
@@ -222,8 +265,18 @@ void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *
 void ts_backend_compose_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp);
 void ts_backend_compose_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x,
                                        float *tmp);
+void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
+                                       const int32_t *ids, int k);
+void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
                                       float *k, const float *v);
+
+/* top-k of n values: descending, ties to the lower id, k <= n. */
+void ts_topk(const float *x, int n, int k, int32_t *ids);
+/* One token's routing (the moe_route op's reference): ids (k) = ts_topk of r
+ * (n_expert); w (k) = their softmax probabilities over all n_expert or, with
+ * renorm, over the k, in double so the value does not depend on the order. */
+void ts_moe_route_row(const float *r, int n_expert, int k, bool renorm, int32_t *ids, float *w);
 
 /* The public ts_backend (include/turbospark.h): made once by the caller,
  * owns device memory; backends extend it. */

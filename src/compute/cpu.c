@@ -825,6 +825,65 @@ static void cpu_softcap(ts_stream *be, float *x, int64_t n, float cap) {
     cpu_for(cstream(be), n, 256, 8192, softcap_range, &a);
 }
 
+/* ---- routed experts: the ids and the tables are host memory here ---- */
+
+static void cpu_moe_route(ts_stream *be, const float *r, int n_tok, int n_expert, int k, bool renorm, int32_t *ids, float *w) {
+    (void)be;
+    for (int t = 0; t < n_tok; t++)
+        ts_moe_route_row(r + (size_t)t * n_expert, n_expert, k, renorm, ids + (size_t)t * k, w + (size_t)t * k);
+}
+
+static ts_mat expert_of(const ts_expert_mat *w, int32_t e) {
+    ts_mat m = {.data = w->table[e], .type = w->type, .n_in = w->n_in, .n_out = w->n_out, .row_bytes = w->row_bytes,
+                .bias = NULL, .name = w->name};
+    return m;
+}
+
+/* Shared x: as many experts per matmul call as it takes (each row is
+ * computed alone, so the batching changes nothing but the pool wake-ups). */
+static void cpu_moe_matmul(ts_stream *be, int n_set, const ts_expert_mat *const *w, float *const *y, const int32_t *ids, int k,
+                           const float *x, bool x_per_expert) {
+    ts_mat m[TS_MATMUL_MAX_W];
+    const ts_mat *mp[TS_MATMUL_MAX_W];
+    float *yp[TS_MATMUL_MAX_W];
+    const int per = x_per_expert ? 1 : TS_MATMUL_MAX_W / n_set;
+    for (int i0 = 0; i0 < k; i0 += per) {
+        const int ni = k - i0 < per ? k - i0 : per;
+        int n = 0;
+        for (int i = i0; i < i0 + ni; i++)
+            for (int s = 0; s < n_set; s++) {
+                m[n] = expert_of(w[s], ids[i]);
+                mp[n] = &m[n];
+                yp[n++] = y[s] + (size_t)i * (size_t)w[s]->n_out;
+            }
+        cpu_matmul(be, n, mp, yp, x_per_expert ? x + (size_t)i0 * (size_t)w[0]->n_in : x, 1);
+    }
+}
+
+static void cpu_moe_combine(ts_stream *be, float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k,
+                            int64_t n) {
+    for (int t = 0; t < n_tok; t++) {
+        float *o = out + (size_t)t * (size_t)n;
+        for (int i = 0; i < k; i++) {
+            const int64_t r = rows ? rows[(size_t)t * k + i] : (int64_t)t * k + i;
+            if (i == 0) cpu_scale(be, o, y + r * n, w[(size_t)t * k], n);
+            else cpu_scale_add(be, o, y + r * n, w[(size_t)t * k + i], n);
+        }
+    }
+}
+
+static void cpu_gather_rows(ts_stream *be, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n) {
+    (void)be;
+    for (int j = 0; j < n_rows; j++) memcpy(out + (size_t)j * (size_t)n, x + (size_t)idx[j] * (size_t)n, sizeof(float) * (size_t)n);
+}
+
+static void cpu_gated_add(ts_stream *be, float *x, const float *y, const float *g, int n_tok, int64_t n) {
+    for (int t = 0; t < n_tok; t++) {
+        float gsig = 1.0f / (1.0f + expf(-g[t]));
+        cpu_scale_add(be, x + (size_t)t * (size_t)n, y + (size_t)t * (size_t)n, gsig, n);
+    }
+}
+
 static const ts_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -857,8 +916,15 @@ static const ts_backend_ops cpu_ops = {
     .scale_add = cpu_scale_add,
     .scale = cpu_scale,
     .softcap = cpu_softcap,
+    .moe_route = cpu_moe_route,
+    .moe_matmul = cpu_moe_matmul,
+    .moe_combine = cpu_moe_combine,
+    .gather_rows = cpu_gather_rows,
+    .gated_add = cpu_gated_add,
     .norm_matmul = ts_backend_compose_norm_matmul,
     .matmul_add = ts_backend_compose_matmul_add,
+    .moe_act_matmul = ts_backend_compose_moe_act_matmul,
+    .moe_combine_add = ts_backend_compose_moe_combine_add,
     .rope_kv_store = ts_backend_compose_rope_kv_store,
     .act_matmul_add = ts_backend_compose_act_matmul_add,
 };

@@ -49,6 +49,15 @@ struct expert_cache {
     bool proc_ok;
     bool mlocked;
     char mlock_note[160];   /* resident with mlock asked: what happened */
+    /* resident and mapped: every expert addressable by id (expert_cache_tables) */
+    const void **ptrs;      /* (n_moe, EXPERT_PROJ_COUNT, n_expert) backend address of each expert's slice */
+    const void **tabs;      /* (n_moe, EXPERT_PROJ_COUNT) backend address of each ptrs row (the tables the ops read) */
+    bool on_device;         /* the experts are device copies (a backend without host_memory) */
+    struct {
+        const void *dev;
+        size_t bytes;
+    } *bound;               /* (n_bound) what weight_bind made: released at free */
+    int n_bound;
     char choice[1024];
 
     /* the pass between begin and end */
@@ -417,6 +426,56 @@ static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
     return TS_OK;
 }
 
+static ts_status bind_range(expert_cache *c, const void *host, size_t bytes, const void **dev) {
+    if (!c->be) {
+        *dev = host;
+        return TS_OK;
+    }
+    void *nb = ts_realloc(c->bound, sizeof *c->bound * (size_t)(c->n_bound + 1));
+    if (!nb) return TS_ERR_NOMEM;
+    c->bound = nb;
+    ts_status st = c->be->ops->weight_bind(c->be, host, bytes, dev);
+    if (st != TS_OK) return st;
+    c->bound[c->n_bound].dev = *dev;
+    c->bound[c->n_bound++].bytes = bytes;
+    return TS_OK;
+}
+
+/* Resident and mapped: every expert's slices made addressable by id. On a
+ * host-memory backend the table entries point into the mapping; on a device
+ * each projection's experts are copied once (a stacked tensor in one piece)
+ * and the entries point into the copy. The tables themselves are bound too,
+ * so the ops read them where they run. */
+static ts_status build_tables(expert_cache *c) {
+    const expert_map *m = c->map;
+    const size_t NE = (size_t)m->n_expert, nt = (size_t)m->n_moe * EXPERT_PROJ_COUNT;
+    c->ptrs = ts_calloc(nt * NE, sizeof *c->ptrs);
+    c->tabs = ts_calloc(nt, sizeof *c->tabs);
+    if (!c->ptrs || !c->tabs) return TS_ERR_NOMEM;
+    const uint8_t *base = c->f->map.data;
+    ts_status st;
+    for (int32_t l = 0; l < m->n_moe; l++)
+        for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
+            const void **row = c->ptrs + ((size_t)l * EXPERT_PROJ_COUNT + (size_t)p) * NE;
+            for (int32_t e0 = 0; e0 < m->n_expert;) {
+                /* the longest run of experts whose slices follow each other in the file */
+                const expert_slice *s0 = expert_map_slice(m, l, e0, p);
+                uint64_t end = s0->offset + s0->nbytes;
+                int32_t e1 = e0 + 1;
+                while (e1 < m->n_expert && expert_map_slice(m, l, e1, p)->offset == end) end += expert_map_slice(m, l, e1++, p)->nbytes;
+                const void *dev = base + s0->offset;
+                if (c->on_device && (st = bind_range(c, base + s0->offset, (size_t)(end - s0->offset), &dev)) != TS_OK) {
+                    ts_error_prefix("expert cache: blk.%d %s experts to the device", c->layers[l].block, expert_proj_name(p));
+                    return st;
+                }
+                for (int32_t e = e0; e < e1; e++) row[e] = (const uint8_t *)dev + (expert_map_slice(m, l, e, p)->offset - s0->offset);
+                e0 = e1;
+            }
+            if ((st = bind_range(c, row, sizeof *row * NE, &c->tabs[(size_t)l * EXPERT_PROJ_COUNT + (size_t)p])) != TS_OK) return st;
+        }
+    return TS_OK;
+}
+
 ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expert_cache_opts *opts, expert_cache **out) {
     *out = NULL;
     expert_cache_opts defaults;
@@ -471,8 +530,24 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
     uint64_t budget = 0;
     bool explicit_budget = false, have_budget = false;
     ts_fmt_bytes(map->total_bytes, 1, bt, sizeof bt);
-
-    if (mode == EXPERT_RESIDENCY_AUTO) {
+    c->on_device = c->be && !c->be->host_memory;
+    if (c->on_device) {
+        /* a device backend reads experts from its own memory: all of them,
+         * for now (streaming them into device slots is not built yet) */
+        if (mode != EXPERT_RESIDENCY_AUTO && mode != EXPERT_RESIDENCY_RESIDENT) {
+            st = ts_fail(TS_ERR_UNSUPPORTED,
+                         "expert cache: on the %s backend experts are resident in device memory; %s residency is not built "
+                         "for it yet (use --expert-residency resident, or the cpu backend)",
+                         c->be->ops->name, expert_residency_name(mode));
+            goto fail;
+        }
+        snprintf(c->choice, sizeof c->choice, "expert residency: resident (%s of experts in %s device memory%s)", bt,
+                 c->be->ops->name, mode == EXPERT_RESIDENCY_AUTO ? "; auto: the only mode on this backend" : ", as asked");
+        mode = EXPERT_RESIDENCY_RESIDENT;
+    }
+    if (c->on_device) {
+        /* chosen above */
+    } else if (mode == EXPERT_RESIDENCY_AUTO) {
         if (opts->n_slots > 0 && have_fd) {
             mode = EXPERT_RESIDENCY_STREAMED;
             snprintf(c->choice, sizeof c->choice, "expert residency: streamed (auto: %d slots per layer given)", opts->n_slots);
@@ -561,8 +636,8 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
                          map->total_bytes, bt, opts->budget_bytes, b2);
             goto fail;
         }
-        for_expert_ranges(c, populate_range, NULL);
-        if (opts->mlock) {
+        if (!c->on_device) for_expert_ranges(c, populate_range, NULL);
+        if (opts->mlock && !c->on_device) {
             lock_ctx lc = {0, 0};
             if (for_expert_ranges(c, lock_range, &lc)) {
                 for_expert_ranges(c, unlock_range, NULL);
@@ -573,6 +648,8 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
             }
         }
     }
+
+    if (mode != EXPERT_RESIDENCY_STREAMED && (st = build_tables(c)) != TS_OK) goto fail;
 
     c->disk_io = opts->io.disk_io;
     if (c->disk_io) c->proc_ok = expert_io_proc_read_bytes(&c->proc_base) == TS_OK;
@@ -587,6 +664,10 @@ void expert_cache_free(expert_cache *c) {
     if (!c) return;
     if (c->io) expert_io_free(c->io); /* waits for a batch in flight */
     if (c->mlocked) for_expert_ranges(c, unlock_range, NULL);
+    for (int i = 0; i < c->n_bound; i++) c->be->ops->weight_unbind(c->be, c->bound[i].dev, c->bound[i].bytes);
+    free(c->bound);
+    free(c->ptrs);
+    free(c->tabs);
     if (c->layers)
         for (int32_t l = 0; l < c->map->n_moe; l++) {
             ec_layer *L = &c->layers[l];
@@ -663,7 +744,7 @@ static ts_status begin_locked(expert_cache *c, int32_t block, const int32_t *ids
         } else {
             for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
                 const expert_slice *s = expert_map_slice(m, moe, e, p);
-                w[p][i] = c->f->map.data + s->offset;
+                w[p][i] = c->ptrs[((size_t)moe * EXPERT_PROJ_COUNT + (size_t)p) * (size_t)m->n_expert + (size_t)e];
                 breq += s->nbytes;
             }
         }
@@ -802,6 +883,25 @@ void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pas
 
 bool expert_cache_disk_io_on(const expert_cache *c) { return c->disk_io; }
 
+bool expert_cache_tables(const expert_cache *c, int32_t block, const void *const *tab[EXPERT_PROJ_COUNT]) {
+    const int32_t moe = moe_of(c, block);
+    if (!c->tabs || moe < 0) return false;
+    for (int p = 0; p < EXPERT_PROJ_COUNT; p++) tab[p] = (const void *const *)c->tabs[(size_t)moe * EXPERT_PROJ_COUNT + (size_t)p];
+    return true;
+}
+
+void expert_cache_count(expert_cache *c, int32_t block, int32_t k) {
+    const int32_t moe = moe_of(c, block);
+    if (moe < 0 || c->mode == EXPERT_RESIDENCY_STREAMED) return;
+    pthread_mutex_lock(&c->mu);
+    expert_cache_stats *s = &c->layers[moe].st;
+    s->passes++;
+    s->requests += (uint64_t)k;
+    if (c->mode == EXPERT_RESIDENCY_RESIDENT) s->hits += (uint64_t)k;
+    s->bytes_requested += (uint64_t)k * c->map->layers[moe].expert_bytes;
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* ------------------------------------------------------------ accessors, stats */
 
 expert_residency expert_cache_residency(const expert_cache *c) { return c->mode; }
@@ -871,6 +971,9 @@ int expert_cache_format_start(const expert_cache *c, char *buf, size_t n) {
                         expert_nocache_mode_name(c->nocache));
     case EXPERT_RESIDENCY_RESIDENT:
         ts_fmt_bytes(m->total_bytes, 1, b1, sizeof b1);
+        if (c->on_device)
+            return snprintf(buf, n, "expert cache: resident, %s of experts for %d layers in %s device memory", b1, m->n_moe,
+                            c->be->ops->name);
         return snprintf(buf, n, "expert cache: resident, %s of experts for %d layers mapped and prefaulted%s%s", b1, m->n_moe,
                         c->mlock_note[0] ? ", " : "", c->mlock_note);
     default:

@@ -13,6 +13,8 @@
  *             nothing is repacked.
  *   mapped    experts are used in place from the mapping and the OS page
  *             cache is the cache: no slots, no prefault, no hit accounting.
+ *   (on a device backend: resident only, each expert copied once into
+ *             device memory at open; the tables and fetches give the copies)
  *   auto      picks one of the three from a memory budget (--expert-budget,
  *             or what /proc/meminfo MemAvailable and the cgroup limit leave)
  *             and says what it chose and why (expert_cache_choice()).
@@ -163,6 +165,17 @@ ts_status expert_cache_end(expert_cache *c, int32_t block);
 ts_status expert_cache_fetch(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
                              const void **up, const void **down, expert_cache_pass *pass);
 void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pass);
+/* Resident and mapped modes: every expert addressable by id. tab[p] (backend
+ * memory, n_expert entries) holds the backend address of each expert's
+ * projection p (the ops' ts_expert_mat.table); valid for the cache's life.
+ * False in streamed mode, where only a fetch says where an expert is.
+ * Reading through the tables takes no lock: nothing they point to moves. */
+bool expert_cache_tables(const expert_cache *c, int32_t block, const void *const *tab[EXPERT_PROJ_COUNT]);
+/* Counts a routed pass of k experts that went through the tables (the ids
+ * stay where they were routed, maybe on a device): passes, requests, hits
+ * (resident) and bytes requested (k times the layer's expert size: exact for
+ * stacked layouts, the largest expert for per-expert ones). Under the lock. */
+void expert_cache_count(expert_cache *c, int32_t block, int32_t k);
 /* Physical-bytes accounting was asked for (TURBOSPARK_EXPERT_DISK_IO). */
 bool expert_cache_disk_io_on(const expert_cache *c);
 

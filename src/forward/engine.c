@@ -193,11 +193,6 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
         if ((st = ts_backend_cpu_new(0, &m->be)) != TS_OK) goto fail;
         m->own_be = true;
     }
-    if (m->desc.has_moe && !m->be->host_memory) {
-        st = ts_fail(TS_ERR_UNSUPPORTED, "%s: mixture-of-experts models run on the cpu backend for now",
-                     f->path ? f->path : "model");
-        goto fail;
-    }
     if (!m->desc.has_moe && (o.expert_residency != TS_EXPERTS_AUTO || o.expert_slots || o.expert_budget || o.expert_policy != TS_CACHE_LFU)) {
         st = ts_fail(TS_ERR_ARG, "expert options apply to mixture-of-experts models; %s is dense", f->path ? f->path : "the model");
         goto fail;
@@ -393,6 +388,10 @@ static void layout(ts_session *s, carver *c) {
         s->exp_gate = carve(c, sizeof(float) * BG * FE);
         s->exp_up = carve(c, sizeof(float) * BG * FE);
         s->exp_out = carve(c, sizeof(float) * B * K * E);
+        s->moe_ids_dev = carve(c, sizeof(int32_t) * B * K);
+        s->moe_w_dev = carve(c, sizeof(float) * B * K);
+        s->moe_tok_dev = carve(c, sizeof(int32_t) * B * K);
+        s->moe_row_dev = carve(c, sizeof(int32_t) * B * K);
         if (s->diag && s->diag->pilot != TS_PILOT_OFF) {
             s->pilot_h = carve(c, sizeof(float) * B * E);
             s->pilot_r = carve(c, sizeof(float) * B * NE);
@@ -462,7 +461,6 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     if (m->desc.has_moe) {
         s->router_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
         s->pilot_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
-        s->sh_gate_host = ts_calloc((size_t)n_batch, sizeof(float));
         size_t BK = (size_t)n_batch * (size_t)hp->n_expert_used;
         s->moe_ids = ts_calloc(BK, sizeof(int32_t));
         s->moe_w = ts_calloc(BK, sizeof(float));
@@ -471,7 +469,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->moe_order = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
         s->moe_cnt = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
         s->moe_off = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
-        if (!s->router_host || !s->sh_gate_host || !s->pilot_host || !s->moe_ids || !s->moe_w || !s->moe_row || !s->moe_tok ||
+        if (!s->router_host || !s->pilot_host || !s->moe_ids || !s->moe_w || !s->moe_row || !s->moe_tok ||
             !s->moe_order || !s->moe_cnt || !s->moe_off) {
             st = TS_ERR_NOMEM;
             goto fail;
@@ -516,7 +514,6 @@ void ts_session_free(ts_session *s) {
     if (s->out) s->be->ops->host_free(s->be, s->out, sizeof(float) * (size_t)s->out_rows * (size_t)s->model->desc.hp.n_vocab);
     free(s->router_host);
     free(s->pilot_host);
-    free(s->sh_gate_host);
     free(s->moe_ids);
     free(s->moe_w);
     free(s->moe_row);
@@ -550,7 +547,10 @@ static ts_status ensure_out(ts_session *s, int64_t rows) {
  * captures), so their sessions always run plainly. */
 static ts_status decode_step(ts_session *s) {
     const ts_backend_ops *op = s->be->ops;
-    if (s->rec == TS_REC_READY) return op->replay(s->st);
+    if (s->rec == TS_REC_READY) {
+        if (s->model->ecache) ts_forward_moe_count_replay(s);
+        return op->replay(s->st);
+    }
     if (s->rec == TS_REC_NONE) {
         s->rec = TS_REC_WARM;
         return ts_forward_chunk(s, 1, false, true);

@@ -80,16 +80,19 @@ struct ts_session {
     float *sh_up;         /* (n_batch, n_ff_shexp) */
     float *sh_out;        /* (n_batch, n_embd) */
     float *sh_gate;       /* (n_batch, 1) shared expert gate logits */
+    int32_t *moe_ids_dev; /* (n_batch, n_expert_used) each token's top-k in rank order (moe_route) */
+    float *moe_w_dev;     /* (n_batch, n_expert_used) their router weights */
+    int32_t *moe_tok_dev; /* (n_batch * n_expert_used) device copy of moe_tok (gather_rows) */
+    int32_t *moe_row_dev; /* (n_batch, n_expert_used) device copy of moe_row (moe_combine) */
     float *pilot_h;       /* (n_batch, n_embd) pilot probe: the residual through the target's norm */
     float *pilot_r;       /* (n_batch, n_expert) pilot probe router logits */
 
     /* host memory */
     int32_t *pos_host;    /* (2, n_batch) backend host memory: the chunk's positions, then its ids */
     float *router_host;   /* (n_batch, n_expert) host copy of router logits */
-    float *sh_gate_host;  /* (n_batch) host copy */
     float *pilot_host;    /* (n_batch, n_expert) host copy */
-    int32_t *moe_ids;     /* (n_batch, n_expert_used) each token's top-k, rank order */
-    float *moe_w;         /* (n_batch, n_expert_used) their router weights */
+    int32_t *moe_ids;     /* (n_batch, n_expert_used) host copy of moe_ids_dev (grouping, hooks) */
+    float *moe_w;         /* (n_batch, n_expert_used) host copy of moe_w_dev */
     int32_t *moe_row;     /* (n_batch, n_expert_used) row of exp_out holding (token, rank)'s expert output */
     int32_t *moe_tok;     /* (n_batch * n_expert_used) tokens, grouped by expert in moe_order, ascending within */
     int32_t *moe_order;   /* (n_expert) the chunk's distinct experts, by first appearance in (token, rank) order */
@@ -126,18 +129,21 @@ void ts_forward_upload(ts_session *s, const int32_t *ids, int n);
  * recorded once and replayed (capture_begin). */
 ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_chunk);
 
-/* The routed-expert FFN of layer l: s->xb (n, n_embd) normalized input ->
- * s->xb2 (n, n_embd). Experts run per token, in router rank order, the same
- * way whatever the residency, so output never depends on the cache. */
+/* The routed-expert FFN of layer l: s->xb (n, n_embd) normalized input;
+ * its output (s->xb2 as scratch) is added to the residual s->x. The sums
+ * run in router rank order whatever the residency, so output never depends
+ * on the cache. */
 ts_status ts_forward_moe(ts_session *s, int l, int n);
+
+/* A replayed decode step ran no host code: counts the expert-cache passes
+ * its MoE layers made through the tables, as the plain step does. */
+void ts_forward_moe_count_replay(ts_session *s);
 
 /* The session sampler's next id from host_logits (n_vocab), or, when NULL,
  * from the last eval's logits where they are (dev_logits); -1 with the
  * reason left when none can be drawn. Does not accept it. */
 int32_t ts_session_draw(ts_session *s, float *host_logits);
 
-/* top-k of n logits: descending, ties to the lower id (k <= CACHE_MAX_K). */
-void ts_topk(const float *x, int n, int k, int32_t *ids);
 
 /* The hooks that feed a session's ts_diag (instruments.c). */
 extern const ts_hooks ts_diag_hooks;

@@ -19,25 +19,22 @@
  * It is NOT byte-identical to running the same tokens one at a time: an
  * expert's matmul over m > 1 tokens takes the backend's GEMM path, whose
  * sums round differently from the matvec's (within the kernels' tested
- * tolerance); a chunk of one token (decode) is the per-token path exactly. */
+ * tolerance); a chunk of one token (decode) is the per-token path exactly.
+ *
+ * Where the routing lives. The router's top-k runs on the backend
+ * (moe_route), so the ids and weights are in backend memory. Decode with
+ * every expert addressable by id (resident and mapped modes,
+ * expert_cache_tables) reads them there: the expert matmuls index the tables
+ * with the ids, nothing comes back to the host, and a device backend records
+ * the token as one graph. A prefill chunk, and streamed mode, bring the ids
+ * to the host to group the chunk and ask the cache. Both paths run the same
+ * products and the same rank-order sums for one token, so decode output is
+ * byte-identical across modes. */
 #include <math.h>
 #include <string.h>
 
 #include "forward/forward_internal.h"
 #include "tensor/types.h"
-
-void ts_topk(const float *x, int n, int k, int32_t *ids) {
-    for (int i = 0; i < k; i++) ids[i] = -1;
-    for (int e = 0; e < n; e++) {
-        /* insertion: e goes before the first entry it strictly beats, so an
-         * equal logit keeps the earlier (lower) id ahead */
-        int pos = k;
-        while (pos > 0 && (ids[pos - 1] < 0 || x[e] > x[ids[pos - 1]])) pos--;
-        if (pos >= k) continue;
-        memmove(ids + pos + 1, ids + pos, sizeof *ids * (size_t)(k - pos - 1));
-        ids[pos] = e;
-    }
-}
 
 static ts_mat expert_mat(const void *data, ts_type type, int64_t n_in, int64_t n_out, const char *name) {
     ts_mat m = {.data = data, .type = type, .n_in = n_in, .n_out = n_out, .row_bytes = ts_type_row_bytes(type, (uint64_t)n_in),
@@ -45,13 +42,11 @@ static ts_mat expert_mat(const void *data, ts_type type, int64_t n_in, int64_t n
     return m;
 }
 
-/* Router weights of the top-k: softmax over all experts, then (per family)
- * renormalised over the k, in double for a result independent of order. */
-static void topk_weights(const float *r, int n_expert, const int32_t *ids, int k, bool renorm, float *w) {
-    double mx = r[ids[0]], z = 0, sel = 0;
-    for (int e = 0; e < n_expert; e++) z += exp((double)r[e] - mx);
-    for (int i = 0; i < k; i++) sel += exp((double)r[ids[i]] - mx);
-    for (int i = 0; i < k; i++) w[i] = (float)(exp((double)r[ids[i]] - mx) / (renorm ? sel : z));
+static ts_expert_mat expert_set(const void *const *table, int32_t n_expert, ts_type type, int64_t n_in, int64_t n_out,
+                                const char *name) {
+    ts_expert_mat m = {.table = table, .n_expert = n_expert, .type = type, .n_in = n_in, .n_out = n_out,
+                       .row_bytes = ts_type_row_bytes(type, (uint64_t)n_in), .name = name};
+    return m;
 }
 
 /* The chunk's expert-cache passes: its distinct experts in order of first
@@ -81,6 +76,27 @@ static int group_chunk(ts_session *s, int n, int NE, int K) {
     return nd;
 }
 
+/* Decode through the expert tables: the ids and weights stay where they
+ * were routed, so a device backend runs the token without a host round trip
+ * (one recorded graph). The same products and sums as the fetch path for
+ * one token: gate/up of each expert from the one xb row, act_mul over the k
+ * rows, each down from its own row, the weighted sum in rank order. */
+static void moe_decode_tables(ts_session *s, int l, const void *const *tab[EXPERT_PROJ_COUNT]) {
+    const ts_model_desc *md = &s->model->desc;
+    const ts_hparams *hp = &md->hp;
+    const ts_backend_ops *op = s->be->ops;
+    const int E = hp->n_embd, NE = hp->n_expert, K = hp->n_expert_used, FE = hp->n_ff_exp;
+    const expert_layer_info *li = &md->emap.layers[md->emap.moe_of_block[l]];
+    ts_expert_mat g = expert_set(tab[EXPERT_PROJ_GATE], NE, li->type[EXPERT_PROJ_GATE], E, FE, "ffn_gate_exps");
+    ts_expert_mat u = expert_set(tab[EXPERT_PROJ_UP], NE, li->type[EXPERT_PROJ_UP], E, FE, "ffn_up_exps");
+    ts_expert_mat d = expert_set(tab[EXPERT_PROJ_DOWN], NE, li->type[EXPERT_PROJ_DOWN], FE, E, "ffn_down_exps");
+    const ts_expert_mat *gu[2] = {&g, &u};
+    float *gu_out[2] = {s->exp_gate, s->exp_up};
+    op->moe_matmul(s->st, 2, gu, gu_out, s->moe_ids_dev, K, s->xb, false);
+    op->moe_act_matmul(s->st, md->fam->act, s->exp_gate, s->exp_up, &d, s->exp_out, s->moe_ids_dev, K);
+    expert_cache_count(s->model->ecache, l, K);
+}
+
 ts_status ts_forward_moe(ts_session *s, int l, int n) {
     const ts_model_desc *md = &s->model->desc;
     const ts_hparams *hp = &md->hp;
@@ -91,102 +107,112 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     const int E = hp->n_embd, NE = hp->n_expert, K = hp->n_expert_used, FE = hp->n_ff_exp;
     const expert_layer_info *li = &md->emap.layers[md->emap.moe_of_block[l]];
     expert_cache *ec = s->model->ecache;
+    const size_t NK = (size_t)n * (size_t)K;
 
-    /* 1. route the whole chunk: router logits for every token in one
-     * matmul, to the host for the top-k; the hooks see every token */
+    /* 1. route the whole chunk where the activations are: router logits for
+     * every token in one matmul, top-k and weights by the moe_route op */
     const ts_mat *rw[1] = {&L->ffn_router};
     op->matmul(st, 1, rw, &s->router, s->xb, n);
-    op->to_host(st, s->router_host, s->router, sizeof(float) * (size_t)n * (size_t)NE);
-    if (TS_UNLIKELY(h != NULL) && h->route_chunk) {
-        ts_status rs = h->route_chunk(h->user, l, n);
-        if (rs != TS_OK) return rs;
+    op->moe_route(st, s->router, n, NE, K, hp->expert_norm, s->moe_ids_dev, s->moe_w_dev);
+    const void *const *tab[EXPERT_PROJ_COUNT];
+    const bool by_table = n == 1 && expert_cache_tables(ec, l, tab);
+    /* the host needs the routing to group a chunk, and the hooks see every token */
+    if (!by_table || TS_UNLIKELY(h != NULL)) {
+        op->to_host(st, s->moe_ids, s->moe_ids_dev, sizeof(int32_t) * NK);
+        op->to_host(st, s->moe_w, s->moe_w_dev, sizeof(float) * NK);
     }
-    for (int t = 0; t < n; t++) {
-        const float *r = s->router_host + (size_t)t * NE;
-        int32_t *ids = s->moe_ids + (size_t)t * K;
-        ts_topk(r, NE, K, ids);
-        topk_weights(r, NE, ids, K, hp->expert_norm, s->moe_w + (size_t)t * K);
-        if (TS_UNLIKELY(h != NULL) && h->route) {
-            ts_status rs = h->route(h->user, l, ids, r);
+    if (TS_UNLIKELY(h != NULL)) {
+        op->to_host(st, s->router_host, s->router, sizeof(float) * (size_t)n * (size_t)NE);
+        if (h->route_chunk) {
+            ts_status rs = h->route_chunk(h->user, l, n);
+            if (rs != TS_OK) return rs;
+        }
+        for (int t = 0; t < n && h->route; t++) {
+            ts_status rs = h->route(h->user, l, s->moe_ids + (size_t)t * K, s->router_host + (size_t)t * NE);
             if (rs != TS_OK) return rs;
         }
     }
     HOOK(h, mark, s, TS_PHASE_ROUTER);
 
-    /* 2. each distinct expert fetched once, run once over its tokens */
-    const int nd = group_chunk(s, n, NE, K);
-    for (int g0 = 0; g0 < nd; g0 += K) {
-        const int gk = nd - g0 < K ? nd - g0 : K;
-        const int32_t *gid = s->moe_order + g0;
-        /* the experts' bytes: pinned in the shared cache until released */
-        const void *g[CACHE_MAX_K], *u[CACHE_MAX_K], *d[CACHE_MAX_K];
-        expert_cache_pass pass;
-        ts_status rc = expert_cache_fetch(ec, l, gid, gk, g, u, d, &pass);
-        if (rc != TS_OK) return rc;
-        HOOK(h, io_wait, pass.io_wait_s);
-        if (n == 1) {
-            /* decode: every expert reads the one token's xb, so the gate and
-             * up projections of several experts go in one matmul call and
-             * one act_mul covers them all: fewer pool wake-ups per layer,
-             * the same products (each row is computed alone) */
-            ts_mat mg[CACHE_MAX_K], mu[CACHE_MAX_K];
-            for (int i0 = 0; i0 < gk; i0 += TS_MATMUL_MAX_W / 2) {
-                const int ni = gk - i0 < TS_MATMUL_MAX_W / 2 ? gk - i0 : TS_MATMUL_MAX_W / 2;
-                const ts_mat *gu[TS_MATMUL_MAX_W];
-                float *gu_out[TS_MATMUL_MAX_W];
-                for (int i = i0; i < i0 + ni; i++) {
-                    mg[i] = expert_mat(g[i], li->type[EXPERT_PROJ_GATE], E, FE, "ffn_gate_exps");
-                    mu[i] = expert_mat(u[i], li->type[EXPERT_PROJ_UP], E, FE, "ffn_up_exps");
-                    gu[2 * (i - i0)] = &mg[i], gu[2 * (i - i0) + 1] = &mu[i];
-                    gu_out[2 * (i - i0)] = s->exp_gate + (size_t)i * FE, gu_out[2 * (i - i0) + 1] = s->exp_up + (size_t)i * FE;
+    /* without a shared expert the weighted sum goes straight into the
+     * residual (moe_combine_add); the caller's add is then skipped */
+    const bool into_x = by_table && !L->ffn_gate_shexp.data;
+    if (by_table) {
+        moe_decode_tables(s, l, tab);
+        if (into_x) op->moe_combine_add(st, s->x, s->xb2, s->exp_out, s->moe_w_dev, K, E);
+        else op->moe_combine(st, s->xb2, s->exp_out, s->moe_w_dev, NULL, 1, K, E);
+        HOOK(h, mark, s, TS_PHASE_EXPERT);
+    } else {
+        /* 2. each distinct expert fetched once, run once over its tokens */
+        const int nd = group_chunk(s, n, NE, K);
+        op->to_device(st, s->moe_tok_dev, s->moe_tok, sizeof(int32_t) * NK);
+        op->to_device(st, s->moe_row_dev, s->moe_row, sizeof(int32_t) * NK);
+        for (int g0 = 0; g0 < nd; g0 += K) {
+            const int gk = nd - g0 < K ? nd - g0 : K;
+            const int32_t *gid = s->moe_order + g0;
+            /* the experts' bytes: pinned in the shared cache until released */
+            const void *g[CACHE_MAX_K], *u[CACHE_MAX_K], *d[CACHE_MAX_K];
+            expert_cache_pass pass;
+            ts_status rc = expert_cache_fetch(ec, l, gid, gk, g, u, d, &pass);
+            if (rc != TS_OK) return rc;
+            HOOK(h, io_wait, pass.io_wait_s);
+            if (n == 1) {
+                /* decode: every expert reads the one token's xb, so the gate and
+                 * up projections of several experts go in one matmul call and
+                 * one act_mul covers them all: fewer pool wake-ups per layer,
+                 * the same products (each row is computed alone) */
+                ts_mat mg[CACHE_MAX_K], mu[CACHE_MAX_K];
+                for (int i0 = 0; i0 < gk; i0 += TS_MATMUL_MAX_W / 2) {
+                    const int ni = gk - i0 < TS_MATMUL_MAX_W / 2 ? gk - i0 : TS_MATMUL_MAX_W / 2;
+                    const ts_mat *gu[TS_MATMUL_MAX_W];
+                    float *gu_out[TS_MATMUL_MAX_W];
+                    for (int i = i0; i < i0 + ni; i++) {
+                        mg[i] = expert_mat(g[i], li->type[EXPERT_PROJ_GATE], E, FE, "ffn_gate_exps");
+                        mu[i] = expert_mat(u[i], li->type[EXPERT_PROJ_UP], E, FE, "ffn_up_exps");
+                        gu[2 * (i - i0)] = &mg[i], gu[2 * (i - i0) + 1] = &mu[i];
+                        gu_out[2 * (i - i0)] = s->exp_gate + (size_t)i * FE, gu_out[2 * (i - i0) + 1] = s->exp_up + (size_t)i * FE;
+                    }
+                    op->matmul(st, 2 * ni, gu, gu_out, s->xb, 1);
                 }
-                op->matmul(st, 2 * ni, gu, gu_out, s->xb, 1);
+                op->act_mul(st, md->fam->act, s->exp_gate, s->exp_up, (int64_t)gk * FE, s->exp_gate);
+                for (int i = 0; i < gk; i++) {
+                    ts_mat mdn = expert_mat(d[i], li->type[EXPERT_PROJ_DOWN], FE, E, "ffn_down_exps");
+                    const ts_mat *dn[1] = {&mdn};
+                    float *dn_out[1] = {s->exp_out + (size_t)s->moe_off[gid[i]] * E};
+                    op->matmul(st, 1, dn, dn_out, s->exp_gate + (size_t)i * FE, 1);
+                }
             }
-            op->act_mul(st, md->fam->act, s->exp_gate, s->exp_up, (int64_t)gk * FE, s->exp_gate);
-            for (int i = 0; i < gk; i++) {
+            for (int i = 0; i < gk && n > 1; i++) {
+                const int32_t e = gid[i], ne = s->moe_cnt[e], o = s->moe_off[e];
+                const float *x = s->xb + (size_t)s->moe_tok[o] * E;
+                if (ne > 1) {
+                    op->gather_rows(st, s->exp_x, s->xb, s->moe_tok_dev + o, ne, E);
+                    x = s->exp_x;
+                }
+                ts_mat mg = expert_mat(g[i], li->type[EXPERT_PROJ_GATE], E, FE, "ffn_gate_exps");
+                ts_mat mu = expert_mat(u[i], li->type[EXPERT_PROJ_UP], E, FE, "ffn_up_exps");
                 ts_mat mdn = expert_mat(d[i], li->type[EXPERT_PROJ_DOWN], FE, E, "ffn_down_exps");
+                const ts_mat *gu[2] = {&mg, &mu};
+                float *gu_out[2] = {s->exp_gate, s->exp_up};
+                op->matmul(st, 2, gu, gu_out, x, ne);
+                op->act_mul(st, md->fam->act, s->exp_gate, s->exp_up, (int64_t)ne * FE, s->exp_gate);
                 const ts_mat *dn[1] = {&mdn};
-                float *dn_out[1] = {s->exp_out + (size_t)s->moe_off[gid[i]] * E};
-                op->matmul(st, 1, dn, dn_out, s->exp_gate + (size_t)i * FE, 1);
+                float *dn_out[1] = {s->exp_out + (size_t)o * E};
+                op->matmul(st, 1, dn, dn_out, s->exp_gate, ne);
             }
+            /* pinned slots are free again once the stream has read them;
+             * unpinned experts (resident, mapped) never move: no wait */
+            if (pass.pinned) rc = op->sync(st);
+            expert_cache_release(ec, l, &pass);
+            if (rc != TS_OK) return rc;
+            HOOK(h, mark, s, TS_PHASE_EXPERT);
         }
-        for (int i = 0; i < gk && n > 1; i++) {
-            const int32_t e = gid[i], ne = s->moe_cnt[e], o = s->moe_off[e];
-            const float *x = s->xb + (size_t)s->moe_tok[o] * E;
-            if (ne > 1) {
-                /* gathered rows: a copy (x * 1.0f is exact) */
-                for (int j = 0; j < ne; j++)
-                    op->scale(st, s->exp_x + (size_t)j * E, s->xb + (size_t)s->moe_tok[o + j] * E, 1.0f, E);
-                x = s->exp_x;
-            }
-            ts_mat mg = expert_mat(g[i], li->type[EXPERT_PROJ_GATE], E, FE, "ffn_gate_exps");
-            ts_mat mu = expert_mat(u[i], li->type[EXPERT_PROJ_UP], E, FE, "ffn_up_exps");
-            ts_mat mdn = expert_mat(d[i], li->type[EXPERT_PROJ_DOWN], FE, E, "ffn_down_exps");
-            const ts_mat *gu[2] = {&mg, &mu};
-            float *gu_out[2] = {s->exp_gate, s->exp_up};
-            op->matmul(st, 2, gu, gu_out, x, ne);
-            op->act_mul(st, md->fam->act, s->exp_gate, s->exp_up, (int64_t)ne * FE, s->exp_gate);
-            const ts_mat *dn[1] = {&mdn};
-            float *dn_out[1] = {s->exp_out + (size_t)o * E};
-            op->matmul(st, 1, dn, dn_out, s->exp_gate, ne);
-        }
-        /* the ops above have read the slots once the stream reaches here */
-        rc = op->sync(st);
-        expert_cache_release(ec, l, &pass);
-        if (rc != TS_OK) return rc;
+
+        /* 3. scatter: each token's weighted outputs summed in rank order, the
+         * same sum whatever order the experts ran in */
+        op->moe_combine(st, s->xb2, s->exp_out, s->moe_w_dev, s->moe_row_dev, n, K, E);
         HOOK(h, mark, s, TS_PHASE_EXPERT);
     }
-
-    /* 3. scatter: each token's weighted outputs summed in rank order, the
-     * same sum whatever order the experts ran in */
-    for (int t = 0; t < n; t++) {
-        float *out = s->xb2 + (size_t)t * E;
-        const float *w = s->moe_w + (size_t)t * K;
-        const int32_t *row = s->moe_row + (size_t)t * K;
-        op->scale(st, out, s->exp_out + (size_t)row[0] * E, w[0], E);
-        for (int i = 1; i < K; i++) op->scale_add(st, out, s->exp_out + (size_t)row[i] * E, w[i], E);
-    }
-    HOOK(h, mark, s, TS_PHASE_EXPERT);
 
     /* shared expert behind a sigmoid gate (qwen2moe), batched over tokens */
     if (L->ffn_gate_shexp.data) {
@@ -198,12 +224,17 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
         HOOK(h, ffn_act, s, l, s->sh_act, n, SF, s->chunk_final);
         const ts_mat *dn[1] = {&L->ffn_down_shexp};
         op->matmul(st, 1, dn, &s->sh_out, s->sh_act, n);
-        op->to_host(st, s->sh_gate_host, s->sh_gate, sizeof(float) * (size_t)n);
-        for (int t = 0; t < n; t++) {
-            float gsig = 1.0f / (1.0f + expf(-s->sh_gate_host[t]));
-            op->scale_add(st, s->xb2 + (size_t)t * E, s->sh_out + (size_t)t * E, gsig, E);
-        }
+        op->gated_add(st, s->xb2, s->sh_out, s->sh_gate, n, E);
         HOOK(h, mark, s, TS_PHASE_DENSE_FFN);
     }
+    if (!into_x) op->add(st, s->x, s->xb2, (int64_t)n * E);
     return TS_OK;
+}
+
+void ts_forward_moe_count_replay(ts_session *s) {
+    const ts_model_desc *md = &s->model->desc;
+    const void *const *tab[EXPERT_PROJ_COUNT];
+    for (int l = 0; l < md->hp.n_layer; l++)
+        if (md->layers[l].moe && expert_cache_tables(s->model->ecache, l, tab))
+            expert_cache_count(s->model->ecache, l, md->hp.n_expert_used);
 }

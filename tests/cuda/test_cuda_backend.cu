@@ -27,6 +27,10 @@
  *    device (eval without logits, then ts_session_sample) draws, step after
  *    step, the ids the host sampler draws from the plain session's logits.
  *
+ * The tiny MoE fixtures (mixtral, olmoe, qwen2moe, qwen3moe) run 1-5 too:
+ * routing on the device, prefill grouped by expert, decode through the
+ * expert tables, recorded and replayed as one graph.
+ *
  * Also: a context too large for the device is refused with TS_ERR_NOMEM and
  * a message that says what is free. No GPU: fails unless TS_ALLOW_NO_GPU=1. */
 #include "cuda_test_util.h"
@@ -340,6 +344,24 @@ int main(int argc, char **argv) {
                 run_model(name, path, &tiny_bar, precise);
                 if (!precise) check_replay(name, path);
             }
+    /* the MoE fixtures (F32 only): experts resident in device memory, routed
+     * on the device; prefill grouped by expert, decode through the tables */
+    static const char *tiny_moe[] = {"mixtral", "olmoe", "qwen2moe", "qwen3moe"};
+    for (size_t i = 0; i < sizeof tiny_moe / sizeof tiny_moe[0]; i++)
+        for (int precise = 0; precise < 2; precise++) {
+            char name[64], path[1024];
+            snprintf(name, sizeof name, "tiny-%s-f32", tiny_moe[i]);
+            snprintf(path, sizeof path, "%s/ref/%s.gguf", TS_FIXTURES, name);
+            if (tcu_small() && precise) continue;
+            if (only) {
+                char word[80], list[512];
+                snprintf(word, sizeof word, " %s ", tiny_moe[i]);
+                snprintf(list, sizeof list, " %s ", only);
+                if (!strstr(list, word)) continue;
+            }
+            run_model(name, path, &tiny_bar, precise);
+            if (!precise) check_replay(name, path);
+        }
     char real[2048];
     tu_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", real, sizeof real);
     if (access(real, R_OK) != 0) {

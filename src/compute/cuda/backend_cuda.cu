@@ -1,5 +1,6 @@
 /* The engine's CUDA backend: the op table (src/compute/backend.h) over the
- * kernels of src/compute/cuda (cuda_kernels.h), for dense models.
+ * kernels of src/compute/cuda (cuda_kernels.h), for dense and MoE models
+ * (routed experts resident in device memory, src/experts/expert_cache.h).
  *
  * Ownership: weights are uploaded once at bind (one device allocation per
  * tensor, never changed after load); a stream is one cudaStream_t with its
@@ -439,11 +440,13 @@ static ts_status cuda_reserve(ts_stream *st, const ts_backend_reserve *r) {
     c->exact_act = r->exact_act;
     c->max_tokens = r->max_tokens;
 
-    /* quantized activations of one decode matvec, per partner format; the
-     * K-quant partner needs whole 256-element super-blocks */
+    /* quantized activations of one decode matvec (or of the top-k experts'
+     * rows, moe_matmul), per partner format; the K-quant partner needs whole
+     * 256-element super-blocks */
     int64_t n_in = (r->max_in + 255) / 256 * 256;
-    size_t a = ts_cuda_q8_bytes(TS_TYPE_Q8_0, n_in, TS_CUDA_MAX_DECODE_TOK);
-    size_t b = ts_cuda_q8_bytes(TS_TYPE_Q8_K, n_in, TS_CUDA_MAX_DECODE_TOK);
+    const int q8_rows = TS_CUDA_MAX_DECODE_TOK > TS_CUDA_MOE_MAX_K ? TS_CUDA_MAX_DECODE_TOK : TS_CUDA_MOE_MAX_K;
+    size_t a = ts_cuda_q8_bytes(TS_TYPE_Q8_0, n_in, q8_rows);
+    size_t b = ts_cuda_q8_bytes(TS_TYPE_Q8_K, n_in, q8_rows);
     c->q8_stride = align256(a > b ? a : b);
     /* the GEMM: x converted plus at least 128 dequantized rows, more rows
      * meaning fewer cuBLAS calls */
@@ -485,9 +488,10 @@ static ts_status cuda_sync(ts_stream *st) {
             unsigned w = *c->err_host;
             *c->err_host = 0;
             (void)cudaMemsetAsync(c->err_dev, 0, sizeof(unsigned), c->s);
-            ts_fail(TS_ERR_DEVICE, "%s%s%s", w & TS_CUDA_ERR_POS ? "a position outside the KV cache; " : "",
+            ts_fail(TS_ERR_DEVICE, "%s%s%s%s", w & TS_CUDA_ERR_POS ? "a position outside the KV cache; " : "",
                     w & TS_CUDA_ERR_TOKEN ? "a token id outside the vocabulary; " : "",
-                    w & TS_CUDA_ERR_EMPTY ? "no token could be sampled; " : "");
+                    w & TS_CUDA_ERR_EMPTY ? "no token could be sampled; " : "",
+                    w & TS_CUDA_ERR_EXPERT ? "an expert id outside the layer's experts; " : "");
             note(c, TS_ERR_DEVICE, "kernel check");
         }
     }
@@ -823,6 +827,93 @@ static void cuda_softcap(ts_stream *st, float *x, int64_t n, float cap) {
     OP(c, ts_cuda_softcap(c->s, x, n, cap), "softcap");
 }
 
+/* ---- routed experts ---- */
+
+static void cuda_moe_route(ts_stream *st, const float *r, int n_tok, int n_expert, int k, bool renorm, int32_t *ids, float *w) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_moe_route(c->s, r, n_tok, n_expert, k, renorm, ids, w), "moe_route");
+}
+
+static ts_cuda_moe_mat cmoe(const ts_expert_mat *w) {
+    ts_cuda_moe_mat m = {w->table, w->n_expert, (uint32_t)w->type, w->n_in, w->n_out, w->row_bytes};
+    return m;
+}
+
+/* Sets sharing a path (and partner format) go in one launch: gate and up of
+ * the usual file. The int8 path quantizes x (1 or k rows) once. */
+static void cuda_moe_matmul(ts_stream *st, int n_set, const ts_expert_mat *const *w, float *const *y, const int32_t *ids, int k,
+                            const float *x, bool x_per_expert) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    if (n_set < 1 || n_set > 2 || k < 1 || k > TS_CUDA_MOE_MAX_K) {
+        note(c, ts_fail(TS_ERR_ARG, "%d expert sets, top-%d (at most 2 and %d)", n_set, k, TS_CUDA_MOE_MAX_K), "moe_matmul");
+        return;
+    }
+    ts_cuda_moe_mat m[2];
+    uint32_t partner[2];
+    for (int s = 0; s < n_set; s++) {
+        if (!ts_cuda_type_supported(w[s]->type)) {
+            note(c, ts_fail(TS_ERR_UNSUPPORTED, "%s: weight type %s has no CUDA kernel", w[s]->name ? w[s]->name : "experts",
+                            ts_type_name(w[s]->type)), "moe_matmul");
+            return;
+        }
+        m[s] = cmoe(w[s]);
+        partner[s] = c->exact_act ? (uint32_t)TS_TYPE_COUNT : ts_cuda_q8_partner(w[s]->type);
+    }
+    const int rows = x_per_expert ? k : 1;
+    for (int s0 = 0; s0 < n_set && c->err == TS_OK;) {
+        const int ns = s0 + 1 < n_set && partner[s0 + 1] == partner[s0] ? 2 : 1;
+        if (partner[s0] != (uint32_t)TS_TYPE_COUNT) {
+            void *q8 = (uint8_t *)c->q8 + (size_t)(partner[s0] == TS_TYPE_Q8_K) * c->q8_stride;
+            OP(c, ts_cuda_quantize_q8(c->s, partner[s0], x, m[s0].n_in, rows, NULL, 0.0f, q8), "moe_matmul (quantize activations)");
+            if (c->err == TS_OK)
+                OP(c, ts_cuda_moe_matvec_q8(c->s, ns, m + s0, y + s0, ids, k, partner[s0], q8, x_per_expert, c->err_dev),
+                   "moe_matmul (int8 matvec)");
+        } else {
+            OP(c, ts_cuda_moe_matvec(c->s, ns, m + s0, y + s0, ids, k, x, x_per_expert, c->err_dev), "moe_matmul (f32 matvec)");
+        }
+        s0 += ns;
+    }
+}
+
+/* int8 path: act(gate) * up made, stored and quantized (k rows) in one
+ * kernel, then the k down projections */
+static void cuda_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
+                                const int32_t *ids, int k) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    const uint32_t partner = c->exact_act ? (uint32_t)TS_TYPE_COUNT : ts_cuda_q8_partner(w->type);
+    if (partner == (uint32_t)TS_TYPE_COUNT || k < 1 || k > TS_CUDA_MOE_MAX_K) {
+        ts_backend_compose_moe_act_matmul(st, act, gate, up, w, y, ids, k);
+        return;
+    }
+    void *q8 = (uint8_t *)c->q8 + (size_t)(partner == TS_TYPE_Q8_K) * c->q8_stride;
+    OP(c, ts_cuda_quantize_q8_act(c->s, partner, (int)act, gate, up, w->n_in, k, gate, q8), "moe act + quantize");
+    ts_cuda_moe_mat m = cmoe(w);
+    float *ys[1] = {y};
+    if (c->err == TS_OK) OP(c, ts_cuda_moe_matvec_q8(c->s, 1, &m, ys, ids, k, partner, q8, true, c->err_dev), "moe_matmul (int8 matvec)");
+}
+
+static void cuda_moe_combine(ts_stream *st, float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k,
+                             int64_t n) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_moe_combine(c->s, out, y, w, rows, n_tok, k, n), "moe_combine");
+}
+
+static void cuda_gather_rows(ts_stream *st, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_gather_rows(c->s, out, x, idx, n_rows, n), "gather_rows");
+}
+
+static void cuda_gated_add(ts_stream *st, float *x, const float *y, const float *g, int n_tok, int64_t n) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    OP(c, ts_cuda_gated_add(c->s, x, y, g, n_tok, n), "gated_add");
+}
+
 /* ---- recorded decode steps ---- */
 
 static ts_status cuda_capture_begin(ts_stream *st) {
@@ -975,9 +1066,16 @@ static const ts_backend_ops cuda_ops = {
     .scale_add = cuda_scale_add,
     .scale = cuda_scale,
     .softcap = cuda_softcap,
+    .moe_route = cuda_moe_route,
+    .moe_matmul = cuda_moe_matmul,
+    .moe_combine = cuda_moe_combine,
+    .gather_rows = cuda_gather_rows,
+    .gated_add = cuda_gated_add,
     .norm_matmul = cuda_norm_matmul,
     .matmul_add = cuda_matmul_add,
     .act_matmul_add = cuda_act_matmul_add,
+    .moe_act_matmul = cuda_moe_act_matmul,
+    .moe_combine_add = ts_backend_compose_moe_combine_add,
     .rope_kv_store = cuda_rope_kv_store,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,

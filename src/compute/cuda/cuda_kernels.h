@@ -119,7 +119,8 @@ size_t ts_cuda_gemm_scratch_min(const ts_cuda_mat *w, int n_tok);
 /* y (n_tok, w.n_out) = x (n_tok, n_in) . w^T (+ bias) (accumulate: y += that).
  * Weight rows are dequantized to compute_type (TS_TYPE_F16 or TS_TYPE_BF16)
  * tile by tile into scratch, x converted once, and each tile multiplied by
- * cublasGemmEx with float accumulation (tensor cores). cublas is a
+ * cublasGemmEx with float accumulation (tensor cores). F32 weights are
+ * multiplied in F32 as they are (no TF32), compute_type unused. cublas is a
  * cublasHandle_t; its stream is set to `stream`. */
 ts_status ts_cuda_gemm(void *stream, void *cublas, const ts_cuda_mat *w, float *y, const float *x, int n_tok,
                        uint32_t compute_type, bool accumulate, void *scratch, size_t scratch_bytes);
@@ -240,6 +241,58 @@ size_t ts_cuda_sample_scratch_bytes(int32_t n_vocab);
 ts_status ts_cuda_sample(void *stream, float *logits, int32_t n_vocab, const ts_cuda_sampler_params *p,
                          const ts_cuda_sampler_state *st, int32_t *out_id, unsigned *err, void *scratch,
                          size_t scratch_bytes);
+
+
+/* ---- 7. routed experts (MoE) ----------------------------------------------
+ * The experts of one projection of one MoE layer are addressed by id through
+ * a table in device memory, so the selected ids never come to the host and a
+ * decode token stays one graph. moe.cu; CPU references beside each kernel. */
+
+/* One projection's experts: expert e's (n_out, row_bytes) matrix in `type`
+ * is at table[e] (device memory holding device pointers, each 16-byte
+ * aligned). All experts share type and shape. */
+typedef struct ts_cuda_moe_mat {
+    const void *const *table; /* (n_expert) device pointers */
+    int32_t n_expert;         /* entries of the table: an id outside [0, n_expert) is skipped, TS_CUDA_ERR_EXPERT */
+    uint32_t type;            /* ts_type of the rows */
+    int64_t n_in;             /* elements per row */
+    int64_t n_out;            /* rows */
+    uint64_t row_bytes;       /* bytes per row */
+} ts_cuda_moe_mat;
+
+#define TS_CUDA_ERR_EXPERT 8u /* an expert id outside [0, n_expert) (its output rows written as 0) */
+#define TS_CUDA_MOE_MAX_K 16  /* experts per token (top-k) a call takes at most */
+
+/* Per token t < n_tok: ids[t] (k) = the top-k of r[t] (n_expert) by value,
+ * descending, ties to the lower id, as ts_topk (with NaN logits the two
+ * may choose differently);
+ * w[t] (k) = exp(r - max) / sum, the sum over all n_expert or, with renorm,
+ * over the k, in double (forward/moe.c's reference, ts_moe_route_row).
+ * k <= TS_CUDA_MOE_MAX_K, n_expert <= 1024. */
+ts_status ts_cuda_moe_route(void *stream, const float *r, int n_tok, int n_expert, int k, bool renorm, int32_t *ids, float *w);
+
+/* F32 activations, any type ts_cuda_type_supported takes (the --precise path
+ * and F32/F16/BF16 experts): for each s < n_set (1 or 2) and i < k,
+ *   y[s] row i (w[s].n_out) = x_i . W_s[ids[i]]^T
+ * x_i = x (one row of n_in) or, with x_per_expert, row i of x (k, n_in).
+ * Weights dequantized as ts_dequant_row does, sums in float. y[s] are host
+ * arrays of n_set device pointers; every w[s] shares n_in. */
+ts_status ts_cuda_moe_matvec(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *ids, int k,
+                             const float *x, bool x_per_expert, unsigned *err);
+/* int8 activations (the default path): as above from a q8 buffer
+ * (ts_cuda_quantize_q8 of x: 1 row, or k rows with x_per_expert) of the
+ * weights' partner format; types with ts_cuda_q8_partner != TS_TYPE_COUNT. */
+ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *ids, int k,
+                                uint32_t partner, const void *q8, bool x_per_expert, unsigned *err);
+/* out (n_tok, n): for each t, out[t] = w[t][0] * y[r0]; then out[t] += w[t][i] * y[ri]
+ * for i = 1..k-1 in that order (mul and add rounded separately, no FMA: the
+ * CPU's scale and scale_add), ri = rows[t * k + i], or t * k + i when rows is NULL. */
+ts_status ts_cuda_moe_combine(void *stream, float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k,
+                              int64_t n);
+/* out row j (n) = x row idx[j], j < n_rows (a copy). */
+ts_status ts_cuda_gather_rows(void *stream, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n);
+/* x[t] (n) += sigmoid(g[t]) * y[t] for t < n_tok, sigmoid = 1 / (1 + expf(-g)) rounded as the CPU does. */
+ts_status ts_cuda_gated_add(void *stream, float *x, const float *y, const float *g, int n_tok, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -158,15 +158,23 @@ ts_status ts_cuda_gemm(void *stream, void *cublas, const ts_cuda_mat *w, float *
     cublasStatus_t cs = cublasSetStream(h, s);
     if (cs != CUBLAS_STATUS_SUCCESS) return ts_fail(TS_ERR_DEVICE, "cuda gemm: cublasSetStream: %s", cublas_name(cs));
 
+    const float one = 1.0f, zero = 0.0f;
+    if (w->type == TS_TYPE_F32) {
+        /* F32 weights are multiplied as they are, in F32 (no TF32): rounding
+         * them to 16 bits would lose what the file holds */
+        cs = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n_tok, (int)w->n_in, &one, w->data, CUDA_R_32F,
+                          (int)w->n_in, x, CUDA_R_32F, (int)w->n_in, accumulate ? &one : &zero, y, CUDA_R_32F, (int)w->n_out,
+                          CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT);
+        if (cs != CUBLAS_STATUS_SUCCESS) return ts_fail(TS_ERR_DEVICE, "cuda gemm: cublasGemmEx (f32): %s", cublas_name(cs));
+    }
     uint8_t *xs = (uint8_t *)scratch, *ws = xs + x_bytes(w, n_tok);
-    st = ts_cuda_convert_f32(stream, x, (int64_t)n_tok * w->n_in, xs, compute_type);
+    if (w->type != TS_TYPE_F32) st = ts_cuda_convert_f32(stream, x, (int64_t)n_tok * w->n_in, xs, compute_type);
     if (st != TS_OK) return st;
     int64_t tile = (int64_t)((scratch_bytes - x_bytes(w, n_tok)) / ((size_t)w->n_in * 2));
     if (tile > 65535) tile = 65535; /* grid y of the dequantizer */
     if (tile > w->n_out) tile = w->n_out;
     const cudaDataType_t dt = compute_type == TS_TYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
-    const float one = 1.0f, zero = 0.0f;
-    for (int64_t r0 = 0; r0 < w->n_out; r0 += tile) {
+    for (int64_t r0 = 0; r0 < w->n_out && w->type != TS_TYPE_F32; r0 += tile) {
         const int64_t mt = w->n_out - r0 < tile ? w->n_out - r0 : tile;
         st = ts_cuda_dequant(stream, w, r0, mt, ws, compute_type);
         if (st != TS_OK) return st;

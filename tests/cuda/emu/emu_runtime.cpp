@@ -139,6 +139,7 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_
 const char *cublasGetStatusString(cublasStatus_t) { return "emulated cuBLAS status"; }
 
 static float ld_elem(const void *p, size_t i, cudaDataType_t t) {
+    if (t == CUDA_R_32F) return ((const float *)p)[i];
     uint16_t h;
     memcpy(&h, (const uint8_t *)p + 2 * i, 2);
     if (t == CUDA_R_16F) return __half2float(__ushort_as_half(h));
