@@ -12,7 +12,12 @@
  * F32 path (moe_matvec), moe_combine. GB/s counts the selected experts' bytes
  * + x + y once. Each call reads another of 64 precomputed id vectors (8
  * distinct experts each), so with every projection's experts (> 100 MB) the
- * selected bytes come from HBM, not from the L2. */
+ * selected bytes come from HBM, not from the L2.
+ *
+ * moe_matvec_q8_items (prefill): a 512-token chunk x top-8 = 4096 rows over
+ * the 128 experts, 32 rows each, in items of 8 rows (512 items); GB/s counts
+ * each item's expert bytes (an expert is read once per item: 4x its size)
+ * + x + y, TOPS the 2 n_in n_out multiply-adds per row and set. */
 #include "bench_util.h"
 
 #define N_EXPERT 128
@@ -149,6 +154,56 @@ static void bench_proj(const char *name, uint32_t type, int n_set, int64_t n_in,
     cudaFree(dx), cudaFree(q8), cudaFree(derr);
 }
 
+/* The grouped prefill call: n_rows = N_EXPERT * rows_per_expert rows, items of `per_item` rows. */
+static void bench_items(const char *name, uint32_t type, int n_set, int64_t n_in, int64_t n_out, int rows_per_expert,
+                        int per_item) {
+    Proj p[2];
+    memset(p, 0, sizeof p);
+    for (int s = 0; s < n_set; s++) p[s] = proj_make(type, n_in, n_out);
+    const ts_cuda_moe_mat m[2] = {p[0].m, p[n_set - 1].m};
+    const int n_rows = N_EXPERT * rows_per_expert;
+    float *dy[2];
+    for (int s = 0; s < n_set; s++) dy[s] = (float *)bench_dalloc(4 * (size_t)n_rows * n_out);
+    float *hx = (float *)malloc(4 * (size_t)n_in * n_rows);
+    for (int64_t i = 0; i < n_in * n_rows; i++) hx[i] = bench_normal();
+    float *dx = (float *)bench_dalloc(4 * (size_t)n_in * n_rows);
+    BCU(cudaMemcpy(dx, hx, 4 * (size_t)n_in * n_rows, cudaMemcpyHostToDevice));
+    free(hx);
+    const uint32_t partner = ts_cuda_q8_partner(type);
+    void *q8 = bench_dalloc(ts_cuda_q8_bytes(partner, n_in, n_rows));
+    BOK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, n_rows, NULL, 1e-6f, q8));
+    std::vector<int32_t> it;
+    for (int e = 0; e < N_EXPERT; e++)
+        for (int r = 0; r < rows_per_expert; r += per_item) {
+            it.push_back(e);
+            it.push_back(e * rows_per_expert + r);
+            it.push_back(rows_per_expert - r < per_item ? rows_per_expert - r : per_item);
+        }
+    const int n_item = (int)(it.size() / 3);
+    int32_t *dit = (int32_t *)bench_dalloc(4 * it.size());
+    BCU(cudaMemcpy(dit, it.data(), 4 * it.size(), cudaMemcpyHostToDevice));
+    unsigned *derr = (unsigned *)bench_dalloc(sizeof(unsigned));
+    BCU(cudaMemset(derr, 0, sizeof(unsigned)));
+
+    const double wbytes = (double)n_set * n_item * (double)n_out * (double)p[0].m.row_bytes;
+    const double bytes = wbytes + (double)ts_cuda_q8_bytes(partner, n_in, n_rows) + 4.0 * n_set * n_rows * n_out;
+    const double ops = 2.0 * n_set * n_rows * (double)n_in * (double)n_out;
+    const double us = bench_time_us([&](size_t) {
+        BOK(ts_cuda_moe_matvec_q8_items(NULL, n_set, m, dy, dit, n_item, partner, q8, n_rows, derr));
+    });
+    char shape[64], var[48], extra[96];
+    snprintf(shape, sizeof shape, "30b-a3b.pp.%s", name);
+    snprintf(var, sizeof var, "%s int8 items%d", ts_type_name(type), per_item);
+    snprintf(extra, sizeof extra, "%.1f MB read, %d rows, %d items, %.1f TOPS", wbytes / 1e6, n_rows, n_item,
+             ops / (us * 1e6));
+    bench_result("moe", shape, var, bytes, us, extra);
+    unsigned err = 0;
+    BCU(cudaMemcpy(&err, derr, sizeof err, cudaMemcpyDeviceToHost));
+    if (err) fprintf(stderr, "bench_moe: error word %#x\n", err);
+    for (int s = 0; s < n_set; s++) proj_free(p[s]), cudaFree(dy[s]);
+    cudaFree(dx), cudaFree(q8), cudaFree(dit), cudaFree(derr);
+}
+
 static void bench_combine(int n_tok, int64_t n) {
     const size_t ny = (size_t)n_tok * TOP_K * n;
     float *h = (float *)malloc(4 * ny);
@@ -184,6 +239,11 @@ int main(int argc, char **argv) {
     for (uint32_t t : types) {
         bench_proj("gate_up", t, 2, 2048, 768, false, idsets);
         bench_proj("down", t, 1, 768, 2048, true, idsets);
+    }
+    /* prefill: 512 tokens x top-8 = 4096 rows, 32 per expert, items of 8 */
+    for (uint32_t t : types) {
+        bench_items("gate_up", t, 2, 2048, 768, 32, 8);
+        bench_items("down", t, 1, 768, 2048, 32, 8);
     }
     cudaFree(idsets);
     bench_combine(1, 2048);

@@ -24,6 +24,12 @@
  * x shared and per expert. Experts are allocated one by one at their exact
  * size, so an over-read shows under the emulation's ASan and compute-sanitizer.
  *
+ * moe_matvec_q8_items (grouped prefill rows): the same references and
+ * threshold per row; 37 and 100 rows tiled by items of 1..8 rows of random
+ * experts (repeated across items, uploaded shuffled), one and two sets (and
+ * mixed types), then an item with an id outside the table (zero rows, error
+ * bit) and a malformed item (skipped: its rows untouched, error bit).
+ *
  * moe_combine (with and without rows), gather_rows: bit-identical to the CPU
  * ops (memcmp). gated_add: the CPU's operations in its order; bit-identical
  * in the emulation (the host expf); on a GPU the device expf (within 2 ulp)
@@ -249,6 +255,120 @@ static MoeCase two(MoeCase c, uint32_t type1, int64_t n_out1) {
     return c;
 }
 
+/* Grouped int8 expert matvec (prefill): n_rows activation rows tiled by
+ * items of 1..8 rows. Experts come in runs of 1..20 rows split into items
+ * (so an expert repeats in consecutive items, and again later), the items
+ * uploaded in shuffled order. Three calls into poisoned outputs: good items;
+ * one item's id outside the table (its rows exactly +0, TS_CUDA_ERR_EXPERT);
+ * one item malformed (0 rows: skipped, its rows still poison, the error bit).
+ * Every other row against ref_rank (ts_vec_dot_ref on the CPU's partner
+ * rows), 1e-5. */
+static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, int64_t n_out0, int64_t n_out1,
+                      int n_expert, int n_rows) {
+    MoeCase c = two(one(true, type0, n_in, n_out0, n_expert, 1, true), type1, n_out1);
+    c.n_set = n_set;
+    Experts E[2];
+    memset(E, 0, sizeof E);
+    for (int s = 0; s < n_set; s++) experts_make(E[s], c.type[s], n_expert, n_in, c.n_out[s]);
+    ts_cuda_moe_mat m[2] = {E[0].m, n_set > 1 ? E[1].m : E[0].m};
+    float *dy[2] = {NULL, NULL};
+    for (int s = 0; s < n_set; s++) dy[s] = (float *)tcu_dalloc(sizeof(float) * n_rows * c.n_out[s]);
+    unsigned *derr = (unsigned *)tcu_dalloc(sizeof(unsigned));
+
+    float *x = (float *)malloc(sizeof(float) * n_in * n_rows);
+    tcu_fill_normal(x, (size_t)(n_in * n_rows), 1.0f);
+    const uint32_t partner = ts_cuda_q8_partner(type0);
+    const uint64_t xqb = ts_type_row_bytes(partner, (uint64_t)n_in);
+    uint8_t *xq = (uint8_t *)malloc(xqb * n_rows);
+    for (int t = 0; t < n_rows; t++) ts_quantize_row_ref((ts_type)partner, x + t * n_in, xq + t * xqb, n_in);
+    const size_t qb = ts_cuda_q8_bytes(partner, n_in, n_rows);
+    uint8_t *hq = (uint8_t *)calloc(1, qb);
+    tcu_q8_from_cpu(partner, xq, n_in, n_rows, hq);
+    void *dq8 = tcu_dalloc(qb);
+    tcu_up(dq8, hq, qb);
+    free(hq);
+
+    /* items: runs of one expert (1..20 rows) split into 1..8-row items */
+    int32_t *it = (int32_t *)malloc(sizeof(int32_t) * 3 * n_rows);
+    int n_item = 0;
+    for (int r = 0; r < n_rows;) {
+        const int32_t e = (int32_t)(tcu_u64() % (uint64_t)n_expert);
+        int run = 1 + (int)(tcu_u64() % 20);
+        if (run > n_rows - r) run = n_rows - r;
+        while (run > 0) {
+            int nt = 1 + (int)(tcu_u64() % TS_CUDA_MAX_DECODE_TOK);
+            if (nt > run) nt = run;
+            it[3 * n_item] = e, it[3 * n_item + 1] = r, it[3 * n_item + 2] = nt;
+            n_item++, r += nt, run -= nt;
+        }
+    }
+    for (int j = n_item - 1; j > 0; j--) { /* shuffled: the kernel must not assume row order */
+        const int i = (int)(tcu_u64() % (uint64_t)(j + 1));
+        for (int q = 0; q < 3; q++) {
+            const int32_t tmp = it[3 * j + q];
+            it[3 * j + q] = it[3 * i + q], it[3 * i + q] = tmp;
+        }
+    }
+    int32_t *dit = (int32_t *)tcu_dalloc(sizeof(int32_t) * 3 * n_item);
+
+    char base[160];
+    int len = snprintf(base, sizeof base, "moe_matvec_q8_items");
+    for (int s = 0; s < n_set; s++)
+        len += snprintf(base + len, sizeof base - len, "%s%s", s ? "+" : " ", ts_type_name(c.type[s]));
+    snprintf(base + len, sizeof base - len, " %lldx%lld E=%d rows=%d items=%d", (long long)n_in,
+             (long long)c.n_out[0], n_expert, n_rows, n_item);
+
+    int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * n_rows); /* expert of each row, as uploaded */
+    for (int call = 0; call < 3; call++) {
+        int32_t *cit = (int32_t *)malloc(sizeof(int32_t) * 3 * n_item);
+        memcpy(cit, it, sizeof(int32_t) * 3 * n_item);
+        const int bad = call ? (int)(tcu_u64() % (uint64_t)n_item) : -1;
+        if (call == 1) cit[3 * bad] = (tcu_u64() & 1) ? -1 : n_expert;
+        if (call == 2) cit[3 * bad + 2] = 0; /* malformed: skipped */
+        for (int j = 0; j < n_item; j++)
+            for (int t = 0; t < it[3 * j + 2]; t++) ids[it[3 * j + 1] + t] = cit[3 * j];
+        tcu_up(dit, cit, sizeof(int32_t) * 3 * n_item);
+        TCU(cudaMemset(derr, 0, sizeof(unsigned)));
+        for (int s = 0; s < n_set; s++) tcu_poison(dy[s], sizeof(float) * n_rows * c.n_out[s]);
+        char what[200];
+        snprintf(what, sizeof what, "%s call %d%s", base, call,
+                 call == 1 ? " bad id" : call == 2 ? " bad item" : "");
+        TCU_OK(ts_cuda_moe_matvec_q8_items(NULL, n_set, m, dy, dit, n_item, partner, dq8, n_rows, derr), what);
+        tcu_sync(what);
+        unsigned err = 0;
+        tcu_down(&err, derr, sizeof err);
+        const unsigned want_err = call ? TS_CUDA_ERR_EXPERT : 0u;
+        CHECKF(err == want_err, "%s: error word %#x, want %#x", what, err, want_err);
+        const int br0 = bad >= 0 ? it[3 * bad + 1] : 0, brn = bad >= 0 ? it[3 * bad + 2] : 0;
+        for (int s = 0; s < n_set; s++) {
+            const int64_t no = c.n_out[s];
+            const size_t ny = (size_t)n_rows * no;
+            float *got = (float *)malloc(sizeof(float) * ny), *ref = (float *)malloc(sizeof(float) * ny);
+            tcu_down(got, dy[s], sizeof(float) * ny);
+            for (int r = 0; r < n_rows; r++) ref_rank(c, E[s], ids[r], NULL, xq + r * xqb, ref + (size_t)r * no);
+            size_t nonzero = 0, poison = 0;
+            if (call == 1)
+                for (size_t i = (size_t)br0 * no; i < (size_t)(br0 + brn) * no; i++) nonzero += not_plus_zero(got[i]);
+            if (call == 2) { /* the skipped rows: still poison; compare the rest */
+                poison = tcu_unwritten(got + (size_t)br0 * no, (size_t)brn * no, 4);
+                for (size_t i = (size_t)br0 * no; i < (size_t)(br0 + brn) * no; i++) got[i] = ref[i] = 0.0f;
+            }
+            char w2[240];
+            snprintf(w2, sizeof w2, "%s%s", what, n_set > 1 ? (s ? " [1]" : " [0]") : "");
+            tcu_report(w2, tcu_rel_err(got, ref, ny), 1e-5, tcu_unwritten(got, ny, 4));
+            CHECKF(nonzero == 0, "%s: %zu elements of the bad item's rows are not +0", w2, nonzero);
+            if (call == 2)
+                CHECKF(poison == (size_t)brn * no, "%s: %zu of the skipped item's %lld elements written", w2,
+                       (size_t)brn * no - poison, (long long)(brn * no));
+            free(got), free(ref);
+        }
+        free(cit);
+    }
+    for (int s = 0; s < n_set; s++) experts_free(E[s]), cudaFree(dy[s]);
+    free(x), free(xq), free(it), free(ids);
+    cudaFree(dq8), cudaFree(dit), cudaFree(derr);
+}
+
 /* ------------------------------------------------------------ element-wise */
 
 static void check_combine(int n_tok, int k, int64_t n, bool with_rows) {
@@ -371,6 +491,17 @@ static void check_refusals(void) {
     CHECK(ts_cuda_moe_matvec_q8(NULL, 1, &bad, ys, dids, 2, TS_TYPE_Q8_0, dq8, false, NULL) == TS_ERR_ARG);
     bad = m, bad.type = TS_TYPE_F16, bad.row_bytes = ts_type_row_bytes(TS_TYPE_F16, n_in);
     CHECK(ts_cuda_moe_matvec_q8(NULL, 1, &bad, ys, dids, 2, TS_TYPE_Q8_0, dq8, false, NULL) == TS_ERR_ARG);
+    /* grouped: sets, items, row counts that items of 1..8 cannot tile, partner, q8 alignment, type */
+    CHECK(ts_cuda_moe_matvec_q8_items(NULL, 0, &m, ys, dids, 2, TS_TYPE_Q8_K, dq8, 9, NULL) == TS_ERR_ARG);
+    CHECK(ts_cuda_moe_matvec_q8_items(NULL, 1, &m, ys, NULL, 2, TS_TYPE_Q8_K, dq8, 9, NULL) == TS_ERR_ARG);
+    CHECK(ts_cuda_moe_matvec_q8_items(NULL, 1, &m, ys, dids, -1, TS_TYPE_Q8_K, dq8, 9, NULL) == TS_ERR_ARG);
+    CHECK(ts_cuda_moe_matvec_q8_items(NULL, 1, &m, ys, dids, 2, TS_TYPE_Q8_K, dq8, 1, NULL) == TS_ERR_ARG);
+    CHECK(ts_cuda_moe_matvec_q8_items(NULL, 1, &m, ys, dids, 2, TS_TYPE_Q8_K, dq8, 17, NULL) == TS_ERR_ARG);
+    CHECK(ts_cuda_moe_matvec_q8_items(NULL, 1, &m, ys, dids, 2, TS_TYPE_Q8_0, dq8, 9, NULL) == TS_ERR_ARG);
+    CHECK(ts_cuda_moe_matvec_q8_items(NULL, 1, &m, ys, dids, 2, TS_TYPE_Q8_K, (uint8_t *)dq8 + 16, 9, NULL) ==
+          TS_ERR_ARG);
+    CHECK(ts_cuda_moe_matvec_q8_items(NULL, 1, &bad, ys, dids, 2, TS_TYPE_Q8_0, dq8, 9, NULL) == TS_ERR_ARG);
+    CHECK(ts_cuda_moe_matvec_q8_items(NULL, 1, &m, ys, dids, 0, TS_TYPE_Q8_K, dq8, 0, NULL) == TS_OK);
     /* element-wise */
     CHECK(ts_cuda_moe_combine(NULL, dy, dx, dx, NULL, 1, 0, 16) == TS_ERR_ARG);
     CHECK(ts_cuda_moe_combine(NULL, dy, dx, dx, NULL, 1, TS_CUDA_MOE_MAX_K + 1, 16) == TS_ERR_ARG);
@@ -439,6 +570,23 @@ int main(void) {
         for (size_t ti = 0; ti < TCU_N_TYPES; ti++) /* the F32 path takes every type */
             run_moe(one(false, tcu_all_types[ti], 1024, 67, 4, 3, ti & 1));
         run_moe(one(true, TS_TYPE_Q8_0, 2048, 1536, 8, TS_CUDA_MOE_MAX_K, true));
+    }
+
+    /* grouped (prefill) int8 matvec: 37 and 100 rows, one and two sets */
+    {
+        const uint32_t gt[] = {TS_TYPE_Q4_0, TS_TYPE_Q8_0, TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K};
+        for (uint32_t t : gt) {
+            const bool kq = ts_type_get(t)->block_elems == 256;
+            run_items(t, t, 1, kq ? 512 : 576, small ? 19 : 131, 0, small ? 5 : 16, 37);
+            run_items(t, t, 2, kq ? 256 : 320, small ? 13 : 67, small ? 13 : 67, small ? 6 : 16, small ? 37 : 100);
+        }
+        if (!small)
+            for (uint32_t t : int8_types) run_items(t, t, 2, 768, 45, 45, 9, 100);
+        /* mixed types (two launches) and row counts; several groups per warp (gpt > 1) */
+        run_items(TS_TYPE_Q4_K, TS_TYPE_Q6_K, 2, 256, 33, 17, 4, small ? 37 : 100);
+        run_items(TS_TYPE_Q4_K, TS_TYPE_Q4_K, 2, 256, small ? 90 : 400, small ? 90 : 400, 5, 100);
+        if (!small) /* the 30B-A3B shapes, scaled down in rows */
+            run_items(TS_TYPE_Q4_K, TS_TYPE_Q4_K, 2, 2048, 768, 768, MAX_EXPERT, 100);
     }
 
     /* element-wise */

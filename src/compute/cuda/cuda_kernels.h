@@ -284,6 +284,21 @@ ts_status ts_cuda_moe_matvec(void *stream, int n_set, const ts_cuda_moe_mat *w, 
  * weights' partner format; types with ts_cuda_q8_partner != TS_TYPE_COUNT. */
 ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *ids, int k,
                                 uint32_t partner, const void *q8, bool x_per_expert, unsigned *err);
+/* A chunk's activation rows grouped by expert (prefill): item j covers rows
+ * it[3j+1] .. it[3j+1] + it[3j+2] - 1 of x and of each y[s], all routed to
+ * expert it[3j]; 1 <= it[3j+2] <= TS_CUDA_MAX_DECODE_TOK (8). The items tile
+ * the rows; an item's rows share every weight load.
+ * items: device memory, (n_item, 3) int32 {expert id, first row, rows};
+ * q8: ts_cuda_quantize_q8 of x (n_rows, n_in), exactly n_rows rows; y[s]
+ * (n_rows, w[s].n_out), row r = x_r . W_s[expert of r's item]^T with the
+ * int8 dot of ts_cuda_moe_matvec_q8 (a row equals its result up to the
+ * order of the float additions). An item with an id outside [0, n_expert)
+ * gets zero rows and TS_CUDA_ERR_EXPERT; one whose rows are not 1..8 inside
+ * [0, n_rows) is skipped (nothing written) with the same bit. n_item 0 (and
+ * n_rows 0) launches nothing. */
+ts_status ts_cuda_moe_matvec_q8_items(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y,
+                                      const int32_t *items, int n_item, uint32_t partner, const void *q8, int n_rows,
+                                      unsigned *err);
 /* out (n_tok, n): for each t, out[t] = w[t][0] * y[r0]; then out[t] += w[t][i] * y[ri]
  * for i = 1..k-1 in that order (mul and add rounded separately, no FMA: the
  * CPU's scale and scale_add), ri = rows[t * k + i], or t * k + i when rows is NULL. */

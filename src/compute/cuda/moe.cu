@@ -40,6 +40,14 @@
  * buffer must hold exactly k rows (ts_cuda_quantize_q8 with n_tok = k): its
  * parts' offsets depend on the row count.
  *
+ * Grouped (ts_cuda_moe_matvec_q8_items, prefill): the matrices are the
+ * n_set * n_item (set, item) pairs, grid (matrices, runs) so the item count
+ * is not bound by grid.y; an item is 1..MOE_NT activation rows of one
+ * expert, and the same walk decodes each weight unit once and dots it with
+ * every row of the item (moe_q8<T, MOE_NT>, rows counted at run time), so an
+ * expert's bytes are read once per item. The group's MOE_R x MOE_NT sums
+ * are reduced with one halving butterfly (warp_sum_n).
+ *
  * Combination, gather, gated add: element-wise with the CPU's operations in
  * its order and no FMA contraction (the CPU's scale then scale_add), so the
  * results are bit-identical to the CPU ops' (the gated add up to the device
@@ -131,6 +139,13 @@ __global__ void __launch_bounds__(ROUTE_WARPS * 32) moe_route_kernel(const float
  * wider, and at 80 registers Q4_K..Q6_K and Q8_0 spilled) */
 #define MOE_SM_WARPS_F 16
 #endif
+#ifndef MOE_SM_WARPS_I
+/* the same for the grouped int8 path (items of up to MOE_NT rows: 2 x 8
+ * accumulators and every row's decoded unit live; 16: 128 registers; with
+ * sm_90a / nvcc 13 100-122 used, no spills; Q5_K 128 and 28 bytes spilled) */
+#define MOE_SM_WARPS_I 16
+#endif
+#define MOE_NT TS_CUDA_MAX_DECODE_TOK /* grouped path: activation rows per item at most (registers) */
 #ifndef MOE_DIRECT_Q5K
 /* int8 path, Q5_K: 1 = direct 16-byte loads into registers (as Q4_K always),
  * 0 = staged. Direct spills 12 bytes at 80 registers (sm_90a, nvcc 13) yet
@@ -141,7 +156,10 @@ __global__ void __launch_bounds__(ROUTE_WARPS * 32) moe_route_kernel(const float
 
 static_assert(MOE_WARPS >= 1 && MOE_WARPS <= 32, "MOE_WARPS: 1..32");
 static_assert(MOE_R >= 1 && MOE_R <= 32, "MOE_R: 1..32 (a lane writes each row)");
-static_assert(MOE_SM_WARPS >= MOE_WARPS && MOE_SM_WARPS_F >= MOE_WARPS, "MOE_SM_WARPS(_F) >= MOE_WARPS");
+static_assert(MOE_SM_WARPS >= MOE_WARPS && MOE_SM_WARPS_F >= MOE_WARPS && MOE_SM_WARPS_I >= MOE_WARPS,
+              "MOE_SM_WARPS(_F, _I) >= MOE_WARPS");
+static_assert(MOE_R * MOE_NT <= 32 && (MOE_R * MOE_NT & (MOE_R * MOE_NT - 1)) == 0,
+              "MOE_R * MOE_NT: a power of 2 <= 32 (warp_sum_n)");
 
 /* One set (projection) of a launch. */
 struct MoeSet {
@@ -149,14 +167,17 @@ struct MoeSet {
     int n_expert;             /* table entries */
     int n_out;                /* rows per expert (< 2^31, checked on the host) */
     uint32_t rb;              /* bytes per row (< 2^32, checked on the host) */
-    float *y;                 /* (k, n_out): row i = rank i's product */
+    float *y;                 /* (k or n_rows, n_out): row i = rank i's product (grouped: row r's) */
 };
 
-/* A launch: the sets of one weight type, matrix blockIdx.y = s * k + i. */
+/* A launch: the sets of one weight type, matrix blockIdx.y = s * k + i
+ * (grouped: blockIdx.x = s * k + j, item j). */
 struct MoeArgs {
-    MoeSet set[2];      /* sets of this launch (set[1] unused with one) */
-    const int32_t *ids; /* (k) expert id of each rank, device memory */
-    int k;              /* ranks per set */
+    MoeSet set[2];        /* sets of this launch (set[1] unused with one) */
+    const int32_t *ids;   /* (k) expert id of each rank, device memory */
+    const int32_t *items; /* grouped: (k, 3) {expert id, first row, rows}, device memory (ids unused) */
+    int n_rows;           /* grouped: activation and output rows */
+    int k;                /* ranks (grouped: items) per set */
     int gpt;            /* row groups per warp (a run) */
     int64_t n_in;       /* elements per row, shared by the sets */
     int x_per_expert;   /* activation row of rank i: i (1) or 0 (0) */
@@ -175,36 +196,64 @@ struct MoeRun {
     const uint8_t *w; /* the expert's (n_out, rb) matrix */
     int n_out;        /* rows */
     uint32_t rb;      /* bytes per row */
-    float *y;         /* (n_out) this rank's output row */
-    int64_t xrow;     /* the rank's activation row */
+    float *y;         /* (nt, n_out) this rank's (item's) output rows */
+    int64_t xrow;     /* the rank's (item's first) activation row */
+    int nt;           /* activation and output rows: 1, grouped 1..MOE_NT */
     int g0, ng;       /* first row group, groups (>= 1) */
 };
 
-/* Fills the warp's run; false when it has nothing to compute: no groups
- * left, or an id outside the table (its rows written as 0, the error bit
- * set once per matrix). Warp-uniform (the block shares the matrix). */
-TS_DEV bool moe_run(const MoeArgs &a, int warp, int lane, MoeRun &run) {
-    const int mi = blockIdx.y, s = mi / a.k, i = mi - s * a.k;
-    /* the set's fields once (a runtime index into the parameters would keep both sets live) */
-    const MoeSet S = s ? a.set[1] : a.set[0];
+/* Fills the warp's run of block bx of a matrix of set S (its nt output rows
+ * from yrow, activation rows from xrow, expert *idp); false when it has
+ * nothing to compute: no groups left, or an id outside the table (its rows
+ * written as 0, the error bit set once per matrix). Warp-uniform (the block
+ * shares the matrix). */
+TS_DEV bool moe_run_at(const MoeArgs &a, const MoeSet &S, int64_t bx, const int32_t *idp, int64_t yrow, int64_t xrow,
+                       int nt, int warp, int lane, MoeRun &run) {
     const int64_t groups = (S.n_out + MOE_R - 1) / MOE_R;
-    const int64_t g0 = ((int64_t)blockIdx.x * MOE_WARPS + warp) * a.gpt;
+    const int64_t g0 = (bx * MOE_WARPS + warp) * a.gpt;
     if (g0 >= groups) return false;
     run.g0 = (int)g0;
     run.ng = (int)(groups - g0 < a.gpt ? groups - g0 : a.gpt);
     run.n_out = S.n_out;
     run.rb = S.rb;
-    run.y = S.y + (int64_t)i * S.n_out;
-    run.xrow = a.x_per_expert ? i : 0;
-    const int32_t id = a.ids[i];
+    run.y = S.y + yrow * S.n_out;
+    run.xrow = xrow;
+    run.nt = nt;
+    const int32_t id = *idp;
     if (id < 0 || id >= S.n_expert) {
         const int r1 = (run.g0 + run.ng) * MOE_R < S.n_out ? (run.g0 + run.ng) * MOE_R : S.n_out;
-        for (int r = run.g0 * MOE_R + lane; r < r1; r += 32) run.y[r] = 0.0f;
+        for (int t = 0; t < nt; t++)
+            for (int r = run.g0 * MOE_R + lane; r < r1; r += 32) run.y[(int64_t)t * S.n_out + r] = 0.0f;
         if (a.err && g0 == 0 && lane == 0) atomicOr(a.err, TS_CUDA_ERR_EXPERT);
         return false;
     }
     run.w = (const uint8_t *)S.table[id];
     return true;
+}
+
+/* Rank i = blockIdx.y - s * k of set s, its activation row i (x_per_expert) or 0. */
+TS_DEV bool moe_run(const MoeArgs &a, int warp, int lane, MoeRun &run) {
+    const int mi = blockIdx.y, s = mi / a.k, i = mi - s * a.k;
+    /* the set's fields once (a runtime index into the parameters would keep both sets live) */
+    const MoeSet S = s ? a.set[1] : a.set[0];
+    return moe_run_at(a, S, blockIdx.x, a.ids + i, i, a.x_per_expert ? i : 0, 1, warp, lane, run);
+}
+
+/* Grouped: item j = blockIdx.x - s * k of set s, its rows' activations and
+ * outputs. An item whose rows are not 1..MOE_NT inside [0, n_rows) is
+ * skipped (nothing written) with TS_CUDA_ERR_EXPERT. */
+TS_DEV bool moe_run_items(const MoeArgs &a, int warp, int lane, MoeRun &run) {
+    const int64_t mi = blockIdx.x;
+    const int s = mi >= a.k;
+    const int64_t j = mi - (int64_t)s * a.k;
+    const MoeSet S = s ? a.set[1] : a.set[0];
+    const int32_t *it = a.items + 3 * j;
+    const int32_t r0 = it[1], nt = it[2];
+    if (nt < 1 || nt > MOE_NT || r0 < 0 || r0 > a.n_rows - nt) {
+        if (a.err && blockIdx.y == 0 && warp == 0 && lane == 0) atomicOr(a.err, TS_CUDA_ERR_EXPERT);
+        return false;
+    }
+    return moe_run_at(a, S, blockIdx.y, it, r0, r0, nt, warp, lane, run);
 }
 
 /* 16 weight bytes from a 16-aligned address, read once: no L1 allocation,
@@ -341,13 +390,41 @@ template <int T> struct MQ8Loader<T, true> {
     typedef MDirect<T> L;
 };
 
+/* Sums of the warp's N lane values v[0..N-1] (N a power of 2 <= 32) with
+ * N - 1 + 5 - log2 N shuffles instead of 5 N (N = 16: 16 instead of 80):
+ * each halving step keeps one half of the values in a lane and sends the
+ * other half to its partner. Value j's sum ends in lanes j << (5 - log2 N)
+ * up to the next value's (returned there); v is clobbered. */
+template <int N> TS_DEV float warp_sum_n(float (&v)[N], int lane) {
+#pragma unroll
+    for (int h = N / 2, o = 16; h >= 1; h >>= 1, o >>= 1) {
+        const bool up = (lane & o) != 0;
+#pragma unroll
+        for (int i = 0; i < h; i++) {
+            const float keep = up ? v[i + h] : v[i], send = up ? v[i] : v[i + h];
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+    }
+    float t = v[0];
+#pragma unroll
+    for (int o = 16 / N; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    return t;
+}
+template <int N> struct Log2 {
+    static constexpr int v = N <= 1 ? 0 : 1 + Log2<N / 2>::v;
+};
+template <> struct Log2<1> {
+    static constexpr int v = 0;
+};
+
 /* Walks a quantized run item by item (group x chunk) with a ring of L::RING
  * loaders: the item's bytes are staged, the next item's loads issued, then
  * unit(cur, buf, nr, bl, u, acc) runs for the lanes with a block (bl: block
  * index in the row, u: unit in the block), so one item's loads are in flight
  * while the warp decodes, across group boundaries; each row's butterfly sum
- * is written when its last chunk is done. Whole warp. */
-template <int T, typename L, typename Unit>
+ * is written when its last chunk is done. NT > 1 (grouped): acc[r][t] of the
+ * run's nt activation rows t, output row t at run.y + t * n_out. Whole warp. */
+template <int T, typename L, int NT = 1, typename Unit>
 TS_DEV void moe_walk_q(const MoeRun &run, int64_t n_in, uint8_t *buf, int lane, Unit unit) {
     typedef Dec<T> D;
     typedef Geo<T> G;
@@ -361,9 +438,11 @@ TS_DEV void moe_walk_q(const MoeRun &run, int64_t n_in, uint8_t *buf, int lane, 
         if (++lc == nch) lc = 0, lg++;
     };
     issue(ring[0]);
-    float acc[R];
+    float acc[R][NT];
 #pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
     int cg = 0, cc = 0; /* decode cursor */
 #pragma unroll 1
     for (int it = 0; it < nitems; it += 2) {
@@ -377,11 +456,25 @@ TS_DEV void moe_walk_q(const MoeRun &run, int64_t n_in, uint8_t *buf, int lane, 
             const int bl = cc * G::CB + lane / D::NU;
             if (bl < nb) unit(cur, (const uint8_t *)buf, nr, bl, lane % D::NU, acc);
             if (++cc == nch) {
+                if (NT == 1) {
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const float v = warp_sum(acc[r]);
-                    acc[r] = 0.0f;
-                    if (lane == r && r < nr) run.y[row0 + r] = v;
+                    for (int r = 0; r < R; r++) {
+                        const float v = warp_sum(acc[r][0]);
+                        acc[r][0] = 0.0f;
+                        if (lane == r && r < nr) run.y[row0 + r] = v;
+                    }
+                } else {
+                    /* value j = r * NT + t, its sum in lane j << sh */
+                    constexpr int sh = 5 - Log2<R * NT>::v;
+                    float v[R * NT];
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+#pragma unroll
+                        for (int t = 0; t < NT; t++) v[r * NT + t] = acc[r][t], acc[r][t] = 0.0f;
+                    const float sum = warp_sum_n<R * NT>(v, lane);
+                    const int j = lane >> sh, r = j / NT, t = j % NT;
+                    if ((lane & ((1 << sh) - 1)) == 0 && r < nr && t < run.nt)
+                        run.y[(int64_t)t * run.n_out + row0 + r] = sum;
                 }
                 cc = 0;
                 cg++;
@@ -404,31 +497,58 @@ TS_DEV float dot8(const float (&w)[8], const float4 a, const float4 b, float acc
     return acc;
 }
 
-/* Quantized experts, int8 activations. */
-template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS / MOE_WARPS) moe_q8(const MoeArgs a) {
+/* Quantized experts, int8 activations. NT 1: a rank per matrix
+ * (moe_matvec_q8, grid (runs, matrices)); NT > 1: grouped, an item of 1..NT
+ * activation rows per matrix (moe_matvec_q8_items, grid (matrices, runs)),
+ * each row's unit decoded once and dotted with every activation row of the
+ * item (mv_q_q8's batch loop). */
+template <int T, int NT>
+__global__ void __launch_bounds__(MOE_WARPS * 32, (NT == 1 ? MOE_SM_WARPS : MOE_SM_WARPS_I) / MOE_WARPS)
+    moe_q8(const MoeArgs a) {
     typedef Dec<T> D;
     typedef typename MQ8Loader<T>::L L;
     __shared__ __align__(16) uint8_t sm[MOE_WARPS][L::SMEM];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     MoeRun run;
-    if (!moe_run(a, warp, lane, run)) return;
+    if (!(NT == 1 ? moe_run(a, warp, lane, run) : moe_run_items(a, warp, lane, run))) return;
     const int8_t *xq = a.xq + run.xrow * a.n_in;
     const float *xd = a.xd + run.xrow * a.nd;
     const int32_t *xs = a.xs + run.xrow * a.ns;
-    moe_walk_q<T, L>(run, a.n_in, sm[warp], lane,
-                     [&](const L &cur, const uint8_t *buf, int nr, int bl, int u, float (&acc)[MOE_R]) {
-                         uint32_t X[8];
-                         XScale xsc;
-                         XSide<T>::xwords(xq + (int64_t)bl * D::QK, u, X);
-                         XSide<T>::xscale(xd, xs, bl, u, xsc);
+    const int nt = run.nt;
+    moe_walk_q<T, L, NT>(run, a.n_in, sm[warp], lane,
+                         [&](const L &cur, const uint8_t *buf, int nr, int bl, int u, float (&acc)[MOE_R][NT]) {
+                             if (NT == 1) {
+                                 /* one row's decoded unit live at a time */
+                                 uint32_t X[8];
+                                 XScale xsc;
+                                 XSide<T>::xwords(xq + (int64_t)bl * D::QK, u, X);
+                                 XSide<T>::xscale(xd, xs, bl, u, xsc);
 #pragma unroll
-                         for (int r = 0; r < MOE_R; r++) {
-                             if (r >= nr) continue;
-                             typename D::UI wu;
-                             cur.iload(buf, r, lane, u, wu);
-                             acc[r] += D::idot(wu, u, X, xsc);
-                         }
-                     });
+                                 for (int r = 0; r < MOE_R; r++) {
+                                     if (r >= nr) continue;
+                                     typename D::UI wu;
+                                     cur.iload(buf, r, lane, u, wu);
+                                     acc[r][0] += D::idot(wu, u, X, xsc);
+                                 }
+                             } else {
+                                 /* every row's unit decoded once, each activation row's words loaded once */
+                                 typename D::UI wu[MOE_R];
+#pragma unroll
+                                 for (int r = 0; r < MOE_R; r++)
+                                     if (r < nr) cur.iload(buf, r, lane, u, wu[r]);
+#pragma unroll
+                                 for (int t = 0; t < NT; t++) {
+                                     if (t >= nt) break;
+                                     uint32_t X[8];
+                                     XScale xsc;
+                                     XSide<T>::xwords(xq + (int64_t)t * a.n_in + (int64_t)bl * D::QK, u, X);
+                                     XSide<T>::xscale(xd + (int64_t)t * a.nd, xs + (int64_t)t * a.ns, bl, u, xsc);
+#pragma unroll
+                                     for (int r = 0; r < MOE_R; r++)
+                                         if (r < nr) acc[r][t] += D::idot(wu[r], u, X, xsc);
+                                 }
+                             }
+                         });
 }
 
 /* Quantized experts, F32 activations (staged, every type). */
@@ -441,7 +561,7 @@ template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS_
     if (!moe_run(a, warp, lane, run)) return;
     const float *x = a.x + run.xrow * a.n_in;
     moe_walk_q<T, L>(run, a.n_in, sm[warp], lane,
-                     [&](const L &cur, const uint8_t *buf, int nr, int bl, int u, float (&acc)[MOE_R]) {
+                     [&](const L &cur, const uint8_t *buf, int nr, int bl, int u, float (&acc)[MOE_R][1]) {
                          typename D::U s[MOE_R];
 #pragma unroll
                          for (int r = 0; r < MOE_R; r++)
@@ -456,7 +576,7 @@ template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS_
                              const float4 xa = ldg4(xb + D::posA(u, p)), xc = ldg4(xb + D::posB(u, p));
 #pragma unroll
                              for (int r = 0; r < MOE_R; r++)
-                                 if (r < nr) acc[r] = dot8(wv[r], xa, xc, acc[r]);
+                                 if (r < nr) acc[r][0] = dot8(wv[r], xa, xc, acc[r][0]);
                          }
                      });
 }
@@ -608,11 +728,10 @@ inline dim3 moe_ew_grid(int64_t n, int64_t rows) {
 
 /* ------------------------------------------------------------ host side */
 
-/* Checks of a matvec call common to both paths. */
-ts_status moe_check(const char *fn, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *ids, int k) {
+/* Checks of the sets of a matvec call, common to every path. */
+ts_status moe_check_sets(const char *fn, int n_set, const ts_cuda_moe_mat *w, float *const *y) {
     TS_ARG_CHECK(n_set == 1 || n_set == 2, "cuda %s: %d sets (1 or 2)", fn, n_set);
-    TS_ARG_CHECK(w && y && ids, "cuda %s: NULL weights, outputs or ids", fn);
-    TS_ARG_CHECK(k >= 1 && k <= TS_CUDA_MOE_MAX_K, "cuda %s: k %d (1..%d)", fn, k, TS_CUDA_MOE_MAX_K);
+    TS_ARG_CHECK(w && y, "cuda %s: NULL weights or outputs", fn);
     for (int s = 0; s < n_set; s++) {
         const ts_cuda_moe_mat &m = w[s];
         TS_ARG_CHECK(ts_cuda_type_supported(m.type), "cuda %s: set %d: type %s not supported", fn, s,
@@ -636,6 +755,37 @@ ts_status moe_check(const char *fn, int n_set, const ts_cuda_moe_mat *w, float *
     return TS_OK;
 }
 
+/* Checks of a matvec call by rank (ids, k). */
+ts_status moe_check(const char *fn, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *ids, int k) {
+    ts_status st = moe_check_sets(fn, n_set, w, y);
+    if (st != TS_OK) return st;
+    TS_ARG_CHECK(ids, "cuda %s: NULL ids", fn);
+    TS_ARG_CHECK(k >= 1 && k <= TS_CUDA_MOE_MAX_K, "cuda %s: k %d (1..%d)", fn, k, TS_CUDA_MOE_MAX_K);
+    return TS_OK;
+}
+
+/* Checks of the int8 activations (partner of every set, a q8 buffer of
+ * `rows` rows) and their device pointers into base. */
+ts_status moe_q8_args(const char *fn, int n_set, const ts_cuda_moe_mat *w, uint32_t partner, const void *q8, int rows,
+                      MoeArgs &base) {
+    for (int i = 0; i < n_set; i++)
+        TS_ARG_CHECK(ts_cuda_q8_partner(w[i].type) == partner && partner != TS_TYPE_COUNT,
+                     "cuda %s: %s weights need %s activations, not %s", fn, ts_type_name(w[i].type),
+                     ts_type_name(ts_cuda_q8_partner(w[i].type)), ts_type_name(partner));
+    TS_ARG_CHECK(ts_cuda_q8_bytes(partner, w[0].n_in, rows) > 0, "cuda %s: partner %s with n_in %lld", fn,
+                 ts_type_name(partner), (long long)w[0].n_in);
+    TS_ARG_CHECK(q8 && ((uintptr_t)q8 & 255) == 0, "cuda %s: NULL q8 or not 256-byte aligned", fn);
+    const Q8Layout L = q8_layout(partner, w[0].n_in, rows);
+    const uint8_t *b = (const uint8_t *)q8;
+    base.n_in = w[0].n_in;
+    base.xq = (const int8_t *)(b + L.qs);
+    base.xd = (const float *)(b + L.d);
+    base.xs = (const int32_t *)(b + L.s);
+    base.nd = L.nd;
+    base.ns = L.ns;
+    return TS_OK;
+}
+
 /* Sets gpt (groups per warp) for the launch's matrices and returns its
  * blocks per matrix: runs of gpt groups so that all matrices together give
  * about sm_warps warps per SM, one wave. */
@@ -651,6 +801,9 @@ ts_status moe_plan(MoeArgs &a, int n_set, int sm_warps, unsigned &blocks) {
     const int64_t slots = (int64_t)(sms > 0 ? sms : 1) * sm_warps;
     const int64_t gpt = (groups * n_set * a.k + slots - 1) / slots;
     a.gpt = (int)(gpt < 1 ? 1 : gpt);
+    /* at most 65535 blocks per matrix (grid.y of the grouped path) */
+    const int64_t gmin = (groups + 65535ll * MOE_WARPS - 1) / (65535ll * MOE_WARPS);
+    if (a.gpt < gmin) a.gpt = (int)gmin;
     const int64_t warps = (groups + a.gpt - 1) / a.gpt;
     blocks = (unsigned)((warps + MOE_WARPS - 1) / MOE_WARPS);
     return TS_OK;
@@ -674,7 +827,7 @@ ts_status moe_launches(int n_set, const ts_cuda_moe_mat *w, float *const *y, Moe
         unsigned blocks = 0;
         ts_status st = moe_plan(a, ns, sm_warps, blocks);
         if (st != TS_OK) return st;
-        st = launch(w[s].type, a, dim3(blocks, (unsigned)(ns * a.k)));
+        st = launch(w[s].type, a, blocks, (unsigned)(ns * a.k));
         if (st != TS_OK) return st;
     }
     return TS_OK;
@@ -711,7 +864,8 @@ ts_status ts_cuda_moe_matvec(void *stream, int n_set, const ts_cuda_moe_mat *w, 
     base.x = x;
     base.err = err;
     cudaStream_t s = ts_stream(stream);
-    auto launch = [&](uint32_t type, const MoeArgs &a, dim3 grid) -> ts_status {
+    auto launch = [&](uint32_t type, const MoeArgs &a, unsigned blocks, unsigned mats) -> ts_status {
+        const dim3 grid(blocks, mats);
         switch (type) {
 #define Q(T) \
     case T: moe_qf<T><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
@@ -732,33 +886,20 @@ ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *
                                 int k, uint32_t partner, const void *q8, bool x_per_expert, unsigned *err) {
     ts_status st = moe_check("moe_matvec_q8", n_set, w, y, ids, k);
     if (st != TS_OK) return st;
-    for (int i = 0; i < n_set; i++)
-        TS_ARG_CHECK(ts_cuda_q8_partner(w[i].type) == partner && partner != TS_TYPE_COUNT,
-                     "cuda moe_matvec_q8: %s weights need %s activations, not %s", ts_type_name(w[i].type),
-                     ts_type_name(ts_cuda_q8_partner(w[i].type)), ts_type_name(partner));
-    const int rows = x_per_expert ? k : 1;
-    TS_ARG_CHECK(ts_cuda_q8_bytes(partner, w[0].n_in, rows) > 0, "cuda moe_matvec_q8: partner %s with n_in %lld",
-                 ts_type_name(partner), (long long)w[0].n_in);
-    TS_ARG_CHECK(q8 && ((uintptr_t)q8 & 255) == 0, "cuda moe_matvec_q8: NULL q8 or not 256-byte aligned");
-    const Q8Layout L = q8_layout(partner, w[0].n_in, rows);
-    const uint8_t *b = (const uint8_t *)q8;
     MoeArgs base;
     memset(&base, 0, sizeof base);
+    st = moe_q8_args("moe_matvec_q8", n_set, w, partner, q8, x_per_expert ? k : 1, base);
+    if (st != TS_OK) return st;
     base.ids = ids;
     base.k = k;
-    base.n_in = w[0].n_in;
     base.x_per_expert = x_per_expert ? 1 : 0;
-    base.xq = (const int8_t *)(b + L.qs);
-    base.xd = (const float *)(b + L.d);
-    base.xs = (const int32_t *)(b + L.s);
-    base.nd = L.nd;
-    base.ns = L.ns;
     base.err = err;
     cudaStream_t s = ts_stream(stream);
-    auto launch = [&](uint32_t type, const MoeArgs &a, dim3 grid) -> ts_status {
+    auto launch = [&](uint32_t type, const MoeArgs &a, unsigned blocks, unsigned mats) -> ts_status {
+        const dim3 grid(blocks, mats);
         switch (type) {
 #define Q(T) \
-    case T: moe_q8<T><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+    case T: moe_q8<T, 1><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
             TS_FOR_INT8_TYPES(Q)
 #undef Q
         default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda moe_matvec_q8: type %s has no int8 path", ts_type_name(type));
@@ -767,6 +908,42 @@ ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *
         return TS_OK;
     };
     return moe_launches(n_set, w, y, base, MOE_SM_WARPS, launch);
+}
+
+ts_status ts_cuda_moe_matvec_q8_items(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y,
+                                      const int32_t *items, int n_item, uint32_t partner, const void *q8, int n_rows,
+                                      unsigned *err) {
+    ts_status st = moe_check_sets("moe_matvec_q8_items", n_set, w, y);
+    if (st != TS_OK) return st;
+    TS_ARG_CHECK(items, "cuda moe_matvec_q8_items: NULL items");
+    TS_ARG_CHECK(n_item >= 0 && n_rows >= n_item && (int64_t)n_rows <= (int64_t)n_item * MOE_NT &&
+                     n_item <= INT32_MAX / 2,
+                 "cuda moe_matvec_q8_items: %d items of 1..%d rows cannot tile %d rows", n_item, MOE_NT, n_rows);
+    if (n_item == 0) return TS_OK; /* no rows */
+    MoeArgs base;
+    memset(&base, 0, sizeof base);
+    st = moe_q8_args("moe_matvec_q8_items", n_set, w, partner, q8, n_rows, base);
+    if (st != TS_OK) return st;
+    base.items = items;
+    base.k = n_item;
+    base.n_rows = n_rows;
+    base.err = err;
+    cudaStream_t s = ts_stream(stream);
+    auto launch = [&](uint32_t type, const MoeArgs &a, unsigned blocks, unsigned mats) -> ts_status {
+        const dim3 grid(mats, blocks);
+        switch (type) {
+#define Q(T) \
+    case T: moe_q8<T, MOE_NT><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+            TS_FOR_INT8_TYPES(Q)
+#undef Q
+        default:
+            return ts_fail(TS_ERR_UNSUPPORTED, "cuda moe_matvec_q8_items: type %s has no int8 path",
+                           ts_type_name(type));
+        }
+        TS_CUDA_LAUNCHED("moe_matvec_q8_items");
+        return TS_OK;
+    };
+    return moe_launches(n_set, w, y, base, MOE_SM_WARPS_I, launch);
 }
 
 ts_status ts_cuda_moe_combine(void *stream, float *out, const float *y, const float *w, const int32_t *rows, int n_tok,
