@@ -101,6 +101,7 @@ typedef struct ts_backend_reserve {
     int64_t max_in;     /* widest n_in of any matmul */
     int n_ctx;          /* longest attention span */
     int n_head;         /* query heads */
+    int64_t max_expert_rows; /* most rows of a moe_matmul_grouped (n_batch * top-k), 0 without experts */
     bool exact_act;     /* matmuls keep activations in F32 (weights dequantized
                            per row) instead of quantizing them to Q8: the
                            reference-precision mode, slower */
@@ -113,6 +114,7 @@ typedef struct ts_backend_reserve {
  * for the host. All experts of a projection share type and shape. */
 typedef struct ts_expert_mat {
     const void *const *table; /* (n_expert) backend memory: backend addresses of each expert's matrix */
+    const void *const *host_table; /* (n_expert) host memory: the same addresses, for an op that launches per expert */
     int32_t n_expert;
     ts_type type;             /* of the rows */
     int64_t n_in;             /* elements per row */
@@ -120,6 +122,16 @@ typedef struct ts_expert_mat {
     uint64_t row_bytes;       /* bytes per row */
     const char *name;         /* tensor name, for messages */
 } ts_expert_mat;
+
+/* A prefill chunk's (token, rank) rows sorted by expert (forward/moe.c):
+ * group g is expert id[g] over rows off[g] .. off[g] + cnt[g] - 1. */
+typedef struct ts_expert_groups {
+    int n_group;          /* distinct experts of the chunk */
+    const int32_t *id;    /* (n_group) host: each group's expert */
+    const int32_t *off;   /* (n_group) host: its first row */
+    const int32_t *cnt;   /* (n_group) host: its rows (>= 1) */
+    int n_rows;           /* all rows: the sum of cnt */
+} ts_expert_groups;
 
 /* An execution context: the ops of one session run on it, in order. The CPU
  * backend gives each stream its own thread pool and scratch, a GPU backend
@@ -206,6 +218,12 @@ typedef struct ts_backend_ops {
      * of x (k, n_in). Each row is what matmul gives for that expert alone. */
     void (*moe_matmul)(ts_stream *st, int n_set, const ts_expert_mat *const *w, float *const *y, const int32_t *ids, int k,
                        const float *x, bool x_per_expert);
+    /* Prefill: for each s < n_set (1 or 2), y[s] (g->n_rows, w[s]->n_out)
+     * row r = x_r . W_s[id of r's group]^T, x (g->n_rows, n_in) sorted by
+     * expert; each group's rows are what matmul gives for that expert over
+     * those rows alone. */
+    void (*moe_matmul_grouped)(ts_stream *st, int n_set, const ts_expert_mat *const *w, float *const *y, const ts_expert_groups *g,
+                               const float *x);
     /* out (n_tok, n): out[t] = w[t][0] * y[r(t,0)], then out[t] += w[t][i] *
      * y[r(t,i)] for i = 1..k-1 in rank order (scale, then scale_add), with
      * r(t,i) = rows[t*k + i], or t*k + i when rows is NULL. */

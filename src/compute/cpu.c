@@ -860,6 +860,21 @@ static void cpu_moe_matmul(ts_stream *be, int n_set, const ts_expert_mat *const 
     }
 }
 
+static void cpu_moe_matmul_grouped(ts_stream *be, int n_set, const ts_expert_mat *const *w, float *const *y, const ts_expert_groups *g,
+                                   const float *x) {
+    ts_mat m[2];
+    const ts_mat *mp[2];
+    float *yp[2];
+    for (int j = 0; j < g->n_group; j++) {
+        for (int s = 0; s < n_set; s++) {
+            m[s] = expert_of(w[s], g->id[j]);
+            mp[s] = &m[s];
+            yp[s] = y[s] + (size_t)g->off[j] * (size_t)w[s]->n_out;
+        }
+        cpu_matmul(be, n_set, mp, yp, x + (size_t)g->off[j] * (size_t)w[0]->n_in, g->cnt[j]);
+    }
+}
+
 static void cpu_moe_combine(ts_stream *be, float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k,
                             int64_t n) {
     for (int t = 0; t < n_tok; t++) {
@@ -918,6 +933,7 @@ static const ts_backend_ops cpu_ops = {
     .softcap = cpu_softcap,
     .moe_route = cpu_moe_route,
     .moe_matmul = cpu_moe_matmul,
+    .moe_matmul_grouped = cpu_moe_matmul_grouped,
     .moe_combine = cpu_moe_combine,
     .gather_rows = cpu_gather_rows,
     .gated_add = cpu_gated_add,

@@ -883,12 +883,19 @@ void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pas
 
 bool expert_cache_disk_io_on(const expert_cache *c) { return c->disk_io; }
 
-bool expert_cache_tables(const expert_cache *c, int32_t block, const void *const *tab[EXPERT_PROJ_COUNT]) {
+bool expert_cache_tables(const expert_cache *c, int32_t block, const void *const *tab[EXPERT_PROJ_COUNT],
+                         const void *const *host_tab[EXPERT_PROJ_COUNT]) {
     const int32_t moe = moe_of(c, block);
     if (!c->tabs || moe < 0) return false;
-    for (int p = 0; p < EXPERT_PROJ_COUNT; p++) tab[p] = (const void *const *)c->tabs[(size_t)moe * EXPERT_PROJ_COUNT + (size_t)p];
+    for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
+        const size_t i = (size_t)moe * EXPERT_PROJ_COUNT + (size_t)p;
+        tab[p] = (const void *const *)c->tabs[i];
+        if (host_tab) host_tab[p] = c->ptrs + i * (size_t)c->map->n_expert;
+    }
     return true;
 }
+
+bool expert_cache_addressable(const expert_cache *c) { return c && c->tabs; }
 
 void expert_cache_count(expert_cache *c, int32_t block, int32_t k) {
     const int32_t moe = moe_of(c, block);

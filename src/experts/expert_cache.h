@@ -167,10 +167,15 @@ ts_status expert_cache_fetch(expert_cache *c, int32_t block, const int32_t *ids,
 void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pass);
 /* Resident and mapped modes: every expert addressable by id. tab[p] (backend
  * memory, n_expert entries) holds the backend address of each expert's
- * projection p (the ops' ts_expert_mat.table); valid for the cache's life.
- * False in streamed mode, where only a fetch says where an expert is.
- * Reading through the tables takes no lock: nothing they point to moves. */
-bool expert_cache_tables(const expert_cache *c, int32_t block, const void *const *tab[EXPERT_PROJ_COUNT]);
+ * projection p (the ops' ts_expert_mat.table), host_tab[p] (host memory,
+ * may be NULL) the same addresses; valid for the cache's life. False in
+ * streamed mode, where only a fetch says where an expert is. Reading
+ * through the tables takes no lock: nothing they point to moves. */
+bool expert_cache_tables(const expert_cache *c, int32_t block, const void *const *tab[EXPERT_PROJ_COUNT],
+                         const void *const *host_tab[EXPERT_PROJ_COUNT]);
+/* The tables exist (resident or mapped mode): expert_cache_tables succeeds
+ * for every MoE block. */
+bool expert_cache_addressable(const expert_cache *c);
 /* Counts a routed pass of k experts that went through the tables (the ids
  * stay where they were routed, maybe on a device): passes, requests, hits
  * (resident) and bytes requested (k times the layer's expert size: exact for

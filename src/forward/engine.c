@@ -383,8 +383,11 @@ static void layout(ts_session *s, carver *c) {
     if (s->model->desc.has_moe) {
         size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp, SF = (size_t)hp->n_ff_shexp, K = (size_t)hp->n_expert_used;
         s->router = carve(c, sizeof(float) * B * NE);
-        s->exp_x = carve(c, sizeof(float) * B * E);
-        size_t BG = B > K ? B : K; /* decode runs the top-k experts' gate/up side by side */
+        /* with the expert tables a prefill chunk runs all its (token, rank)
+         * rows at once (moe_prefill_tables); otherwise one expert's at a time */
+        const bool all_rows = expert_cache_addressable(s->model->ecache);
+        s->exp_x = carve(c, sizeof(float) * (all_rows ? B * K : B) * E);
+        size_t BG = all_rows ? B * K : B > K ? B : K; /* decode runs the top-k experts' gate/up side by side */
         s->exp_gate = carve(c, sizeof(float) * BG * FE);
         s->exp_up = carve(c, sizeof(float) * BG * FE);
         s->exp_out = carve(c, sizeof(float) * B * K * E);
@@ -469,13 +472,16 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->moe_order = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
         s->moe_cnt = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
         s->moe_off = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
+        s->moe_goff = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
+        s->moe_gcnt = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
         if (!s->router_host || !s->pilot_host || !s->moe_ids || !s->moe_w || !s->moe_row || !s->moe_tok ||
-            !s->moe_order || !s->moe_cnt || !s->moe_off) {
+            !s->moe_order || !s->moe_cnt || !s->moe_off || !s->moe_goff || !s->moe_gcnt) {
             st = TS_ERR_NOMEM;
             goto fail;
         }
     }
-    ts_backend_reserve r = {.max_tokens = n_batch, .max_in = max_in, .n_ctx = n_ctx, .n_head = hp->n_head, .exact_act = o.precise};
+    ts_backend_reserve r = {.max_tokens = n_batch, .max_in = max_in, .n_ctx = n_ctx, .n_head = hp->n_head,
+                            .max_expert_rows = m->desc.has_moe ? (int64_t)n_batch * hp->n_expert_used : 0, .exact_act = o.precise};
     if ((st = s->be->ops->reserve(s->st, &r)) != TS_OK) goto fail;
 
     carver c = {0};
@@ -521,6 +527,8 @@ void ts_session_free(ts_session *s) {
     free(s->moe_order);
     free(s->moe_cnt);
     free(s->moe_off);
+    free(s->moe_goff);
+    free(s->moe_gcnt);
     free(s);
 }
 

@@ -71,10 +71,12 @@ struct ts_session {
 
     /* MoE (NULL for dense models) */
     float *router;        /* (n_batch, n_expert) router logits */
-    float *exp_x;         /* (n_batch, n_embd) one expert's tokens' inputs, gathered */
+    float *exp_x;         /* (n_batch, n_embd) one expert's tokens' inputs, gathered; (n_batch * n_expert_used,
+                             n_embd) with the expert tables: every (token, rank)'s input in expert order */
     float *exp_gate;      /* (max(n_batch, n_expert_used), n_ff_exp) one expert's gate, then act(gate)*up, over
-                             its tokens; decode: the top-k experts' rows side by side */
-    float *exp_up;        /* (max(n_batch, n_expert_used), n_ff_exp) */
+                             its tokens; decode: the top-k experts' rows side by side; (n_batch * n_expert_used,
+                             n_ff_exp) with the expert tables: every (token, rank)'s, in expert order */
+    float *exp_up;        /* the same shape as exp_gate */
     float *exp_out;       /* (n_batch * n_expert_used, n_embd) every (token, rank)'s expert output, grouped by expert */
     float *sh_act;        /* (n_batch, n_ff_shexp) shared expert gate, then act*up */
     float *sh_up;         /* (n_batch, n_ff_shexp) */
@@ -98,6 +100,8 @@ struct ts_session {
     int32_t *moe_order;   /* (n_expert) the chunk's distinct experts, by first appearance in (token, rank) order */
     int32_t *moe_cnt;     /* (n_expert) tokens routed to each expert in the chunk */
     int32_t *moe_off;     /* (n_expert) first moe_tok / exp_out row of each expert's group */
+    int32_t *moe_goff;    /* (n_expert) moe_off in moe_order's order (ts_expert_groups.off) */
+    int32_t *moe_gcnt;    /* (n_expert) moe_cnt in moe_order's order */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */
     int64_t out_rows;
     float *last_logits;   /* the last row of the last eval's logits (host), for sampling; NULL before any eval

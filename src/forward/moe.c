@@ -42,10 +42,17 @@ static ts_mat expert_mat(const void *data, ts_type type, int64_t n_in, int64_t n
     return m;
 }
 
-static ts_expert_mat expert_set(const void *const *table, int32_t n_expert, ts_type type, int64_t n_in, int64_t n_out,
-                                const char *name) {
-    ts_expert_mat m = {.table = table, .n_expert = n_expert, .type = type, .n_in = n_in, .n_out = n_out,
-                       .row_bytes = ts_type_row_bytes(type, (uint64_t)n_in), .name = name};
+/* Projection p of MoE block l through the tables (expert_cache_tables). */
+static ts_expert_mat expert_set(const ts_session *s, int l, const void *const *tab[EXPERT_PROJ_COUNT],
+                                const void *const *host_tab[EXPERT_PROJ_COUNT], int p) {
+    const ts_hparams *hp = &s->model->desc.hp;
+    const expert_layer_info *li = &s->model->desc.emap.layers[s->model->desc.emap.moe_of_block[l]];
+    static const char *const names[EXPERT_PROJ_COUNT] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    const bool down = p == EXPERT_PROJ_DOWN;
+    const int64_t n_in = down ? hp->n_ff_exp : hp->n_embd;
+    ts_expert_mat m = {.table = tab[p], .host_table = host_tab[p], .n_expert = hp->n_expert, .type = li->type[p], .n_in = n_in,
+                       .n_out = down ? hp->n_embd : hp->n_ff_exp, .row_bytes = ts_type_row_bytes(li->type[p], (uint64_t)n_in),
+                       .name = names[p]};
     return m;
 }
 
@@ -81,20 +88,45 @@ static int group_chunk(ts_session *s, int n, int NE, int K) {
  * (one recorded graph). The same products and sums as the fetch path for
  * one token: gate/up of each expert from the one xb row, act_mul over the k
  * rows, each down from its own row, the weighted sum in rank order. */
-static void moe_decode_tables(ts_session *s, int l, const void *const *tab[EXPERT_PROJ_COUNT]) {
+static void moe_decode_tables(ts_session *s, int l, const void *const *tab[EXPERT_PROJ_COUNT],
+                              const void *const *host_tab[EXPERT_PROJ_COUNT]) {
     const ts_model_desc *md = &s->model->desc;
-    const ts_hparams *hp = &md->hp;
     const ts_backend_ops *op = s->be->ops;
-    const int E = hp->n_embd, NE = hp->n_expert, K = hp->n_expert_used, FE = hp->n_ff_exp;
-    const expert_layer_info *li = &md->emap.layers[md->emap.moe_of_block[l]];
-    ts_expert_mat g = expert_set(tab[EXPERT_PROJ_GATE], NE, li->type[EXPERT_PROJ_GATE], E, FE, "ffn_gate_exps");
-    ts_expert_mat u = expert_set(tab[EXPERT_PROJ_UP], NE, li->type[EXPERT_PROJ_UP], E, FE, "ffn_up_exps");
-    ts_expert_mat d = expert_set(tab[EXPERT_PROJ_DOWN], NE, li->type[EXPERT_PROJ_DOWN], FE, E, "ffn_down_exps");
+    const int K = md->hp.n_expert_used;
+    ts_expert_mat g = expert_set(s, l, tab, host_tab, EXPERT_PROJ_GATE);
+    ts_expert_mat u = expert_set(s, l, tab, host_tab, EXPERT_PROJ_UP);
+    ts_expert_mat d = expert_set(s, l, tab, host_tab, EXPERT_PROJ_DOWN);
     const ts_expert_mat *gu[2] = {&g, &u};
     float *gu_out[2] = {s->exp_gate, s->exp_up};
     op->moe_matmul(s->st, 2, gu, gu_out, s->moe_ids_dev, K, s->xb, false);
     op->moe_act_matmul(s->st, md->fam->act, s->exp_gate, s->exp_up, &d, s->exp_out, s->moe_ids_dev, K);
     expert_cache_count(s->model->ecache, l, K);
+}
+
+/* A prefill chunk through the tables: every (token, rank) row gathered in
+ * expert order at once, each projection one grouped matmul over all the
+ * chunk's experts, no expert fetched. The same products as the fetch path
+ * (each expert over its gathered rows) and the same rank-order sums. */
+static void moe_prefill_tables(ts_session *s, int l, int n, int nd, const void *const *tab[EXPERT_PROJ_COUNT],
+                               const void *const *host_tab[EXPERT_PROJ_COUNT]) {
+    const ts_model_desc *md = &s->model->desc;
+    const ts_backend_ops *op = s->be->ops;
+    const int E = md->hp.n_embd, K = md->hp.n_expert_used, FE = md->hp.n_ff_exp;
+    const int rows = n * K;
+    int32_t *gid = s->moe_order, *goff = s->moe_goff, *gcnt = s->moe_gcnt;
+    for (int i = 0; i < nd; i++) goff[i] = s->moe_off[gid[i]], gcnt[i] = s->moe_cnt[gid[i]];
+    const ts_expert_groups grp = {.n_group = nd, .id = gid, .off = goff, .cnt = gcnt, .n_rows = rows};
+    ts_expert_mat g = expert_set(s, l, tab, host_tab, EXPERT_PROJ_GATE);
+    ts_expert_mat u = expert_set(s, l, tab, host_tab, EXPERT_PROJ_UP);
+    ts_expert_mat d = expert_set(s, l, tab, host_tab, EXPERT_PROJ_DOWN);
+    const ts_expert_mat *gu[2] = {&g, &u}, *dn[1] = {&d};
+    float *gu_out[2] = {s->exp_gate, s->exp_up}, *dn_out[1] = {s->exp_out};
+    op->gather_rows(s->st, s->exp_x, s->xb, s->moe_tok_dev, rows, E);
+    op->moe_matmul_grouped(s->st, 2, gu, gu_out, &grp, s->exp_x);
+    op->act_mul(s->st, md->fam->act, s->exp_gate, s->exp_up, (int64_t)rows * FE, s->exp_gate);
+    op->moe_matmul_grouped(s->st, 1, dn, dn_out, &grp, s->exp_gate);
+    /* the cache's passes as the fetch path asks them: k distinct experts at a time */
+    for (int g0 = 0; g0 < nd; g0 += K) expert_cache_count(s->model->ecache, l, nd - g0 < K ? nd - g0 : K);
 }
 
 ts_status ts_forward_moe(ts_session *s, int l, int n) {
@@ -114,8 +146,9 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     const ts_mat *rw[1] = {&L->ffn_router};
     op->matmul(st, 1, rw, &s->router, s->xb, n);
     op->moe_route(st, s->router, n, NE, K, hp->expert_norm, s->moe_ids_dev, s->moe_w_dev);
-    const void *const *tab[EXPERT_PROJ_COUNT];
-    const bool by_table = n == 1 && expert_cache_tables(ec, l, tab);
+    const void *const *tab[EXPERT_PROJ_COUNT], *const *host_tab[EXPERT_PROJ_COUNT];
+    const bool tables = expert_cache_tables(ec, l, tab, host_tab);
+    const bool by_table = n == 1 && tables;
     /* the host needs the routing to group a chunk, and the hooks see every token */
     if (!by_table || TS_UNLIKELY(h != NULL)) {
         op->to_host(st, s->moe_ids, s->moe_ids_dev, sizeof(int32_t) * NK);
@@ -138,7 +171,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
      * residual (moe_combine_add); the caller's add is then skipped */
     const bool into_x = by_table && !L->ffn_gate_shexp.data;
     if (by_table) {
-        moe_decode_tables(s, l, tab);
+        moe_decode_tables(s, l, tab, host_tab);
         if (into_x) op->moe_combine_add(st, s->x, s->xb2, s->exp_out, s->moe_w_dev, K, E);
         else op->moe_combine(st, s->xb2, s->exp_out, s->moe_w_dev, NULL, 1, K, E);
         HOOK(h, mark, s, TS_PHASE_EXPERT);
@@ -147,7 +180,11 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
         const int nd = group_chunk(s, n, NE, K);
         op->to_device(st, s->moe_tok_dev, s->moe_tok, sizeof(int32_t) * NK);
         op->to_device(st, s->moe_row_dev, s->moe_row, sizeof(int32_t) * NK);
-        for (int g0 = 0; g0 < nd; g0 += K) {
+        if (tables) {
+            moe_prefill_tables(s, l, n, nd, tab, host_tab);
+            HOOK(h, mark, s, TS_PHASE_EXPERT);
+        }
+        for (int g0 = 0; g0 < nd && !tables; g0 += K) {
             const int gk = nd - g0 < K ? nd - g0 : K;
             const int32_t *gid = s->moe_order + g0;
             /* the experts' bytes: pinned in the shared cache until released */
@@ -235,6 +272,6 @@ void ts_forward_moe_count_replay(ts_session *s) {
     const ts_model_desc *md = &s->model->desc;
     const void *const *tab[EXPERT_PROJ_COUNT];
     for (int l = 0; l < md->hp.n_layer; l++)
-        if (md->layers[l].moe && expert_cache_tables(s->model->ecache, l, tab))
+        if (md->layers[l].moe && expert_cache_tables(s->model->ecache, l, tab, NULL))
             expert_cache_count(s->model->ecache, l, md->hp.n_expert_used);
 }

@@ -31,6 +31,9 @@
  * routing on the device, prefill grouped by expert, decode through the
  * expert tables, recorded and replayed as one graph.
  *
+ * TS_CUDA_TEST_MOE_FILE=path adds a quantized MoE file at the real-model
+ * bar (the int8 expert kernels end to end).
+ *
  * Also: a context too large for the device is refused with TS_ERR_NOMEM and
  * a message that says what is free. No GPU: fails unless TS_ALLOW_NO_GPU=1. */
 #include "cuda_test_util.h"
@@ -362,6 +365,15 @@ int main(int argc, char **argv) {
             run_model(name, path, &tiny_bar, precise);
             if (!precise) check_replay(name, path);
         }
+    /* TS_CUDA_TEST_MOE_FILE: a quantized MoE file (the 30B-A3B-shaped
+     * synthetic on the GPU machine) at the real-model bar: the int8 expert
+     * paths, decode through the tables and grouped prefill, end to end */
+    const char *moe_file = getenv("TS_CUDA_TEST_MOE_FILE");
+    if (moe_file && *moe_file) {
+        const bar real_bar = {1e-2, 1e-3, REAL_MARGIN, REAL_MARGIN};
+        run_model("moe-file", moe_file, &real_bar, false);
+        check_replay("moe-file", moe_file);
+    }
     char real[2048];
     tu_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", real, sizeof real);
     if (access(real, R_OK) != 0) {

@@ -76,6 +76,13 @@ typedef struct cuda_stream {
     void *attn;             /* (attn_bytes) split-K partial results; grown at first use */
     size_t attn_bytes;
     int32_t *pos;           /* (max_tokens) positions of the attention call's tokens (a desc without pos) */
+    /* moe_matmul_grouped (prefill through the expert tables) */
+    void *q8g;              /* (q8g_bytes) partner-format activations of max_expert_rows rows */
+    size_t q8g_bytes;
+    int64_t max_expert_rows;
+    int32_t *items;         /* (max_expert_rows, 3) device: {expert, first row, rows} per item */
+    int32_t *items_host;    /* (max_expert_rows, 3) pinned: what items holds */
+    int n_items;            /* items in items_host / items */
     int64_t max_tokens;
     bool capturing;         /* between capture_begin and capture_end */
     cudaGraphExec_t graph;  /* the last recording, or NULL */
@@ -379,6 +386,9 @@ static void cuda_stream_free(ts_stream *st) {
     cudaFree(c->gemm);
     cudaFree(c->attn);
     cudaFree(c->pos);
+    cudaFree(c->q8g);
+    cudaFree(c->items);
+    if (c->items_host) cudaFreeHost(c->items_host);
     cudaFree(c->smp_scratch);
     cudaFree(c->smp_rng);
     cudaFree(c->smp_ring);
@@ -453,6 +463,25 @@ static ts_status cuda_reserve(ts_stream *st, const ts_backend_reserve *r) {
     ts_cuda_mat wm = {NULL, TS_TYPE_F16, r->max_in, 1, 0, NULL};
     c->gemm_bytes = align256(ts_cuda_gemm_scratch_min(&wm, (int)r->max_tokens) + CUDA_GEMM_TILE_BYTES);
     size_t need = 2 * c->q8_stride + c->gemm_bytes + sizeof(int32_t) * (size_t)r->max_tokens;
+    /* the grouped expert matmul: every (token, rank) row of a prefill chunk */
+    cudaFree(c->q8g);
+    cudaFree(c->items);
+    if (c->items_host) cudaFreeHost(c->items_host);
+    c->q8g = NULL;
+    c->items = c->items_host = NULL;
+    c->n_items = 0;
+    c->max_expert_rows = r->max_expert_rows;
+    if (r->max_expert_rows > 0) {
+        size_t ga = ts_cuda_q8_bytes(TS_TYPE_Q8_0, n_in, (int)r->max_expert_rows);
+        size_t gb = ts_cuda_q8_bytes(TS_TYPE_Q8_K, n_in, (int)r->max_expert_rows);
+        c->q8g_bytes = align256(ga > gb ? ga : gb);
+        const size_t ib = sizeof(int32_t) * 3 * (size_t)r->max_expert_rows;
+        if ((e = cudaMalloc(&c->q8g, c->q8g_bytes)) != cudaSuccess || (e = cudaMalloc((void **)&c->items, ib)) != cudaSuccess ||
+            (e = cudaHostAlloc((void **)&c->items_host, ib, cudaHostAllocDefault)) != cudaSuccess) {
+            if (e == cudaErrorMemoryAllocation) return oom(c->q8g_bytes + 2 * ib, "a session's expert scratch");
+            return cuda_err(e, "cudaMalloc (expert scratch)");
+        }
+    }
     if ((e = cudaMalloc(&c->q8, 2 * c->q8_stride)) != cudaSuccess ||
         (e = cudaMalloc(&c->gemm, c->gemm_bytes)) != cudaSuccess ||
         (e = cudaMalloc((void **)&c->pos, sizeof(int32_t) * (size_t)r->max_tokens)) != cudaSuccess) {
@@ -895,6 +924,60 @@ static void cuda_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const fl
     if (c->err == TS_OK) OP(c, ts_cuda_moe_matvec_q8(c->s, 1, &m, ys, ids, k, partner, q8, true, c->err_dev), "moe_matmul (int8 matvec)");
 }
 
+/* Prefill through the tables: int8 experts run as items of up to
+ * TS_CUDA_MAX_DECODE_TOK rows of one expert, all in one launch per set pair
+ * (ts_cuda_moe_matvec_q8_items); other types, and --precise, run each group
+ * as a plain matmul of that expert (the host table gives its address). */
+static void cuda_moe_matmul_grouped(ts_stream *st, int n_set, const ts_expert_mat *const *w, float *const *y, const ts_expert_groups *g,
+                                    const float *x) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    if (n_set < 1 || n_set > 2 || g->n_rows < 1 || g->n_rows > c->max_expert_rows) {
+        note(c, ts_fail(TS_ERR_ARG, "%d expert sets, %d rows (reserved %lld)", n_set, g->n_rows, (long long)c->max_expert_rows),
+             "moe_matmul_grouped");
+        return;
+    }
+    uint32_t partner = c->exact_act ? (uint32_t)TS_TYPE_COUNT : ts_cuda_q8_partner(w[0]->type);
+    if (n_set == 2 && ts_cuda_q8_partner(w[1]->type) != partner) partner = TS_TYPE_COUNT;
+    if (partner == (uint32_t)TS_TYPE_COUNT) {
+        for (int j = 0; j < g->n_group && c->err == TS_OK; j++) {
+            ts_mat m[2];
+            const ts_mat *mp[2];
+            float *yp[2];
+            for (int s = 0; s < n_set; s++) {
+                m[s] = (ts_mat){.data = w[s]->host_table[g->id[j]], .type = w[s]->type, .n_in = w[s]->n_in, .n_out = w[s]->n_out,
+                                .row_bytes = w[s]->row_bytes, .bias = NULL, .name = w[s]->name};
+                mp[s] = &m[s];
+                yp[s] = y[s] + (size_t)g->off[j] * (size_t)w[s]->n_out;
+            }
+            matmul_impl(c, n_set, mp, yp, x + (size_t)g->off[j] * (size_t)w[0]->n_in, g->cnt[j], NULL, 0.0f, false);
+        }
+        return;
+    }
+    /* the items; the down projection of a layer reuses its gate/up's (the
+     * same groups), which are then not copied again */
+    int n = 0;
+    bool same = true;
+    for (int j = 0; j < g->n_group; j++)
+        for (int r = 0; r < g->cnt[j]; r += TS_CUDA_MAX_DECODE_TOK, n++) {
+            const int32_t it[3] = {g->id[j], g->off[j] + r, g->cnt[j] - r < TS_CUDA_MAX_DECODE_TOK ? g->cnt[j] - r : TS_CUDA_MAX_DECODE_TOK};
+            same = same && n < c->n_items && !memcmp(c->items_host + 3 * n, it, sizeof it);
+            if (!same) memcpy(c->items_host + 3 * n, it, sizeof it);
+        }
+    if (!same || n != c->n_items) {
+        c->n_items = n;
+        note_cuda(c, cudaMemcpyAsync(c->items, c->items_host, sizeof(int32_t) * 3 * (size_t)n, cudaMemcpyHostToDevice, c->s),
+                  "moe_matmul_grouped (items)");
+    }
+    ts_cuda_moe_mat m[2];
+    for (int s = 0; s < n_set; s++) m[s] = cmoe(w[s]);
+    if (c->err == TS_OK)
+        OP(c, ts_cuda_quantize_q8(c->s, partner, x, m[0].n_in, g->n_rows, NULL, 0.0f, c->q8g), "moe_matmul_grouped (quantize)");
+    if (c->err == TS_OK)
+        OP(c, ts_cuda_moe_matvec_q8_items(c->s, n_set, m, y, c->items, n, partner, c->q8g, g->n_rows, c->err_dev),
+           "moe_matmul_grouped (int8 matvec)");
+}
+
 static void cuda_moe_combine(ts_stream *st, float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k,
                              int64_t n) {
     cuda_stream *c = cst(st);
@@ -1068,6 +1151,7 @@ static const ts_backend_ops cuda_ops = {
     .softcap = cuda_softcap,
     .moe_route = cuda_moe_route,
     .moe_matmul = cuda_moe_matmul,
+    .moe_matmul_grouped = cuda_moe_matmul_grouped,
     .moe_combine = cuda_moe_combine,
     .gather_rows = cuda_gather_rows,
     .gated_add = cuda_gated_add,
