@@ -74,7 +74,9 @@ ts_status launch_rms(void *stream, const float *x, const float *w, int64_t n, in
 #define ROPE_MAX_HD 256
 #define ROPE_WARPS 8
 
-/* One block per token; warps take the heads of q, then k, then v. */
+/* Blocks (token, group of ROPE_WARPS heads); each warp takes one head of q,
+ * then k, then v. A decode token spreads its heads over several blocks: one
+ * block for all 40 heads of a 30B-A3B layer took 12 us (ncu), latency-bound. */
 __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_kv_kernel(const ts_cuda_rope_kv a) {
     __shared__ float cs[ROPE_MAX_HD];            /* (n_rot/2, 2) cos, sin */
     __shared__ float hb[ROPE_WARPS][ROPE_MAX_HD]; /* one head per warp */
@@ -89,12 +91,12 @@ __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_kv_kernel(const ts_cuda_
     }
     const bool store = a.k_cache != nullptr;
     const bool pos_ok = pos >= 0 && pos < a.n_ctx;
-    if (store && !pos_ok && threadIdx.x == 0 && a.err) atomicOr(a.err, TS_CUDA_ERR_POS);
+    if (store && !pos_ok && threadIdx.x == 0 && blockIdx.y == 0 && a.err) atomicOr(a.err, TS_CUDA_ERR_POS);
     __syncthreads();
 
     const int nq = a.q ? a.n_head : 0, nk = a.n_head_kv, nv = store ? a.n_head_kv : 0;
     float *sh = hb[warp];
-    for (int j = warp; j < nq + nk + nv; j += ROPE_WARPS) {
+    for (int j = blockIdx.y * ROPE_WARPS + warp; j < nq + nk + nv; j += ROPE_WARPS * gridDim.y) {
         const int kind = j < nq ? 0 : j < nq + nk ? 1 : 2; /* q, k, v */
         const int h = kind == 0 ? j : kind == 1 ? j - nq : j - nq - nk;
         const float *src = kind == 0   ? a.q + ((int64_t)t * a.n_head + h) * hd
@@ -153,7 +155,10 @@ ts_status ts_cuda_rope_kv_store(void *stream, const ts_cuda_rope_kv *a) {
                  a->n_rot, a->head_dim);
     TS_ARG_CHECK(a->mode == TS_CUDA_ROPE_NORMAL || a->mode == TS_CUDA_ROPE_NEOX, "cuda rope: mode %d", a->mode);
     TS_ARG_CHECK(!a->k_cache || (a->v_cache && a->v && a->n_ctx > 0), "cuda rope: a cache store needs v, v_cache, n_ctx");
-    rope_kv_kernel<<<(unsigned)a->n_tok, ROPE_WARPS * 32, 0, ts_stream(stream)>>>(*a);
+    const int heads = (a->q ? a->n_head : 0) + a->n_head_kv * (a->k_cache ? 2 : 1);
+    TS_ARG_CHECK(heads <= 65535 * ROPE_WARPS, "cuda rope: %d heads", heads);
+    const dim3 grid((unsigned)a->n_tok, (unsigned)((heads + ROPE_WARPS - 1) / ROPE_WARPS));
+    rope_kv_kernel<<<grid, ROPE_WARPS * 32, 0, ts_stream(stream)>>>(*a);
     TS_CUDA_LAUNCHED("rope_kv_store");
     return TS_OK;
 }
