@@ -289,6 +289,13 @@ typedef enum ts_expert_residency {
     TS_EXPERTS_MAPPED = 3,   /* in place from the mapping; the OS page cache is the cache */
 } ts_expert_residency;
 
+/* Streamed experts on a device backend: where a slot miss is copied from. */
+typedef enum ts_expert_source {
+    TS_EXPERT_SOURCE_AUTO = 0, /* host when every expert fits host memory (--expert-budget or available), else file */
+    TS_EXPERT_SOURCE_HOST = 1, /* every expert read at load into pinned host memory */
+    TS_EXPERT_SOURCE_FILE = 2, /* each miss read from the file into pinned staging */
+} ts_expert_source;
+
 typedef enum ts_cache_policy {
     TS_CACHE_LFU = 0,
     TS_CACHE_LRU = 1,
@@ -314,6 +321,13 @@ typedef struct ts_model_opts {
     bool expert_direct_io;       /* streamed: O_DIRECT reads (the page cache is not polluted) */
     bool expert_disk_io;         /* account physical bytes read (/proc/self/io) beside requested */
     int32_t expert_io_threads;   /* -1 = default, 0 = the waiting thread reads */
+    /* device backends: the experts' device memory (resident, or the slots
+     * in streamed mode); 0 = what the device has free less a headroom */
+    uint64_t gpu_expert_budget;
+    /* streamed on a device: the tier misses are copied from. On the cpu
+     * backend HOST or FILE runs the device path's slots and copies in host
+     * memory (it tests that path without a GPU). */
+    ts_expert_source expert_source;
 } ts_model_opts;
 
 ts_model_opts ts_model_opts_default(void);
@@ -321,6 +335,7 @@ ts_model_opts ts_model_opts_default(void);
 ts_status ts_expert_residency_parse(const char *s, ts_expert_residency *out);
 ts_status ts_cache_policy_parse(const char *s, ts_cache_policy *out);
 const char *ts_expert_residency_name(ts_expert_residency r);
+ts_status ts_expert_source_parse(const char *s, ts_expert_source *out); /* "host|file|auto" */
 const char *ts_cache_policy_name(ts_cache_policy p);
 
 /* Opens the GGUF at path, reads the hyperparameters, binds every weight on

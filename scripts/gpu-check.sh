@@ -240,7 +240,8 @@ fi
 # ------------------------------------------------- the engine on the CLI
 # turbospark run --backend cuda vs cpu (greedy ids must agree on the tiny
 # fixtures; on SmolLM2 a near-tie may legitimately flip, so it is reported),
-# the tiny MoE fixtures likewise, streamed experts on cuda refused cleanly,
+# the tiny MoE fixtures likewise, streamed experts on cuda equal to resident,
+# mapped refused cleanly,
 # and turbospark bench --backend cuda.
 : >"$OUT_DIR/cli.log"
 CLI=$BUILD/turbospark
@@ -300,12 +301,29 @@ PYEOF
         CLIRES+=("router capture tiny-$m cpu vs cuda: $r")
         echo "router capture tiny-$m cpu vs cuda: $r"
     done
-    out=$(timeout 60 "$CLI" run -m tests/fixtures/ref/tiny-qwen3moe-f32.gguf --backend cuda --expert-residency streamed -p hello -n 4 2>&1)
+    # streamed experts on cuda (device slots at the top-k minimum, from
+    # pinned host memory and from the file): greedy ids equal resident's
+    for m in mixtral olmoe qwen2moe qwen3moe; do
+        f=tests/fixtures/ref/tiny-$m-f32.gguf
+        a=$(timeout 60 "$CLI" run -m "$f" --backend cuda --expert-residency resident -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
+        ra=$?
+        r="PASS (greedy ids equal resident's, host and file tiers)"
+        for src in host file; do
+            b=$(timeout 60 "$CLI" run -m "$f" --backend cuda --expert-residency streamed --expert-cache-slots 2 --gpu-expert-source $src \
+                -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
+            rb=$?
+            echo "== tiny-$m-f32 streamed $src: rc=$rb: $b" >>"$OUT_DIR/cli.log"
+            if [ $ra != 0 ] || [ $rb != 0 ] || [ "$a" != "$b" ]; then r="FAIL ($src: resident rc=$ra, streamed rc=$rb)"; ALL_OK=0; fi
+        done
+        CLIRES+=("run tiny-$m-f32 streamed --backend cuda: $r")
+        echo "run tiny-$m-f32 streamed --backend cuda: $r"
+    done
+    out=$(timeout 60 "$CLI" run -m tests/fixtures/ref/tiny-qwen3moe-f32.gguf --backend cuda --expert-residency mapped -p hello -n 4 2>&1)
     rc=$?
-    echo "== moe streamed on cuda: rc=$rc: $out" >>"$OUT_DIR/cli.log"
-    if [ $rc = 1 ] && echo "$out" | grep -q "not built"; then r="PASS (refused: $(echo "$out" | tail -1 | cut -c1-90))"; else r="FAIL (rc=$rc)"; ALL_OK=0; fi
-    CLIRES+=("run moe streamed --backend cuda: $r")
-    echo "run moe streamed --backend cuda: $r"
+    echo "== moe mapped on cuda: rc=$rc: $out" >>"$OUT_DIR/cli.log"
+    if [ $rc = 1 ] && echo "$out" | grep -q "cannot read experts from the file mapping"; then r="PASS (refused: $(echo "$out" | tail -1 | cut -c1-90))"; else r="FAIL (rc=$rc)"; ALL_OK=0; fi
+    CLIRES+=("run moe mapped --backend cuda: $r")
+    echo "run moe mapped --backend cuda: $r"
     if [ -f "$SMOL" ]; then
         P="The capital of France is"
         a=$(timeout 120 "$CLI" run -m "$SMOL" --backend cpu -p "$P" -n 32 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
@@ -337,7 +355,7 @@ fi
 # ---------------------------------------------------------------- benchmarks
 if [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
     echo "== benchmarks"
-    for b in bench_matvec bench_attention bench_gemm bench_moe bench_misc; do
+    for b in bench_matvec bench_attention bench_gemm bench_moe bench_pcie bench_misc; do
         l=$(left)
         if [ "$l" -lt 25 ]; then
             echo "$b: skipped (time budget)" | tee -a "$OUT_DIR/bench.log"

@@ -26,6 +26,7 @@ typedef struct mode {
     expert_residency res;
     int32_t slots; /* 0: min = top-k; -1: large */
     bool nocache;
+    ts_expert_source source; /* HOST/FILE: the device path's backend slots, in host memory */
 } mode;
 
 /* The file's top-k and expert count (0 when absent): slot counts are given
@@ -47,6 +48,7 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
     ts_model_opts mo = ts_model_opts_default();
     mo.expert_residency = (ts_expert_residency)md->res;
     mo.expert_direct_io = md->nocache;
+    mo.expert_source = md->source;
     ts_model *m;
     gguf_file *f;
     if (gguf_open(path, &f) != TS_OK) return false;
@@ -100,6 +102,7 @@ typedef struct pre_mode {
     const char *name;
     expert_residency res;
     int32_t slots; /* added to top-k; -1: every expert */
+    ts_expert_source source;
 } pre_mode;
 
 /* Evaluates N_PRE prompt tokens in chunks of `batch` (1: token by token) and
@@ -109,6 +112,7 @@ typedef struct pre_mode {
 static float *prefill(const char *path, const pre_mode *md, int batch, int32_t *n_vocab, uint64_t *requests) {
     ts_model_opts mo = ts_model_opts_default();
     mo.expert_residency = (ts_expert_residency)md->res;
+    mo.expert_source = md->source;
     gguf_file *f;
     if (gguf_open(path, &f) != TS_OK) return NULL;
     int32_t k = 0, ne = 0;
@@ -158,11 +162,13 @@ static float *prefill(const char *path, const pre_mode *md, int batch, int32_t *
 
 static void test_prefill(const char *name, const char *path) {
     const pre_mode modes[] = {
-        {"resident", EXPERT_RESIDENCY_RESIDENT, 0},
-        {"streamed-k", EXPERT_RESIDENCY_STREAMED, 0},
-        {"streamed-k+1", EXPERT_RESIDENCY_STREAMED, 1},
-        {"streamed-all", EXPERT_RESIDENCY_STREAMED, -1},
-        {"mapped", EXPERT_RESIDENCY_MAPPED, 0},
+        {"resident", EXPERT_RESIDENCY_RESIDENT, 0, TS_EXPERT_SOURCE_AUTO},
+        {"streamed-k", EXPERT_RESIDENCY_STREAMED, 0, TS_EXPERT_SOURCE_AUTO},
+        {"streamed-k+1", EXPERT_RESIDENCY_STREAMED, 1, TS_EXPERT_SOURCE_AUTO},
+        {"streamed-all", EXPERT_RESIDENCY_STREAMED, -1, TS_EXPERT_SOURCE_AUTO},
+        {"mapped", EXPERT_RESIDENCY_MAPPED, 0, TS_EXPERT_SOURCE_AUTO},
+        {"streamed-k backend/host", EXPERT_RESIDENCY_STREAMED, 0, TS_EXPERT_SOURCE_HOST},
+        {"streamed-k+1 backend/file", EXPERT_RESIDENCY_STREAMED, 1, TS_EXPERT_SOURCE_FILE},
     };
     const int n_modes = (int)(sizeof modes / sizeof modes[0]);
     int32_t nv = 0;
@@ -188,7 +194,7 @@ static void test_prefill(const char *name, const char *path) {
     }
     /* token by token: every expert a matvec; the per-token decode path */
     uint64_t req1 = 0;
-    pre_mode one = {"streamed-k token by token", EXPERT_RESIDENCY_STREAMED, 0};
+    pre_mode one = {"streamed-k token by token", EXPERT_RESIDENCY_STREAMED, 0, TS_EXPERT_SOURCE_AUTO};
     float *tok = prefill(path, &one, 1, &nv, &req1);
     CHECKF(tok != NULL, "%s prefill token by token", name);
     if (tok) {
@@ -214,11 +220,15 @@ static void test_prefill(const char *name, const char *path) {
 int main(void) {
     const char *models[] = {"tiny-qwen3moe-f32.gguf", "tiny-qwen2moe-f32.gguf", "tiny-mixtral-f32.gguf", "tiny-olmoe-f32.gguf"};
     const mode modes[] = {
-        {"resident", EXPERT_RESIDENCY_RESIDENT, 0, false},
-        {"streamed-min", EXPERT_RESIDENCY_STREAMED, 0, false},
-        {"streamed-large", EXPERT_RESIDENCY_STREAMED, -1, false},
-        {"streamed-min-nocache", EXPERT_RESIDENCY_STREAMED, 0, true},
-        {"mapped", EXPERT_RESIDENCY_MAPPED, 0, false},
+        {"resident", EXPERT_RESIDENCY_RESIDENT, 0, false, TS_EXPERT_SOURCE_AUTO},
+        {"streamed-min", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_AUTO},
+        {"streamed-large", EXPERT_RESIDENCY_STREAMED, -1, false, TS_EXPERT_SOURCE_AUTO},
+        {"streamed-min-nocache", EXPERT_RESIDENCY_STREAMED, 0, true, TS_EXPERT_SOURCE_AUTO},
+        {"mapped", EXPERT_RESIDENCY_MAPPED, 0, false, TS_EXPERT_SOURCE_AUTO},
+        /* the device path's backend slots and copies, run in host memory */
+        {"streamed-min backend/host", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST},
+        {"streamed-min backend/file", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_FILE},
+        {"streamed-large backend/file nocache", EXPERT_RESIDENCY_STREAMED, -1, true, TS_EXPERT_SOURCE_FILE},
     };
     const int n_modes = (int)(sizeof modes / sizeof modes[0]);
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {

@@ -48,7 +48,8 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
 #define CLI_COMMON_USAGE                                                                               \
     "  common: -m MODEL  -t/--threads N  -c/--ctx N  --precise  --backend cpu|cuda|auto (default auto)\n" \
     "  MoE models: --expert-residency resident|streamed|mapped|auto (default auto)\n"                   \
-    "              --expert-cache-slots N|auto  --expert-budget BYTES (e.g. 8G)  --expert-policy lfu|lru\n"
+    "              --expert-cache-slots N|auto  --expert-budget BYTES (e.g. 8G)  --expert-policy lfu|lru\n"     \
+    "              --gpu-expert-budget BYTES|auto  --gpu-expert-source host|file|auto (--backend cuda)\n"
 
 /* The TURBOSPARK_* variables (docs/INSTRUMENTS.md), read once by the command
  * before any work: instruments, and the expert I/O settings into mo. A

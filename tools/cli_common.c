@@ -48,6 +48,16 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
         VAL();
         if (ts_parse_bytes(v, &c->mo.expert_budget) != TS_OK) return cli_error(cmd, "--expert-budget: %s", ts_last_error()), -1;
         c->expert_given = true;
+    } else if (!strcmp(a, "--gpu-expert-budget")) {
+        VAL();
+        c->mo.gpu_expert_budget = 0;
+        if (strcmp(v, "auto") && ts_parse_bytes(v, &c->mo.gpu_expert_budget) != TS_OK)
+            return cli_error(cmd, "--gpu-expert-budget: %s", ts_last_error()), -1;
+        c->expert_given = true;
+    } else if (!strcmp(a, "--gpu-expert-source")) {
+        VAL();
+        if (ts_expert_source_parse(v, &c->mo.expert_source) != TS_OK) return cli_error(cmd, "--gpu-expert-source: %s", ts_last_error()), -1;
+        c->expert_given = true;
     } else if (!strcmp(a, "--expert-policy")) {
         VAL();
         if (ts_cache_policy_parse(v, &c->mo.expert_policy) != TS_OK) return cli_error(cmd, "--expert-policy: %s", ts_last_error()), -1;

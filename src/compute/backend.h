@@ -156,6 +156,9 @@ typedef struct ts_backend_ops {
      * page-aligned memory on the CPU): staging and expert slots filled by pread. */
     void *(*host_alloc)(ts_backend *be, size_t bytes);
     void (*host_free)(ts_backend *be, void *p, size_t bytes);
+    /* Free and total device memory now (sizing the expert slots); NULL on a
+     * backend whose memory is the host's. */
+    ts_status (*mem_info)(ts_backend *be, uint64_t *free_bytes, uint64_t *total_bytes);
     /* Makes bytes of host memory that stay valid for the model's life (a
      * tensor in the file mapping) readable by the ops and returns the
      * address the ops take: the CPU returns host itself (zero-copy, nothing

@@ -22,7 +22,8 @@
 
 typedef struct ec_layer {
     int32_t block;        /* blk.N */
-    uint8_t *slots;       /* (n_slots, stride) bytes, EC_A-aligned; NULL unless streamed */
+    uint8_t *slots;       /* (n_slots, stride) bytes, EC_A-aligned; NULL unless streamed; backend memory with dev_slots */
+    uint8_t *host_tier;   /* host tier: (n_expert, stride) pinned bytes, expert e laid out as in a slot; NULL otherwise */
     uint64_t stride;      /* bytes per slot, multiple of EC_A */
     cache_layer cl;       /* streamed: the policy state */
     uint16_t *busy;       /* (n_slots) fetches holding each slot (pinned until released) */
@@ -53,6 +54,11 @@ struct expert_cache {
     const void **ptrs;      /* (n_moe, EXPERT_PROJ_COUNT, n_expert) backend address of each expert's slice */
     const void **tabs;      /* (n_moe, EXPERT_PROJ_COUNT) backend address of each ptrs row (the tables the ops read) */
     bool on_device;         /* the experts are device copies (a backend without host_memory) */
+    bool dev_slots;         /* streamed: slots in backend memory, misses copied up through a stream (fetch_on) */
+    expert_source source;   /* dev_slots: the tier misses come from (HOST or FILE) */
+    uint64_t host_tier_bytes; /* all layers' host_tier buffers */
+    uint8_t *staging;       /* file tier: (staging_k, stride_max) pinned bytes the misses are read into */
+    int32_t staging_k;
     struct {
         const void *dev;
         size_t bytes;
@@ -69,6 +75,14 @@ struct expert_cache {
     uint64_t pend_bytes_req, pend_bytes_read;
     int n_req;
     expert_io_req req[CACHE_MAX_K * EXPERT_PROJ_COUNT];
+    struct ts_stream *pend_st; /* dev_slots: the stream the copies go on */
+    int n_copy;
+    struct {
+        void *dst;          /* the slot (backend memory) */
+        const void *src;    /* host tier or staging */
+        uint64_t bytes;     /* the expert's laid-out length */
+    } copy[CACHE_MAX_K];
+    uint64_t pend_bytes_up;
 };
 
 /* ------------------------------------------------------------ names, parsers */
@@ -90,6 +104,24 @@ ts_status expert_cache_parse_residency(const char *s, expert_residency *out) {
             return TS_OK;
         }
     return ts_fail(TS_ERR_ARG, "expert residency '%s': expected resident, streamed, mapped or auto", s ? s : "");
+}
+
+const char *expert_source_name(expert_source s) {
+    switch (s) {
+    case EXPERT_SOURCE_AUTO: return "auto";
+    case EXPERT_SOURCE_HOST: return "host";
+    case EXPERT_SOURCE_FILE: return "file";
+    }
+    return "?";
+}
+
+ts_status expert_cache_parse_source(const char *s, expert_source *out) {
+    for (int r = EXPERT_SOURCE_AUTO; r <= EXPERT_SOURCE_FILE; r++)
+        if (s && !strcmp(s, expert_source_name((expert_source)r))) {
+            *out = (expert_source)r;
+            return TS_OK;
+        }
+    return ts_fail(TS_ERR_ARG, "expert source '%s': expected host, file or auto", s ? s : "");
 }
 
 ts_status expert_cache_parse_slots(const char *s, int32_t *out) {
@@ -353,6 +385,34 @@ static ts_status resolve_budget(const expert_cache_opts *o, uint64_t *budget, bo
     return TS_OK;
 }
 
+/* Backend slots: the backend memory the experts may take. --gpu-expert-budget,
+ * or what the backend has free less a headroom (1/8 of it, at least 1 GiB)
+ * for what comes after the load: KV caches and session scratch. */
+static ts_status resolve_device_budget(const expert_cache *c, const expert_cache_opts *o, uint64_t *budget, bool *explicit_budget,
+                                       char *why, size_t n) {
+    char b1[32], b2[32], b3[32];
+    const char *dev = c->be->ops->name;
+    if (o->device_budget_bytes) {
+        *budget = o->device_budget_bytes;
+        *explicit_budget = true;
+        snprintf(why, n, "the %s %s expert budget", ts_fmt_bytes(*budget, 1, b1, sizeof b1), dev);
+        return TS_OK;
+    }
+    *explicit_budget = false;
+    uint64_t avail = o->device_avail_bytes, total = 0;
+    if (!avail) {
+        if (!c->be->ops->mem_info)
+            return ts_fail(TS_ERR_UNSUPPORTED, "expert cache: free %s memory unknown; give a GPU expert budget or a slot count", dev);
+        ts_status st = c->be->ops->mem_info(c->be, &avail, &total);
+        if (st) return st;
+    }
+    uint64_t head = avail / 8 > (1ull << 30) ? avail / 8 : (1ull << 30);
+    *budget = avail > head ? avail - head : 0;
+    snprintf(why, n, "the %s budget left of %s free %s memory after %s headroom for KV caches and scratch",
+             ts_fmt_bytes(*budget, 1, b1, sizeof b1), ts_fmt_bytes(avail, 1, b2, sizeof b2), dev, ts_fmt_bytes(head, 1, b3, sizeof b3));
+    return TS_OK;
+}
+
 /* Bytes n_moe layers of per_layer slots take, with every layer's own stride. */
 static uint64_t slots_total(const expert_cache *c, uint64_t per_layer) {
     uint64_t t = 0;
@@ -375,6 +435,59 @@ static ts_status refuse_budget(const expert_cache *c, uint64_t budget, const cha
                    why, budget, m->n_expert_used, m->n_moe, m->n_moe, m->n_expert_used, c->stride_max, bs, need, bn);
 }
 
+/* Backend slots: the tier the misses are copied from. The host tier reads
+ * every expert now (the first read checks the file as the warm-up does);
+ * the file tier reads top-k experts of the first layer into the staging. */
+static ts_status open_tier(expert_cache *c) {
+    const expert_map *m = c->map;
+    ts_status st = TS_OK;
+    if (c->source == EXPERT_SOURCE_HOST) {
+        expert_io_req *rq = ts_calloc((size_t)m->n_expert * EXPERT_PROJ_COUNT, sizeof *rq);
+        if (!rq) return TS_ERR_NOMEM;
+        for (int32_t l = 0; l < m->n_moe && st == TS_OK; l++) {
+            ec_layer *L = &c->layers[l];
+            size_t bytes = (size_t)((uint64_t)m->n_expert * L->stride);
+            if (!(L->host_tier = c->be->ops->host_alloc(c->be, bytes))) {
+                char b[32];
+                st = ts_fail(TS_ERR_NOMEM, "expert cache: out of pinned host memory for blk.%d's experts (%s)", L->block,
+                             ts_fmt_bytes(bytes, 1, b, sizeof b));
+                break;
+            }
+            c->host_tier_bytes += bytes;
+            int n = 0;
+            for (int32_t e = 0; e < m->n_expert; e++) {
+                uint64_t pos[EXPERT_PROJ_COUNT];
+                place_expert(m, l, e, pos);
+                for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
+                    const expert_slice *s = expert_map_slice(m, l, e, p);
+                    if (s->nbytes) rq[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, L->host_tier + (uint64_t)e * L->stride + pos[p]};
+                }
+            }
+            if ((st = expert_io_read(c->io, rq, n))) ts_error_prefix("expert cache: reading blk.%d's experts into host memory", L->block);
+        }
+        free(rq);
+        return st;
+    }
+    c->staging_k = c->n_slots < CACHE_MAX_K ? c->n_slots : CACHE_MAX_K;
+    size_t bytes = (size_t)((uint64_t)c->staging_k * c->stride_max);
+    if (!(c->staging = c->be->ops->host_alloc(c->be, bytes))) {
+        char b[32];
+        return ts_fail(TS_ERR_NOMEM, "expert cache: out of pinned host memory for the staging (%s)", ts_fmt_bytes(bytes, 1, b, sizeof b));
+    }
+    int32_t kw = m->n_expert_used < c->staging_k ? m->n_expert_used : c->staging_k;
+    int n = 0;
+    for (int32_t e = 0; e < kw; e++) {
+        uint64_t pos[EXPERT_PROJ_COUNT];
+        place_expert(m, 0, e, pos);
+        for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
+            const expert_slice *s = expert_map_slice(m, 0, e, p);
+            if (s->nbytes) c->req[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, c->staging + (uint64_t)e * c->stride_max + pos[p]};
+        }
+    }
+    if ((st = expert_io_read(c->io, c->req, n))) ts_error_prefix("expert cache: first read of blk.%d's experts", c->layers[0].block);
+    return st;
+}
+
 static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
     const expert_map *m = c->map;
     ts_status st = expert_io_new(&o->io, &c->io);
@@ -389,21 +502,24 @@ static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
         ec_layer *L = &c->layers[l];
         size_t bytes = (size_t)((uint64_t)c->n_slots * L->stride);
         void *p = NULL;
-        if (bytes && c->be) p = c->be->ops->host_alloc(c->be, bytes);
+        if (bytes && c->dev_slots) p = c->be->ops->alloc(c->be, bytes); /* zero-filled */
+        else if (bytes && c->be) p = c->be->ops->host_alloc(c->be, bytes);
         else if (bytes && posix_memalign(&p, EC_A, bytes) != 0) p = NULL;
         if (bytes && !p) {
             char b[32];
             ts_fmt_bytes(bytes, 1, b, sizeof b);
-            return ts_fail(TS_ERR_NOMEM, "expert cache: out of memory for %d slots of blk.%d (%s)", c->n_slots, L->block, b);
+            return ts_fail(TS_ERR_NOMEM, "expert cache: out of %s memory for %d slots of blk.%d (%s)",
+                           c->dev_slots ? c->be->ops->name : "host", c->n_slots, L->block, b);
         }
         /* Touch the slots now: their memory is taken at open, not on the
          * first tokens, and the contents are defined. */
-        memset(p, 0, bytes);
+        if (!c->dev_slots) memset(p, 0, bytes);
         L->slots = p;
         if ((st = cache_layer_init(&L->cl, c->n_slots, m->n_expert, c->policy))) return st;
         if (!(L->busy = ts_calloc((size_t)c->n_slots, sizeof *L->busy))) return TS_ERR_NOMEM;
     }
     c->slot_bytes = total;
+    if (c->dev_slots) return open_tier(c);
 
     /* Warm-up: read the first MoE layer's first experts into its slots (not
      * committed: the slots stay empty to the policy). It grows the pool's
@@ -531,22 +647,50 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
     bool explicit_budget = false, have_budget = false;
     ts_fmt_bytes(map->total_bytes, 1, bt, sizeof bt);
     c->on_device = c->be && !c->be->host_memory;
-    if (c->on_device) {
-        /* a device backend reads experts from its own memory: all of them,
-         * for now (streaming them into device slots is not built yet) */
-        if (mode != EXPERT_RESIDENCY_AUTO && mode != EXPERT_RESIDENCY_RESIDENT) {
-            st = ts_fail(TS_ERR_UNSUPPORTED,
-                         "expert cache: on the %s backend experts are resident in device memory; %s residency is not built "
-                         "for it yet (use --expert-residency resident, or the cpu backend)",
-                         c->be->ops->name, expert_residency_name(mode));
-            goto fail;
-        }
-        snprintf(c->choice, sizeof c->choice, "expert residency: resident (%s of experts in %s device memory%s)", bt,
-                 c->be->ops->name, mode == EXPERT_RESIDENCY_AUTO ? "; auto: the only mode on this backend" : ", as asked");
-        mode = EXPERT_RESIDENCY_RESIDENT;
+    if (opts->backend_slots && !c->be) {
+        st = ts_fail(TS_ERR_ARG, "expert cache: backend slots need a backend");
+        goto fail;
+    }
+    if (opts->source < EXPERT_SOURCE_AUTO || opts->source > EXPERT_SOURCE_FILE) {
+        st = ts_fail(TS_ERR_ARG, "expert cache: unknown expert source %d", (int)opts->source);
+        goto fail;
     }
     if (c->on_device) {
-        /* chosen above */
+        /* a device backend reads experts from its own memory: all of them
+         * (resident), or the routed ones copied into slots (streamed) */
+        if (mode == EXPERT_RESIDENCY_MAPPED) {
+            st = ts_fail(TS_ERR_UNSUPPORTED,
+                         "expert cache: the %s backend cannot read experts from the file mapping; use --expert-residency "
+                         "resident or streamed (or auto)",
+                         c->be->ops->name);
+            goto fail;
+        }
+        if (mode == EXPERT_RESIDENCY_AUTO && opts->n_slots > 0 && have_fd) {
+            mode = EXPERT_RESIDENCY_STREAMED;
+            snprintf(c->choice, sizeof c->choice, "expert residency: streamed into %s memory (auto: %d slots per layer given)",
+                     c->be->ops->name, opts->n_slots);
+        } else if (mode == EXPERT_RESIDENCY_AUTO) {
+            if ((st = resolve_device_budget(c, opts, &budget, &explicit_budget, why, sizeof why)) != TS_OK) goto fail;
+            have_budget = true;
+            uint64_t need_min = c->stride_max * (uint64_t)map->n_moe * (uint64_t)k;
+            if (map->total_bytes <= budget) {
+                mode = EXPERT_RESIDENCY_RESIDENT;
+                snprintf(c->choice, sizeof c->choice, "expert residency: resident in %s memory (auto: all %s of experts fit %s)",
+                         c->be->ops->name, bt, why);
+            } else if (budget >= need_min && have_fd) {
+                mode = EXPERT_RESIDENCY_STREAMED;
+                snprintf(c->choice, sizeof c->choice, "expert residency: streamed into %s memory (auto: %s of experts exceed %s)",
+                         c->be->ops->name, bt, why);
+            } else {
+                st = have_fd ? refuse_budget(c, budget, why)
+                             : ts_fail(TS_ERR_UNSUPPORTED, "expert cache: %s of experts exceed %s, and the file has no descriptor to stream from",
+                                       bt, why);
+                goto fail;
+            }
+        } else {
+            snprintf(c->choice, sizeof c->choice, "expert residency: %s in %s memory (as asked)", expert_residency_name(mode),
+                     c->be->ops->name);
+        }
     } else if (mode == EXPERT_RESIDENCY_AUTO) {
         if (opts->n_slots > 0 && have_fd) {
             mode = EXPERT_RESIDENCY_STREAMED;
@@ -594,23 +738,28 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
                          f->path ? f->path : "the model");
             goto fail;
         }
+        c->dev_slots = c->on_device || opts->backend_slots;
         int32_t n = opts->n_slots;
+        /* the slots' budget: backend memory for backend slots, host memory otherwise */
+        const uint64_t slot_budget = c->dev_slots ? opts->device_budget_bytes : opts->budget_bytes;
         if (n > 0) {
-            if (opts->budget_bytes) {
+            if (slot_budget) {
                 uint64_t need = slots_total(c, (uint64_t)(n < map->n_expert ? n : map->n_expert));
-                if (need > opts->budget_bytes) {
+                if (need > slot_budget) {
                     char b1[32], b2[32];
                     ts_fmt_bytes(need, 1, b1, sizeof b1);
-                    ts_fmt_bytes(opts->budget_bytes, 1, b2, sizeof b2);
+                    ts_fmt_bytes(slot_budget, 1, b2, sizeof b2);
                     st = ts_fail(TS_ERR_LIMIT,
-                                 "expert cache: %d slots per layer need %" PRIu64 " bytes (%s), over the expert budget %" PRIu64
+                                 "expert cache: %d slots per layer need %" PRIu64 " bytes (%s), over the %s expert budget %" PRIu64
                                  " bytes (%s)",
-                                 n, need, b1, opts->budget_bytes, b2);
+                                 n, need, b1, c->dev_slots ? c->be->ops->name : "host", slot_budget, b2);
                     goto fail;
                 }
             }
         } else {
-            if (!have_budget) {
+            if (!have_budget && c->dev_slots) {
+                if ((st = resolve_device_budget(c, opts, &budget, &explicit_budget, why, sizeof why))) goto fail;
+            } else if (!have_budget) {
                 if ((st = resolve_budget(opts, &budget, &explicit_budget, why, sizeof why))) {
                     ts_error_prefix("expert cache: cannot size the slots (give a slot count or an expert budget)");
                     goto fail;
@@ -626,14 +775,35 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
         /* More slots than experts never evict and place experts exactly as
          * n_expert slots do (empty slots fill lowest first): same hits. */
         c->n_slots = n < map->n_expert ? n : map->n_expert;
+        if (c->dev_slots) {
+            /* the tier: pinned host memory when every expert fits the host budget */
+            c->source = opts->source;
+            char hwhy[384] = "", tail[512];
+            uint64_t hb = 0;
+            bool hexp = false;
+            if (c->source == EXPERT_SOURCE_AUTO) {
+                ts_status hs = resolve_budget(opts, &hb, &hexp, hwhy, sizeof hwhy);
+                c->source = hs == TS_OK && map->total_bytes <= hb ? EXPERT_SOURCE_HOST : EXPERT_SOURCE_FILE;
+                if (hs != TS_OK) snprintf(hwhy, sizeof hwhy, "%s", ts_last_error());
+                snprintf(tail, sizeof tail, "; misses copied from %s (auto: %s of experts %s %s)",
+                         c->source == EXPERT_SOURCE_HOST ? "pinned host memory" : "the file", bt,
+                         c->source == EXPERT_SOURCE_HOST ? "fit" : "do not fit", hwhy);
+            } else {
+                snprintf(tail, sizeof tail, "; misses copied from %s (as asked)",
+                         c->source == EXPERT_SOURCE_HOST ? "pinned host memory" : "the file");
+            }
+            size_t cl = strlen(c->choice);
+            snprintf(c->choice + cl, sizeof c->choice - cl, "%s", tail);
+        }
         if ((st = open_streamed(c, opts))) goto fail;
     } else if (mode == EXPERT_RESIDENCY_RESIDENT) {
-        if (opts->budget_bytes && map->total_bytes > opts->budget_bytes) {
+        const uint64_t rb = c->on_device ? opts->device_budget_bytes : opts->budget_bytes;
+        if (rb && map->total_bytes > rb) {
             char b2[32];
-            ts_fmt_bytes(opts->budget_bytes, 1, b2, sizeof b2);
+            ts_fmt_bytes(rb, 1, b2, sizeof b2);
             st = ts_fail(TS_ERR_LIMIT,
-                         "expert cache: resident experts take %" PRIu64 " bytes (%s), over the expert budget %" PRIu64 " bytes (%s)",
-                         map->total_bytes, bt, opts->budget_bytes, b2);
+                         "expert cache: resident experts take %" PRIu64 " bytes (%s), over the %s expert budget %" PRIu64 " bytes (%s)",
+                         map->total_bytes, bt, c->on_device ? c->be->ops->name : "host", rb, b2);
             goto fail;
         }
         if (!c->on_device) for_expert_ranges(c, populate_range, NULL);
@@ -671,12 +841,15 @@ void expert_cache_free(expert_cache *c) {
     if (c->layers)
         for (int32_t l = 0; l < c->map->n_moe; l++) {
             ec_layer *L = &c->layers[l];
-            if (L->slots && c->be) c->be->ops->host_free(c->be, L->slots, (size_t)((uint64_t)c->n_slots * L->stride));
+            if (L->slots && c->dev_slots) c->be->ops->dealloc(c->be, L->slots, (size_t)((uint64_t)c->n_slots * L->stride));
+            else if (L->slots && c->be) c->be->ops->host_free(c->be, L->slots, (size_t)((uint64_t)c->n_slots * L->stride));
             else free(L->slots);
+            if (L->host_tier) c->be->ops->host_free(c->be, L->host_tier, (size_t)((uint64_t)c->map->n_expert * L->stride));
             free(L->busy);
             if (L->cl.slot_expert) cache_layer_free(&L->cl);
         }
     free(c->layers);
+    if (c->staging) c->be->ops->host_free(c->be, c->staging, (size_t)((uint64_t)c->staging_k * c->stride_max));
     pthread_cond_destroy(&c->freed);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -719,21 +892,30 @@ static ts_status begin_locked(expert_cache *c, int32_t block, const int32_t *ids
     }
 
     const void **w[EXPERT_PROJ_COUNT] = {gate, up, down};
-    int n = 0;
+    int n = 0, nc = 0;
     int32_t cold = 0, evict = 0;
-    uint64_t breq = 0, bread = 0;
+    uint64_t breq = 0, bread = 0, bup = 0;
     for (int32_t i = 0; i < k; i++) {
         int32_t e = ids[i];
         if (c->mode == EXPERT_RESIDENCY_STREAMED) {
             uint64_t pos[EXPERT_PROJ_COUNT];
-            place_expert(m, moe, e, pos);
+            const uint64_t len = place_expert(m, moe, e, pos);
             uint8_t *base = L->slots + (uint64_t)plan->slot[i] * L->stride;
+            /* backend slots read into the staging (file tier) or not at all (host tier) */
+            uint8_t *dst = base;
+            if (c->dev_slots && !plan->hit[i]) {
+                dst = c->source == EXPERT_SOURCE_FILE ? c->staging + (uint64_t)i * c->stride_max : L->host_tier + (uint64_t)e * L->stride;
+                c->copy[nc].dst = base;
+                c->copy[nc].src = dst;
+                c->copy[nc++].bytes = len;
+                bup += len;
+            }
             for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
                 const expert_slice *s = expert_map_slice(m, moe, e, p);
                 w[p][i] = base + pos[p];
                 breq += s->nbytes;
-                if (!plan->hit[i] && s->nbytes) {
-                    c->req[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, base + pos[p]};
+                if (!plan->hit[i] && s->nbytes && (!c->dev_slots || c->source == EXPERT_SOURCE_FILE)) {
+                    c->req[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, dst + pos[p]};
                     bread += s->nbytes;
                 }
             }
@@ -764,7 +946,9 @@ static ts_status begin_locked(expert_cache *c, int32_t block, const int32_t *ids
     c->pend_evict = evict;
     c->pend_bytes_req = breq;
     c->pend_bytes_read = bread;
+    c->pend_bytes_up = bup;
     c->n_req = n;
+    c->n_copy = nc;
     if (pass) {
         pass->moe = moe;
         pass->tracked = c->mode != EXPERT_RESIDENCY_MAPPED;
@@ -773,6 +957,7 @@ static ts_status begin_locked(expert_cache *c, int32_t block, const int32_t *ids
         pass->n_evict = evict;
         pass->bytes_requested = breq;
         pass->bytes_read = bread;
+        pass->bytes_uploaded = bup;
     }
     return TS_OK;
 }
@@ -792,6 +977,19 @@ static ts_status end_locked(expert_cache *c, int32_t block, double *waited) {
         L->st.io_wait_s += *waited;
     }
     c->pending = false;
+    if (st == TS_OK && c->n_copy) {
+        /* up into the slots on the caller's stream; the staging is reused by
+         * the next pass, so the file tier waits for its copies here */
+        const ts_backend_ops *op = c->be->ops;
+        for (int i = 0; i < c->n_copy; i++) op->to_device(c->pend_st, c->copy[i].dst, c->copy[i].src, (size_t)c->copy[i].bytes);
+        if (c->source == EXPERT_SOURCE_FILE) {
+            double t0 = ts_now();
+            st = op->sync(c->pend_st);
+            double w = ts_now() - t0;
+            *waited += w;
+            L->st.io_wait_s += w;
+        }
+    }
     if (st) {
         /* The victims' bytes are gone and the new ones incomplete: empty
          * those slots so nothing is served from them. */
@@ -802,7 +1000,7 @@ static ts_status end_locked(expert_cache *c, int32_t block, double *waited) {
             L->cl.slot_expert[s] = -1;
             L->cl.slot_tick[s] = 0;
         }
-        ts_error_prefix("expert cache: blk.%d: reading %d experts", block, plan->n_miss);
+        ts_error_prefix("expert cache: blk.%d: %s %d experts", block, c->dev_slots ? "copying" : "reading", plan->n_miss);
         return st;
     }
     if (c->mode == EXPERT_RESIDENCY_STREAMED) cache_commit(&L->cl, c->pend_ids, plan);
@@ -819,11 +1017,13 @@ static ts_status end_locked(expert_cache *c, int32_t block, double *waited) {
     }
     s->bytes_requested += c->pend_bytes_req;
     s->bytes_read += c->pend_bytes_read;
+    s->bytes_uploaded += c->pend_bytes_up;
     return TS_OK;
 }
 
 ts_status expert_cache_begin(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
                              const void **up, const void **down, expert_cache_pass *pass) {
+    if (c->dev_slots) return ts_fail(TS_ERR_ARG, "expert cache: backend slots are filled through a stream (expert_cache_fetch_on)");
     pthread_mutex_lock(&c->mu);
     ts_status st = begin_locked(c, block, ids, k, gate, up, down, pass, false);
     if (st == TS_OK && pass) pass->pinned = false;
@@ -843,6 +1043,13 @@ ts_status expert_cache_end(expert_cache *c, int32_t block) {
 
 ts_status expert_cache_fetch(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
                              const void **up, const void **down, expert_cache_pass *pass) {
+    return expert_cache_fetch_on(c, NULL, block, ids, k, gate, up, down, pass);
+}
+
+ts_status expert_cache_fetch_on(expert_cache *c, struct ts_stream *strm, int32_t block, const int32_t *ids, int32_t k,
+                                const void **gate, const void **up, const void **down, expert_cache_pass *pass) {
+    if (c->dev_slots && !strm)
+        return ts_fail(TS_ERR_ARG, "expert cache: blk.%d: backend slots are filled through a stream (expert_cache_fetch_on)", block);
     expert_cache_pass local;
     bool pin = pass != NULL; /* without a pass nothing can be released: single-threaded callers (tests) */
     if (!pass) pass = &local;
@@ -856,6 +1063,7 @@ ts_status expert_cache_fetch(expert_cache *c, int32_t block, const int32_t *ids,
             continue;
         }
         st = begin_locked(c, block, ids, k, gate, up, down, pass, true);
+        if (st == TS_OK) c->pend_st = strm;
         if (st != TS_ERR_LIMIT) break;
         pthread_cond_wait(&c->freed, &c->mu);
     }
@@ -882,6 +1090,9 @@ void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pas
 }
 
 bool expert_cache_disk_io_on(const expert_cache *c) { return c->disk_io; }
+bool expert_cache_backend_slots(const expert_cache *c) { return c && c->dev_slots; }
+expert_source expert_cache_source(const expert_cache *c) { return c->dev_slots ? c->source : EXPERT_SOURCE_AUTO; }
+uint64_t expert_cache_host_tier_bytes(const expert_cache *c) { return c->host_tier_bytes; }
 
 bool expert_cache_tables(const expert_cache *c, int32_t block, const void *const *tab[EXPERT_PROJ_COUNT],
                          const void *const *host_tab[EXPERT_PROJ_COUNT]) {
@@ -942,6 +1153,7 @@ void expert_cache_get_stats(const expert_cache *c, int32_t moe, expert_cache_sta
         out->evict_misses += s->evict_misses;
         out->bytes_requested += s->bytes_requested;
         out->bytes_read += s->bytes_read;
+        out->bytes_uploaded += s->bytes_uploaded;
         out->io_wait_s += s->io_wait_s;
     }
     pthread_mutex_unlock(mu);
@@ -973,6 +1185,16 @@ int expert_cache_format_start(const expert_cache *c, char *buf, size_t n) {
     case EXPERT_RESIDENCY_STREAMED:
         ts_fmt_bytes(c->slot_bytes, 1, b1, sizeof b1);
         ts_fmt_bytes(m->total_bytes, 1, b2, sizeof b2);
+        if (c->dev_slots && c->source == EXPERT_SOURCE_HOST) {
+            char b3[32];
+            return snprintf(buf, n, "expert cache: streamed, %d slots/layer (%s), %s of %s slots for %d layers, misses copied from %s of pinned host memory (experts: %s in the file)",
+                            c->n_slots, cache_policy_name(c->policy), b1, c->be->ops->name, m->n_moe,
+                            ts_fmt_bytes(c->host_tier_bytes, 1, b3, sizeof b3), b2);
+        }
+        if (c->dev_slots)
+            return snprintf(buf, n, "expert cache: streamed, %d slots/layer (%s), %s of %s slots for %d layers, misses read from the file (experts: %s) through pinned staging, %d I/O threads, nocache %s",
+                            c->n_slots, cache_policy_name(c->policy), b1, c->be->ops->name, m->n_moe, b2, expert_io_workers(c->io),
+                            expert_nocache_mode_name(c->nocache));
         return snprintf(buf, n, "expert cache: streamed, %d slots/layer (%s), %s of slots for %d layers (experts: %s in the file), %d I/O threads, nocache %s",
                         c->n_slots, cache_policy_name(c->policy), b1, m->n_moe, b2, expert_io_workers(c->io),
                         expert_nocache_mode_name(c->nocache));
@@ -1012,9 +1234,12 @@ int expert_cache_format_end(const expert_cache *c, uint64_t n_tokens, char *buf,
     if (n_tokens) {
         double t = (double)n_tokens;
         EC_ADD(", %.2f MiB requested/token", (double)s.bytes_requested / mib / t);
-        if (c->mode == EXPERT_RESIDENCY_STREAMED) EC_ADD(", %.2f MiB read/token", (double)s.bytes_read / mib / t);
+        if (c->mode == EXPERT_RESIDENCY_STREAMED && (!c->dev_slots || c->source == EXPERT_SOURCE_FILE))
+            EC_ADD(", %.2f MiB read/token", (double)s.bytes_read / mib / t);
+        if (c->dev_slots && c->mode == EXPERT_RESIDENCY_STREAMED) EC_ADD(", %.2f MiB/token copied to %s", (double)s.bytes_uploaded / mib / t, c->be->ops->name);
     } else if (c->mode == EXPERT_RESIDENCY_STREAMED) {
-        EC_ADD(", %.1f MiB read", (double)s.bytes_read / mib);
+        if (!c->dev_slots || c->source == EXPERT_SOURCE_FILE) EC_ADD(", %.1f MiB read", (double)s.bytes_read / mib);
+        if (c->dev_slots) EC_ADD(", %.1f MiB copied to %s", (double)s.bytes_uploaded / mib, c->be->ops->name);
     }
     uint64_t phys;
     if (c->disk_io && c->proc_ok && expert_io_proc_read_bytes(&phys) == TS_OK) {

@@ -13,8 +13,23 @@
  *             nothing is repacked.
  *   mapped    experts are used in place from the mapping and the OS page
  *             cache is the cache: no slots, no prefault, no hit accounting.
- *   (on a device backend: resident only, each expert copied once into
- *             device memory at open; the tables and fetches give the copies)
+ *   On a device backend (or with backend slots asked, below):
+ *     resident  each expert copied once into device memory at open; the
+ *               tables and fetches give the copies.
+ *     streamed  the slots are backend (device) memory; a miss is copied into
+ *               its slot on the caller's stream (to_device, which a GPU runs
+ *               as an async DMA) from one of two tiers (expert_source):
+ *                 host  every expert read at open into pinned host memory,
+ *                       laid out as the slots are: one copy per miss;
+ *                 file  the misses pread (the same I/O pool) into pinned
+ *                       staging, copied up, and the stream synced before the
+ *                       staging is reused (still under the lock).
+ *               Bytes over the bus (bytes_uploaded) and bytes from the file
+ *               (bytes_read) are counted apart.
+ *     mapped    refused: the device cannot read the mapping.
+ *     auto      resident when every expert fits the device budget
+ *               (--gpu-expert-budget, or the backend's free memory less a
+ *               headroom), streamed when top-k slots per layer fit it.
  *   auto      picks one of the three from a memory budget (--expert-budget,
  *             or what /proc/meminfo MemAvailable and the cgroup limit leave)
  *             and says what it chose and why (expert_cache_choice()).
@@ -92,6 +107,15 @@
 #include "experts/policy.h"
 #include "gguf/gguf.h"
 
+/* Backend slots in streamed mode: the tier misses are copied from. */
+typedef enum expert_source {
+    EXPERT_SOURCE_AUTO = 0,
+    EXPERT_SOURCE_HOST = 1, /* every expert in pinned host memory, read at open */
+    EXPERT_SOURCE_FILE = 2, /* pread into pinned staging on each miss */
+} expert_source;
+
+const char *expert_source_name(expert_source s); /* "auto" / "host" / "file" */
+
 typedef enum expert_residency {
     EXPERT_RESIDENCY_AUTO = 0,
     EXPERT_RESIDENCY_RESIDENT = 1,
@@ -106,6 +130,7 @@ const char *expert_residency_name(expert_residency r); /* "auto" / "resident" / 
 ts_status expert_cache_parse_residency(const char *s, expert_residency *out); /* --expert-residency */
 ts_status expert_cache_parse_slots(const char *s, int32_t *out);             /* --expert-cache-slots N|auto; auto -> 0 */
 ts_status expert_cache_parse_policy(const char *s, cache_policy *out);       /* --expert-policy lfu|lru */
+ts_status expert_cache_parse_source(const char *s, expert_source *out);      /* --gpu-expert-source host|file|auto */
 /* --expert-budget is parsed by ts_parse_bytes (include/turbospark.h). */
 
 typedef struct expert_cache_opts {
@@ -118,6 +143,13 @@ typedef struct expert_cache_opts {
     bool mlock;                 /* resident: try to mlock the expert pages (a failure is reported, not fatal) */
     expert_io_config io;        /* streamed: pool shape, TURBOSPARK_EXPERT_NOCACHE, TURBOSPARK_EXPERT_DISK_IO */
     struct ts_backend *be;      /* slot memory comes from its host_alloc; NULL: the C heap (tests) */
+    /* backend slots: automatic on a device backend; backend_slots asks for
+     * them on a host-memory one too, so the CPU runs (and tests) the device
+     * path's copies */
+    bool backend_slots;
+    expert_source source;        /* backend slots: where misses are copied from (AUTO: host when all experts fit the host budget) */
+    uint64_t device_budget_bytes; /* backend slots: backend memory the experts may take; 0 = from device_avail_bytes */
+    uint64_t device_avail_bytes;  /* backend memory to assume free; 0 = ask the backend (mem_info) */
 } expert_cache_opts;
 
 /* AUTO, slots auto, no budget, LFU, no mlock, expert_io_config_default. */
@@ -148,7 +180,8 @@ typedef struct expert_cache_pass {
     int32_t n_cold;     /* misses into an empty slot */
     int32_t n_evict;    /* misses that evicted an expert */
     uint64_t bytes_requested; /* gate+up+down bytes of the k experts */
-    uint64_t bytes_read;      /* bytes submitted for reading (the misses) */
+    uint64_t bytes_read;      /* bytes submitted for reading from the file (the misses; backend slots: file tier only) */
+    uint64_t bytes_uploaded;  /* backend slots: bytes copied into slots over the bus (the misses) */
     double io_wait_s;         /* time this pass waited for its reads */
     bool pinned;              /* its slots are pinned (fetch): release them */
 } expert_cache_pass;
@@ -165,6 +198,15 @@ ts_status expert_cache_end(expert_cache *c, int32_t block);
 ts_status expert_cache_fetch(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate,
                              const void **up, const void **down, expert_cache_pass *pass);
 void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pass);
+/* fetch for a cache with backend slots: the misses' copies are enqueued on
+ * st (the pass's kernels follow them on it); the slots stay pinned until
+ * release, which the caller does once st has run past the kernels that
+ * read them (a sync). With host slots st is unused (may be NULL). */
+struct ts_stream;
+ts_status expert_cache_fetch_on(expert_cache *c, struct ts_stream *st, int32_t block, const int32_t *ids, int32_t k,
+                                const void **gate, const void **up, const void **down, expert_cache_pass *pass);
+/* The slots are backend memory filled through a stream (fetch_on). */
+bool expert_cache_backend_slots(const expert_cache *c);
 /* Resident and mapped modes: every expert addressable by id. tab[p] (backend
  * memory, n_expert entries) holds the backend address of each expert's
  * projection p (the ops' ts_expert_mat.table), host_tab[p] (host memory,
@@ -185,6 +227,8 @@ void expert_cache_count(expert_cache *c, int32_t block, int32_t k);
 bool expert_cache_disk_io_on(const expert_cache *c);
 
 expert_residency expert_cache_residency(const expert_cache *c); /* never AUTO: the mode chosen */
+expert_source expert_cache_source(const expert_cache *c);       /* backend slots: the tier (never AUTO); AUTO otherwise */
+uint64_t expert_cache_host_tier_bytes(const expert_cache *c);   /* pinned host memory holding every expert (host tier), 0 otherwise */
 int32_t expert_cache_slots(const expert_cache *c);              /* slots per layer (streamed), 0 otherwise */
 uint64_t expert_cache_slot_bytes(const expert_cache *c);        /* all slot buffers together */
 uint64_t expert_cache_slot_stride(const expert_cache *c);       /* largest slot over the layers: the unit of the budget arithmetic */
@@ -204,7 +248,8 @@ typedef struct expert_cache_stats {
     uint64_t cold_misses;     /* misses into an empty slot */
     uint64_t evict_misses;    /* misses that evicted another expert */
     uint64_t bytes_requested; /* gate+up+down bytes of the requested experts */
-    uint64_t bytes_read;      /* bytes read into slots (logical; pread lengths) */
+    uint64_t bytes_read;      /* bytes read from the file for slots (logical; pread lengths) */
+    uint64_t bytes_uploaded;  /* backend slots: bytes copied into slots over the bus */
     double io_wait_s;         /* time expert_cache_end spent waiting for reads */
 } expert_cache_stats;
 

@@ -34,6 +34,13 @@ ts_status ts_cache_policy_parse(const char *s, ts_cache_policy *out) {
 }
 
 const char *ts_expert_residency_name(ts_expert_residency r) { return expert_residency_name((expert_residency)r); }
+
+ts_status ts_expert_source_parse(const char *s, ts_expert_source *out) {
+    expert_source r;
+    ts_status st = expert_cache_parse_source(s, &r);
+    if (st == TS_OK) *out = (ts_expert_source)r;
+    return st;
+}
 const char *ts_cache_policy_name(ts_cache_policy p) { return cache_policy_name((cache_policy)p); }
 
 /* blk.N.ffn_{gate,up,down}_exps.weight or blk.N.ffn_{gate,up,down}.E.weight */
@@ -193,7 +200,8 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
         if ((st = ts_backend_cpu_new(0, &m->be)) != TS_OK) goto fail;
         m->own_be = true;
     }
-    if (!m->desc.has_moe && (o.expert_residency != TS_EXPERTS_AUTO || o.expert_slots || o.expert_budget || o.expert_policy != TS_CACHE_LFU)) {
+    if (!m->desc.has_moe && (o.expert_residency != TS_EXPERTS_AUTO || o.expert_slots || o.expert_budget || o.expert_policy != TS_CACHE_LFU ||
+                             o.gpu_expert_budget || o.expert_source != TS_EXPERT_SOURCE_AUTO)) {
         st = ts_fail(TS_ERR_ARG, "expert options apply to mixture-of-experts models; %s is dense", f->path ? f->path : "the model");
         goto fail;
     }
@@ -216,6 +224,14 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
         eo.io.disk_io = o.expert_disk_io;
         if (o.expert_io_threads >= 0) eo.io.n_workers = o.expert_io_threads;
         eo.be = m->be;
+        eo.device_budget_bytes = o.gpu_expert_budget;
+        eo.source = (expert_source)o.expert_source;
+        eo.backend_slots = o.expert_source != TS_EXPERT_SOURCE_AUTO;
+        if (m->be->host_memory && o.gpu_expert_budget) {
+            st = ts_fail(TS_ERR_ARG, "a GPU expert budget applies to a device backend; the %s backend's experts take --expert-budget",
+                         m->be->ops->name);
+            goto fail;
+        }
         /* auto sizing leaves room for what is resident anyway */
         uint64_t total = 0;
         for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
@@ -383,18 +399,16 @@ static void layout(ts_session *s, carver *c) {
     if (s->model->desc.has_moe) {
         size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp, SF = (size_t)hp->n_ff_shexp, K = (size_t)hp->n_expert_used;
         s->router = carve(c, sizeof(float) * B * NE);
-        /* with the expert tables a prefill chunk runs all its (token, rank)
-         * rows at once (moe_prefill_tables); otherwise one expert's at a time */
-        const bool all_rows = expert_cache_addressable(s->model->ecache);
-        s->exp_x = carve(c, sizeof(float) * (all_rows ? B * K : B) * E);
-        size_t BG = all_rows ? B * K : B > K ? B : K; /* decode runs the top-k experts' gate/up side by side */
-        s->exp_gate = carve(c, sizeof(float) * BG * FE);
-        s->exp_up = carve(c, sizeof(float) * BG * FE);
+        /* a prefill chunk gathers all its (token, rank) rows at once */
+        s->exp_x = carve(c, sizeof(float) * B * K * E);
+        s->exp_gate = carve(c, sizeof(float) * B * K * FE);
+        s->exp_up = carve(c, sizeof(float) * B * K * FE);
         s->exp_out = carve(c, sizeof(float) * B * K * E);
         s->moe_ids_dev = carve(c, sizeof(int32_t) * B * K);
         s->moe_w_dev = carve(c, sizeof(float) * B * K);
         s->moe_tok_dev = carve(c, sizeof(int32_t) * B * K);
         s->moe_row_dev = carve(c, sizeof(int32_t) * B * K);
+        s->moe_tab_dev = carve(c, sizeof(void *) * EXPERT_PROJ_COUNT * NE);
         if (s->diag && s->diag->pilot != TS_PILOT_OFF) {
             s->pilot_h = carve(c, sizeof(float) * B * E);
             s->pilot_r = carve(c, sizeof(float) * B * NE);
@@ -466,7 +480,6 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->pilot_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
         size_t BK = (size_t)n_batch * (size_t)hp->n_expert_used;
         s->moe_ids = ts_calloc(BK, sizeof(int32_t));
-        s->moe_w = ts_calloc(BK, sizeof(float));
         s->moe_row = ts_calloc(BK, sizeof(int32_t));
         s->moe_tok = ts_calloc(BK, sizeof(int32_t));
         s->moe_order = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
@@ -474,7 +487,8 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->moe_off = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
         s->moe_goff = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
         s->moe_gcnt = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
-        if (!s->router_host || !s->pilot_host || !s->moe_ids || !s->moe_w || !s->moe_row || !s->moe_tok ||
+        s->moe_tab_host = s->be->ops->host_alloc(s->be, sizeof(void *) * EXPERT_PROJ_COUNT * (size_t)hp->n_expert);
+        if (!s->moe_tab_host || !s->router_host || !s->pilot_host || !s->moe_ids || !s->moe_row || !s->moe_tok ||
             !s->moe_order || !s->moe_cnt || !s->moe_off || !s->moe_goff || !s->moe_gcnt) {
             st = TS_ERR_NOMEM;
             goto fail;
@@ -521,7 +535,6 @@ void ts_session_free(ts_session *s) {
     free(s->router_host);
     free(s->pilot_host);
     free(s->moe_ids);
-    free(s->moe_w);
     free(s->moe_row);
     free(s->moe_tok);
     free(s->moe_order);
@@ -529,6 +542,7 @@ void ts_session_free(ts_session *s) {
     free(s->moe_off);
     free(s->moe_goff);
     free(s->moe_gcnt);
+    if (s->moe_tab_host) s->be->ops->host_free(s->be, s->moe_tab_host, sizeof(void *) * EXPERT_PROJ_COUNT * (size_t)s->model->desc.hp.n_expert);
     free(s);
 }
 
@@ -592,7 +606,8 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
     }
     s->last_logits = NULL;
     s->dev_logits = false;
-    bool record = op->replay && !s->diag && !s->all_logits;
+    /* streamed experts need the host inside a token (routing, then the cache) */
+    bool record = op->replay && !s->diag && !s->all_logits && (!s->model->ecache || expert_cache_addressable(s->model->ecache));
     double t0 = ts_now();
     for (int32_t done = 0; done < n;) {
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;

@@ -71,11 +71,9 @@ struct ts_session {
 
     /* MoE (NULL for dense models) */
     float *router;        /* (n_batch, n_expert) router logits */
-    float *exp_x;         /* (n_batch, n_embd) one expert's tokens' inputs, gathered; (n_batch * n_expert_used,
-                             n_embd) with the expert tables: every (token, rank)'s input in expert order */
-    float *exp_gate;      /* (max(n_batch, n_expert_used), n_ff_exp) one expert's gate, then act(gate)*up, over
-                             its tokens; decode: the top-k experts' rows side by side; (n_batch * n_expert_used,
-                             n_ff_exp) with the expert tables: every (token, rank)'s, in expert order */
+    float *exp_x;         /* (n_batch * n_expert_used, n_embd) every (token, rank)'s input, gathered in expert order */
+    float *exp_gate;      /* (n_batch * n_expert_used, n_ff_exp) every (token, rank)'s gate, then act(gate)*up, in
+                             expert order; decode: the top-k experts' rows in rank order */
     float *exp_up;        /* the same shape as exp_gate */
     float *exp_out;       /* (n_batch * n_expert_used, n_embd) every (token, rank)'s expert output, grouped by expert */
     float *sh_act;        /* (n_batch, n_ff_shexp) shared expert gate, then act*up */
@@ -86,6 +84,8 @@ struct ts_session {
     float *moe_w_dev;     /* (n_batch, n_expert_used) their router weights */
     int32_t *moe_tok_dev; /* (n_batch * n_expert_used) device copy of moe_tok (gather_rows) */
     int32_t *moe_row_dev; /* (n_batch, n_expert_used) device copy of moe_row (moe_combine) */
+    const void **moe_tab_dev; /* (EXPERT_PROJ_COUNT, n_expert) streamed mode: the expert tables of the pass
+                                 being run (backend addresses of the fetched slots), copied from moe_tab_host */
     float *pilot_h;       /* (n_batch, n_embd) pilot probe: the residual through the target's norm */
     float *pilot_r;       /* (n_batch, n_expert) pilot probe router logits */
 
@@ -94,7 +94,6 @@ struct ts_session {
     float *router_host;   /* (n_batch, n_expert) host copy of router logits */
     float *pilot_host;    /* (n_batch, n_expert) host copy */
     int32_t *moe_ids;     /* (n_batch, n_expert_used) host copy of moe_ids_dev (grouping, hooks) */
-    float *moe_w;         /* (n_batch, n_expert_used) host copy of moe_w_dev */
     int32_t *moe_row;     /* (n_batch, n_expert_used) row of exp_out holding (token, rank)'s expert output */
     int32_t *moe_tok;     /* (n_batch * n_expert_used) tokens, grouped by expert in moe_order, ascending within */
     int32_t *moe_order;   /* (n_expert) the chunk's distinct experts, by first appearance in (token, rank) order */
@@ -102,6 +101,8 @@ struct ts_session {
     int32_t *moe_off;     /* (n_expert) first moe_tok / exp_out row of each expert's group */
     int32_t *moe_goff;    /* (n_expert) moe_off in moe_order's order (ts_expert_groups.off) */
     int32_t *moe_gcnt;    /* (n_expert) moe_cnt in moe_order's order */
+    const void **moe_tab_host; /* (EXPERT_PROJ_COUNT, n_expert) backend host memory: moe_tab_dev's source; an entry
+                                  is set for the experts of each fetch, the others are stale and never read */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */
     int64_t out_rows;
     float *last_logits;   /* the last row of the last eval's logits (host), for sampling; NULL before any eval

@@ -31,8 +31,13 @@
  * routing on the device, prefill grouped by expert, decode through the
  * expert tables, recorded and replayed as one graph.
  *
+ * 6. streamed experts (MoE): device slots filled over PCIe from pinned host
+ *    memory or from the file, at 100%, 50%, 25% of the experts and the
+ *    top-k minimum: a chunked prompt's logits, greedy decode steps and
+ *    seeded device draws must equal, bit for bit, the resident run's.
+ *
  * TS_CUDA_TEST_MOE_FILE=path adds a quantized MoE file at the real-model
- * bar (the int8 expert kernels end to end).
+ * bar (the int8 expert kernels end to end), and 6 at 25% and the minimum.
  *
  * Also: a context too large for the device is refused with TS_ERR_NOMEM and
  * a message that says what is free. No GPU: fails unless TS_ALLOW_NO_GPU=1. */
@@ -301,6 +306,101 @@ done:
     ts_backend_free(be);
 }
 
+#define STREAM_PROMPT 40
+#define STREAM_STEPS 12
+
+/* One run for check_streamed: a STREAM_PROMPT-token prompt in chunks of 16
+ * (grouped prefill passes), STREAM_STEPS greedy decode steps fed the given
+ * ids (or, with ids_out, the run's own argmax, returned), then seeded device
+ * draws. All logits rows go to lg, the draws to drawn. */
+static bool stream_run(const char *path, ts_backend *be, ts_expert_residency res, ts_expert_source src, int32_t slots,
+                       const int32_t *prompt, const int32_t *steps_in, int32_t *ids_out, float *lg, int32_t *drawn, char *line,
+                       size_t line_n) {
+    ts_model_opts mo = ts_model_opts_default();
+    mo.backend = be;
+    mo.expert_residency = res;
+    mo.expert_source = src;
+    mo.expert_slots = slots;
+    ts_model *m = NULL;
+    ts_session *s = NULL;
+    bool ok = ts_model_load(path, &mo, &m) == TS_OK;
+    CHECKF(ok, "%s: load (%s, %s, %d slots): %s", path, ts_expert_residency_name(res), src == TS_EXPERT_SOURCE_FILE ? "file" : "host", slots,
+           ts_last_error());
+    if (!ok) return false;
+    ts_model_expert_start_line(m, line, line_n);
+    ts_session_opts so = ts_session_opts_default();
+    so.n_ctx = 128;
+    so.n_batch = 16;
+    so.all_logits = true;
+    ok = ts_session_new(m, &so, &s) == TS_OK;
+    const int32_t V = ok ? ts_session_n_vocab(s) : 0;
+    float *l = NULL;
+    ok = ok && ts_session_eval(s, prompt, STREAM_PROMPT, &l) == TS_OK;
+    if (ok) memcpy(lg, l, sizeof(float) * STREAM_PROMPT * (size_t)V);
+    for (int i = 0; ok && i < STREAM_STEPS; i++) {
+        int32_t id = steps_in ? steps_in[i] : ts_argmax(i ? lg + (size_t)(STREAM_PROMPT + i - 1) * V : lg + (size_t)(STREAM_PROMPT - 1) * V, V);
+        if (ids_out) ids_out[i] = id;
+        ok = ts_session_eval(s, &id, 1, &l) == TS_OK;
+        if (ok) memcpy(lg + (size_t)(STREAM_PROMPT + i) * V, l, sizeof(float) * (size_t)V);
+    }
+    ts_sampler_params sp = ts_sampler_params_default();
+    sp.temperature = 0.9f;
+    sp.top_k = 40;
+    sp.seed = 77;
+    ok = ok && ts_session_set_sampler(s, &sp) == TS_OK;
+    ts_session_reset(s);
+    ok = ok && ts_session_eval(s, prompt, 8, NULL) == TS_OK;
+    for (int i = 0; ok && i < STREAM_STEPS; i++) {
+        ok = ts_session_sample(s, &drawn[i]) == TS_OK;
+        ts_session_sampler_accept(s, drawn[i]);
+        ok = ok && ts_session_eval(s, &drawn[i], 1, NULL) == TS_OK;
+    }
+    CHECKF(ok, "%s (%s, %d slots): %s", path, ts_expert_residency_name(res), slots, ts_last_error());
+    ts_session_free(s);
+    ts_model_free(m);
+    return ok;
+}
+
+/* 6: streamed experts against resident, bit for bit. slot_pct: the slot
+ * counts as percentages of the experts (0: the top-k minimum). */
+static void check_streamed(const char *name, const char *path, const int *slot_pct, int n_pct, bool with_file) {
+    ts_backend *be = NULL;
+    if (ts_backend_cuda_new(0, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
+    ts_model_opts mo = ts_model_opts_default();
+    mo.backend = be;
+    ts_model *m = NULL;
+    if (ts_model_load(path, &mo, &m) != TS_OK) { CHECKF(0, "%s: %s", path, ts_last_error()); ts_backend_free(be); return; }
+    ts_model_info mi;
+    ts_model_get_info(m, &mi);
+    const int32_t NE = mi.n_expert, K = mi.n_expert_used, V = mi.n_vocab;
+    ts_model_free(m);
+    const size_t rows = STREAM_PROMPT + STREAM_STEPS;
+    float *ref = (float *)malloc(sizeof(float) * rows * (size_t)V), *got = (float *)malloc(sizeof(float) * rows * (size_t)V);
+    int32_t prompt[STREAM_PROMPT], steps[STREAM_STEPS], dref[STREAM_STEPS], dgot[STREAM_STEPS];
+    for (int i = 0; i < STREAM_PROMPT; i++) prompt[i] = (int32_t)(tcu_u64() % (uint64_t)V);
+    char line[512];
+    if (!stream_run(path, be, TS_EXPERTS_RESIDENT, TS_EXPERT_SOURCE_AUTO, 0, prompt, NULL, steps, ref, dref, line, sizeof line)) goto done;
+    for (int src = TS_EXPERT_SOURCE_HOST; src <= (with_file ? TS_EXPERT_SOURCE_FILE : TS_EXPERT_SOURCE_HOST); src++)
+        for (int i = 0; i < n_pct; i++) {
+            int32_t n = slot_pct[i] ? (int32_t)((int64_t)NE * slot_pct[i] / 100) : K;
+            if (n < K) n = K;
+            if (!stream_run(path, be, TS_EXPERTS_STREAMED, (ts_expert_source)src, n, prompt, steps, NULL, got, dgot, line, sizeof line))
+                continue;
+            size_t differ = 0;
+            for (size_t r = 0; r < rows; r++) differ += memcmp(ref + r * V, got + r * V, sizeof(float) * (size_t)V) != 0;
+            const bool same_draws = !memcmp(dref, dgot, sizeof dref);
+            CHECKF(differ == 0 && same_draws, "%s streamed %s %d slots: %zu of %zu logit rows differ from resident, draws %s", name,
+                   src == TS_EXPERT_SOURCE_FILE ? "file" : "host", n, differ, rows, same_draws ? "equal" : "differ");
+            printf("%-22s streamed %-4s %3d/%d slots (%3d%%): %zu rows bit-identical to resident, %d draws %s | %s\n", name,
+                   src == TS_EXPERT_SOURCE_FILE ? "file" : "host", n, NE, slot_pct[i], rows - differ, STREAM_STEPS,
+                   same_draws ? "equal" : "DIFFER", line);
+        }
+done:
+    free(ref);
+    free(got);
+    ts_backend_free(be);
+}
+
 /* A context that cannot fit: refused, saying what is free. */
 static void check_oom(const char *path) {
     ts_backend *be = NULL;
@@ -364,6 +464,10 @@ int main(int argc, char **argv) {
             }
             run_model(name, path, &tiny_bar, precise);
             if (!precise) check_replay(name, path);
+            if (!precise) {
+                static const int pct[] = {100, 50, 25, 0};
+                check_streamed(name, path, pct, 4, true);
+            }
         }
     /* TS_CUDA_TEST_MOE_FILE: a quantized MoE file (the 30B-A3B-shaped
      * synthetic on the GPU machine) at the real-model bar: the int8 expert
@@ -373,6 +477,8 @@ int main(int argc, char **argv) {
         const bar real_bar = {1e-2, 1e-3, REAL_MARGIN, REAL_MARGIN};
         run_model("moe-file", moe_file, &real_bar, false);
         check_replay("moe-file", moe_file);
+        static const int pct[] = {25, 0};
+        check_streamed("moe-file", moe_file, pct, 2, false);
     }
     char real[2048];
     tu_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", real, sizeof real);

@@ -328,6 +328,16 @@ static void cuda_dealloc(ts_backend *be, void *p, size_t bytes) {
     cudaFree(p);
 }
 
+static ts_status cuda_mem_info(ts_backend *be, uint64_t *free_bytes, uint64_t *total_bytes) {
+    size_t fr = 0, tot = 0;
+    cudaError_t e = use_device(cbe(be)->device);
+    if (e == cudaSuccess) e = cudaMemGetInfo(&fr, &tot);
+    if (e != cudaSuccess) return cuda_err(e, "cudaMemGetInfo");
+    *free_bytes = fr;
+    *total_bytes = tot;
+    return TS_OK;
+}
+
 static void *cuda_host_alloc(ts_backend *be, size_t bytes) {
     (void)use_device(cbe(be)->device);
     void *p = NULL;
@@ -1125,6 +1135,7 @@ static const ts_backend_ops cuda_ops = {
     .dealloc = cuda_dealloc,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .mem_info = cuda_mem_info,
     .weight_bind = cuda_weight_bind,
     .weight_unbind = cuda_weight_unbind,
     .stream_new = cuda_stream_new,
