@@ -286,8 +286,10 @@ ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *
                                 uint32_t partner, const void *q8, bool x_per_expert, unsigned *err);
 /* A chunk's activation rows grouped by expert (prefill): item j covers rows
  * it[3j+1] .. it[3j+1] + it[3j+2] - 1 of x and of each y[s], all routed to
- * expert it[3j]; 1 <= it[3j+2] <= TS_CUDA_MAX_DECODE_TOK (8). The items tile
- * the rows; an item's rows share every weight load.
+ * expert it[3j]; 1 <= it[3j+2] <= TS_CUDA_MAX_DECODE_TOK (8). The items
+ * cover some or all of the rows, each at most once (a streamed pass runs
+ * only the experts it fetched; rows no item covers are not written); an
+ * item's rows share every weight load.
  * items: device memory, (n_item, 3) int32 {expert id, first row, rows};
  * q8: ts_cuda_quantize_q8 of x (n_rows, n_in), exactly n_rows rows; y[s]
  * (n_rows, w[s].n_out), row r = x_r . W_s[expert of r's item]^T with the
