@@ -445,6 +445,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     if (!s) return TS_ERR_NOMEM;
     s->model = m;
     s->be = m->be;
+    s->moe_held_l = -1;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
     s->all_logits = o.all_logits;

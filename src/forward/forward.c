@@ -102,7 +102,10 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
         if (L->moe) {
             op->rmsnorm(st, s->x, L->ffn_norm, E, n, eps, s->xb);
             ts_status rc = ts_forward_moe(s, l, n); /* x += the routed FFN; marks its own phases */
-            if (rc != TS_OK) return rc;
+            if (rc != TS_OK) {
+                (void)ts_forward_moe_release(s);
+                return rc;
+            }
             HOOK(h, mark, s, -1);
             continue;
         }
@@ -130,5 +133,5 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
     op->norm_matmul(st, xr, md->out_norm, eps, s->xb, 1, head, &s->logits, rows);
     if (hp->logit_softcap > 0) op->softcap(st, s->logits, (int64_t)rows * hp->n_vocab, hp->logit_softcap);
     HOOK(h, mark, s, TS_PHASE_LM_HEAD);
-    return TS_OK;
+    return ts_forward_moe_release(s);
 }

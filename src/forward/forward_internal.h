@@ -101,6 +101,9 @@ struct ts_session {
     int32_t *moe_off;     /* (n_expert) first moe_tok / exp_out row of each expert's group */
     int32_t *moe_goff;    /* (n_expert) moe_off in moe_order's order (ts_expert_groups.off) */
     int32_t *moe_gcnt;    /* (n_expert) moe_cnt in moe_order's order */
+    expert_cache_pass moe_held; /* streamed decode: the last layer's pass, its slots pinned until the stream
+                                   has run its kernels (released at the next sync: ts_forward_moe_release) */
+    int32_t moe_held_l;   /* the layer of moe_held; -1: none held */
     const void **moe_tab_host; /* (EXPERT_PROJ_COUNT, n_expert) backend host memory: moe_tab_dev's source; an entry
                                   is set for the experts of each fetch, the others are stale and never read */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */
@@ -139,6 +142,9 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
  * run in router rank order whatever the residency, so output never depends
  * on the cache. */
 ts_status ts_forward_moe(ts_session *s, int l, int n);
+/* Syncs the stream and releases a streamed decode pass still pinned (the
+ * end of a chunk, or an error); TS_OK when none is held. */
+ts_status ts_forward_moe_release(ts_session *s);
 
 /* A replayed decode step ran no host code: counts the expert-cache passes
  * its MoE layers made through the tables, as the plain step does. */

@@ -150,6 +150,22 @@ static ts_status end_pass(ts_session *s, int l, expert_cache_pass *pass) {
     return rc;
 }
 
+/* A decode pass is not waited for: its slots stay pinned until the next
+ * layer's routing readback, which has waited for the stream anyway (one
+ * sync per layer, not two), or until the chunk's end. */
+static void release_held(ts_session *s) {
+    if (s->moe_held_l < 0) return;
+    expert_cache_release(s->model->ecache, s->moe_held_l, &s->moe_held);
+    s->moe_held_l = -1;
+}
+
+ts_status ts_forward_moe_release(ts_session *s) {
+    if (s->moe_held_l < 0) return TS_OK;
+    ts_status rc = s->be->ops->sync(s->st);
+    release_held(s);
+    return rc;
+}
+
 ts_status ts_forward_moe(ts_session *s, int l, int n) {
     const ts_model_desc *md = &s->model->desc;
     const ts_hparams *hp = &md->hp;
@@ -173,6 +189,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
      * the weights stay where they are (moe_combine reads them there) */
     if (!by_table || TS_UNLIKELY(h != NULL)) {
         op->to_host(st, s->moe_ids, s->moe_ids_dev, sizeof(int32_t) * NK);
+        release_held(s); /* the readback waited for the stream */
     }
     if (TS_UNLIKELY(h != NULL)) {
         op->to_host(st, s->router_host, s->router, sizeof(float) * (size_t)n * (size_t)NE);
@@ -202,10 +219,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
         if (into_x) op->moe_combine_add(st, s->x, s->xb2, s->exp_out, s->moe_w_dev, K, E);
         else op->moe_combine(st, s->xb2, s->exp_out, s->moe_w_dev, NULL, 1, K, E);
         if (tables) expert_cache_count(ec, l, K);
-        else {
-            ts_status rc = end_pass(s, l, &pass);
-            if (rc != TS_OK) return rc;
-        }
+        else s->moe_held = pass, s->moe_held_l = l;
         HOOK(h, mark, s, TS_PHASE_EXPERT);
     } else {
         /* 2. prefill: every (token, rank) row gathered in expert order; each
