@@ -17,6 +17,9 @@
 #include "base/base.h"
 #include "tensor/types.h"
 
+/* Recorded segments a stream keeps at most (capture_begin). */
+#define TS_MAX_SEGMENTS 256
+
 /* Weights one matmul call takes at most (every backend). */
 #define TS_MATMUL_MAX_W 8
 
@@ -264,14 +267,18 @@ typedef struct ts_backend_ops {
                           const float *v);
 
     /* ---- recorded decode steps; NULL on a backend without them ----
-     * Between capture_begin and capture_end the stream's ops are recorded,
-     * not run; replay runs the last recording. A recording keeps every host
-     * argument, so whatever changes between steps must be read from backend
-     * memory (positions: ts_attn_desc.pos; ids: the embed op's ids). A failed
-     * op inside a recording makes capture_end fail and keeps no recording. */
-    ts_status (*capture_begin)(ts_stream *st);
+     * Between capture_begin(seg) and capture_end the stream's ops are
+     * recorded, not run, as segment seg (0 <= seg < TS_MAX_SEGMENTS; seg 0
+     * drops every earlier recording); replay(seg) runs segment seg. A step
+     * that needs the host between its ops (streamed experts: the routing
+     * decides what the cache copies) is several segments, with the host's
+     * work between their replays. A recording keeps every host argument, so
+     * whatever changes between steps must be read from backend memory
+     * (positions: ts_attn_desc.pos; ids: the embed op's ids). A failed op
+     * inside a recording makes capture_end fail and keeps no recording. */
+    ts_status (*capture_begin)(ts_stream *st, int seg);
     ts_status (*capture_end)(ts_stream *st);
-    ts_status (*replay)(ts_stream *st);
+    ts_status (*replay)(ts_stream *st, int seg);
 
     /* Draws a token from logits (n_vocab, backend memory; modified as the
      * host sampler modifies them) into *id (host), advancing d->rng; NULL

@@ -566,26 +566,44 @@ static ts_status ensure_out(ts_session *s, int64_t rows) {
  * backend that records: the first step runs plainly (it sizes the scratch a
  * step needs, which recording cannot), the second is recorded, and every
  * later one replays the recording: one submission per token, no host work
- * between its ops. Instruments need the host between ops (phase marks, FFN
- * captures), so their sessions always run plainly. */
+ * between its ops. With streamed experts the host must ask the cache after
+ * each MoE layer's routing, so the step is recorded as segments cut at those
+ * host points (moe.c, host_point), and a replay runs each segment, then that
+ * layer's host work (ts_forward_moe_host), then the next. Instruments need
+ * the host between ops (phase marks, FFN captures), so their sessions always
+ * run plainly. */
 static ts_status decode_step(ts_session *s) {
     const ts_backend_ops *op = s->be->ops;
     if (s->rec == TS_REC_READY) {
-        if (s->model->ecache) ts_forward_moe_count_replay(s);
-        return op->replay(s->st);
+        if (s->model->ecache && s->n_seg == 0) ts_forward_moe_count_replay(s);
+        for (int k = 0; k <= s->n_seg; k++) {
+            ts_status st = op->replay(s->st, k);
+            if (st == TS_OK && k < s->n_seg) st = ts_forward_moe_host(s, s->seg_layer[k]);
+            if (st != TS_OK) {
+                (void)ts_forward_moe_release(s);
+                return st;
+            }
+        }
+        return ts_forward_moe_release(s);
     }
     if (s->rec == TS_REC_NONE) {
         s->rec = TS_REC_WARM;
         return ts_forward_chunk(s, 1, false, true);
     }
-    ts_status st = op->capture_begin(s->st);
+    s->n_seg = 0;
+    ts_status st = op->capture_begin(s->st, 0);
     if (st != TS_OK) return st;
+    s->capturing = s->capture_open = true;
     ts_status fst = ts_forward_chunk(s, 1, false, true);
-    st = op->capture_end(s->st);
+    st = s->capture_open ? op->capture_end(s->st) : TS_OK;
+    s->capturing = s->capture_open = false;
+    if (fst == TS_OK && st == TS_OK) st = op->replay(s->st, s->n_seg);
+    ts_status rst = ts_forward_moe_release(s);
     if (fst != TS_OK) return fst;
     if (st != TS_OK) return st;
+    if (rst != TS_OK) return rst;
     s->rec = TS_REC_READY;
-    return op->replay(s->st);
+    return TS_OK;
 }
 
 ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **logits) {
@@ -607,8 +625,7 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
     }
     s->last_logits = NULL;
     s->dev_logits = false;
-    /* streamed experts need the host inside a token (routing, then the cache) */
-    bool record = op->replay && !s->diag && !s->all_logits && (!s->model->ecache || expert_cache_addressable(s->model->ecache));
+    bool record = op->replay && !s->diag && !s->all_logits;
     double t0 = ts_now();
     for (int32_t done = 0; done < n;) {
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;

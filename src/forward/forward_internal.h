@@ -112,6 +112,10 @@ struct ts_session {
                              and when they stayed on the device (dev_logits) */
     bool dev_logits;      /* the last eval's logits (1, n_vocab) are in s->logits on a device backend, not copied out */
     ts_rec_state rec;     /* decode-step recording (decode_step in engine.c) */
+    bool capturing;       /* a decode step is being recorded: a host point ends a segment and starts the next */
+    bool capture_open;    /* a segment's recording is open on the stream */
+    int n_seg;            /* host points of the recorded step (streamed experts): n_seg + 1 segments */
+    int32_t seg_layer[TS_MAX_SEGMENTS]; /* (n_seg) the MoE layer whose host work follows segment i */
     int32_t *tokens;      /* (n_ctx) ids in the context, n_past of them */
     bool chunk_final;     /* the chunk being run is the last of its eval */
 
@@ -143,8 +147,15 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
  * on the cache. */
 ts_status ts_forward_moe(ts_session *s, int l, int n);
 /* Syncs the stream and releases a streamed decode pass still pinned (the
- * end of a chunk, or an error); TS_OK when none is held. */
+ * end of a chunk, or an error); TS_OK when none is held, or while a step is
+ * being recorded (decode_step releases after). */
 ts_status ts_forward_moe_release(ts_session *s);
+/* Streamed decode's host work for MoE layer l, between two recorded
+ * segments of a decode step (or inline when nothing records): the routed ids
+ * read back (a sync), the previous layer's pass released, this layer's
+ * experts fetched (the misses' copies and the session's tables enqueued) and
+ * their pass held. */
+ts_status ts_forward_moe_host(ts_session *s, int l);
 
 /* A replayed decode step ran no host code: counts the expert-cache passes
  * its MoE layers made through the tables, as the plain step does. */

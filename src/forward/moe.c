@@ -160,10 +160,43 @@ static void release_held(ts_session *s) {
 }
 
 ts_status ts_forward_moe_release(ts_session *s) {
-    if (s->moe_held_l < 0) return TS_OK;
+    if (s->moe_held_l < 0 || s->capturing) return TS_OK;
     ts_status rc = s->be->ops->sync(s->st);
     release_held(s);
     return rc;
+}
+
+ts_status ts_forward_moe_host(ts_session *s, int l) {
+    const int K = s->model->desc.hp.n_expert_used;
+    s->be->ops->to_host(s->st, s->moe_ids, s->moe_ids_dev, sizeof(int32_t) * (size_t)K);
+    release_held(s); /* the readback waited for the stream */
+    moe_tables t;
+    expert_cache_pass pass = {0};
+    ts_status rc = fetch_pass(s, l, s->moe_ids, K, &t, &pass);
+    if (rc != TS_OK) return rc;
+    s->moe_held = pass, s->moe_held_l = l;
+    return TS_OK;
+}
+
+/* Streamed decode inside a recorded step: what was recorded so far is a
+ * segment; it runs, the host does its part, and recording goes on as the
+ * next segment. A replayed step runs the same sequence (decode_step). */
+static ts_status host_point(ts_session *s, int l) {
+    const ts_backend_ops *op = s->be->ops;
+    ts_status rc;
+    if (s->capturing) {
+        if (s->n_seg + 1 >= TS_MAX_SEGMENTS)
+            return ts_fail(TS_ERR_LIMIT, "recording a decode step: more than %d MoE layers with streamed experts", TS_MAX_SEGMENTS - 1);
+        s->capture_open = false;
+        if ((rc = op->capture_end(s->st)) != TS_OK || (rc = op->replay(s->st, s->n_seg)) != TS_OK) return rc;
+        s->seg_layer[s->n_seg++] = l;
+    }
+    if ((rc = ts_forward_moe_host(s, l)) != TS_OK) return rc;
+    if (s->capturing) {
+        if ((rc = op->capture_begin(s->st, s->n_seg)) != TS_OK) return rc;
+        s->capture_open = true;
+    }
+    return TS_OK;
 }
 
 ts_status ts_forward_moe(ts_session *s, int l, int n) {
@@ -184,10 +217,10 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     op->moe_route(st, s->router, n, NE, K, hp->expert_norm, s->moe_ids_dev, s->moe_w_dev);
     moe_tables t;
     const bool tables = expert_cache_tables(ec, l, t.tab, t.host_tab);
-    const bool by_table = n == 1 && tables;
-    /* the host needs the routing to group a chunk or ask the cache, and the hooks see every token;
-     * the weights stay where they are (moe_combine reads them there) */
-    if (!by_table || TS_UNLIKELY(h != NULL)) {
+    /* the host needs the routing to group a chunk or ask the cache (streamed
+     * decode: host_point), and the hooks see every token; the weights stay
+     * where they are (moe_combine reads them there) */
+    if (n > 1 || TS_UNLIKELY(h != NULL)) {
         op->to_host(st, s->moe_ids, s->moe_ids_dev, sizeof(int32_t) * NK);
         release_held(s); /* the readback waited for the stream */
     }
@@ -210,16 +243,16 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     if (n == 1) {
         /* 2. decode: the top-k in rank order, one pass; the same products and
          * rank-order sum whether the tables are the cache's or a fetch's */
-        expert_cache_pass pass = {0};
         if (!tables) {
-            ts_status rc = fetch_pass(s, l, s->moe_ids, K, &t, &pass);
+            ts_status rc = host_point(s, l);
             if (rc != TS_OK) return rc;
+            for (int p = 0; p < EXPERT_PROJ_COUNT; p++)
+                t.tab[p] = s->moe_tab_dev + (size_t)p * NE, t.host_tab[p] = s->moe_tab_host + (size_t)p * NE;
         }
         moe_decode(s, l, &t);
         if (into_x) op->moe_combine_add(st, s->x, s->xb2, s->exp_out, s->moe_w_dev, K, E);
         else op->moe_combine(st, s->xb2, s->exp_out, s->moe_w_dev, NULL, 1, K, E);
         if (tables) expert_cache_count(ec, l, K);
-        else s->moe_held = pass, s->moe_held_l = l;
         HOOK(h, mark, s, TS_PHASE_EXPERT);
     } else {
         /* 2. prefill: every (token, rank) row gathered in expert order; each

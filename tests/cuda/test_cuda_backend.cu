@@ -310,9 +310,12 @@ done:
 #define STREAM_STEPS 12
 
 /* One run for check_streamed: a STREAM_PROMPT-token prompt in chunks of 16
- * (grouped prefill passes), STREAM_STEPS greedy decode steps fed the given
- * ids (or, with ids_out, the run's own argmax, returned), then seeded device
- * draws. All logits rows go to lg, the draws to drawn. */
+ * (grouped prefill passes) in an all-logits session; then, in a plain
+ * session (whose decode steps are recorded and replayed: one graph resident,
+ * segments cut at every MoE layer streamed), the prompt again and
+ * STREAM_STEPS greedy decode steps fed the given ids (or, with ids_out, the
+ * run's own argmax, returned), then seeded device draws. The prompt's rows
+ * and each step's row go to lg, the draws to drawn. */
 static bool stream_run(const char *path, ts_backend *be, ts_expert_residency res, ts_expert_source src, int32_t slots,
                        const int32_t *prompt, const int32_t *steps_in, int32_t *ids_out, float *lg, int32_t *drawn, char *line,
                        size_t line_n) {
@@ -337,12 +340,18 @@ static bool stream_run(const char *path, ts_backend *be, ts_expert_residency res
     float *l = NULL;
     ok = ok && ts_session_eval(s, prompt, STREAM_PROMPT, &l) == TS_OK;
     if (ok) memcpy(lg, l, sizeof(float) * STREAM_PROMPT * (size_t)V);
+    ts_session_free(s);
+    s = NULL;
+    so.all_logits = false;
+    ok = ok && ts_session_new(m, &so, &s) == TS_OK;
+    ok = ok && ts_session_eval(s, prompt, STREAM_PROMPT, &l) == TS_OK;
     for (int i = 0; ok && i < STREAM_STEPS; i++) {
         int32_t id = steps_in ? steps_in[i] : ts_argmax(i ? lg + (size_t)(STREAM_PROMPT + i - 1) * V : lg + (size_t)(STREAM_PROMPT - 1) * V, V);
         if (ids_out) ids_out[i] = id;
         ok = ts_session_eval(s, &id, 1, &l) == TS_OK;
         if (ok) memcpy(lg + (size_t)(STREAM_PROMPT + i) * V, l, sizeof(float) * (size_t)V);
     }
+    CHECKF(!ok || s->rec == TS_REC_READY, "%s (%s, %d slots): the decode step was not recorded", path, ts_expert_residency_name(res), slots);
     ts_sampler_params sp = ts_sampler_params_default();
     sp.temperature = 0.9f;
     sp.top_k = 40;

@@ -85,7 +85,8 @@ typedef struct cuda_stream {
     int n_items;            /* items in items_host / items */
     int64_t max_tokens;
     bool capturing;         /* between capture_begin and capture_end */
-    cudaGraphExec_t graph;  /* the last recording, or NULL */
+    int seg;                /* the segment being recorded */
+    cudaGraphExec_t graph[TS_MAX_SEGMENTS]; /* the recorded segments, NULL where none */
     /* the sampler (cuda_sample), sized at its first use */
     void *smp_scratch;      /* (smp_scratch_bytes) ts_cuda_sample's */
     size_t smp_scratch_bytes;
@@ -403,7 +404,8 @@ static void cuda_stream_free(ts_stream *st) {
     cudaFree(c->smp_rng);
     cudaFree(c->smp_ring);
     if (c->smp_host) cudaFreeHost(c->smp_host);
-    if (c->graph) cudaGraphExecDestroy(c->graph);
+    for (int i = 0; i < TS_MAX_SEGMENTS; i++)
+        if (c->graph[i]) cudaGraphExecDestroy(c->graph[i]);
     if (c->s) cudaStreamDestroy(c->s);
     (void)cudaGetLastError();
     free(c);
@@ -1009,10 +1011,15 @@ static void cuda_gated_add(ts_stream *st, float *x, const float *y, const float 
 
 /* ---- recorded decode steps ---- */
 
-static ts_status cuda_capture_begin(ts_stream *st) {
+static ts_status cuda_capture_begin(ts_stream *st, int seg) {
     cuda_stream *c = cst(st);
     if (c->capturing) return ts_fail(TS_ERR_ARG, "cuda: a recording is already open");
+    if (seg < 0 || seg >= TS_MAX_SEGMENTS) return ts_fail(TS_ERR_LIMIT, "cuda: recording segment %d (at most %d)", seg, TS_MAX_SEGMENTS);
     if (!live(c)) return cuda_sync(st);
+    if (seg == 0)
+        for (int i = 0; i < TS_MAX_SEGMENTS; i++)
+            if (c->graph[i]) cudaGraphExecDestroy(c->graph[i]), c->graph[i] = NULL;
+    c->seg = seg;
     /* thread-local: another session's thread may call unsafe CUDA APIs meanwhile */
     cudaError_t e = cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) return cuda_err(e, "cudaStreamBeginCapture");
@@ -1043,16 +1050,16 @@ static ts_status cuda_capture_end(ts_stream *st) {
         (void)cudaGetLastError();
         return cuda_err(e, "cudaGraphInstantiate");
     }
-    if (c->graph) cudaGraphExecDestroy(c->graph);
-    c->graph = x;
+    if (c->graph[c->seg]) cudaGraphExecDestroy(c->graph[c->seg]);
+    c->graph[c->seg] = x;
     return TS_OK;
 }
 
-static ts_status cuda_replay(ts_stream *st) {
+static ts_status cuda_replay(ts_stream *st, int seg) {
     cuda_stream *c = cst(st);
-    if (!c->graph) return ts_fail(TS_ERR_ARG, "cuda: nothing recorded to replay");
+    if (seg < 0 || seg >= TS_MAX_SEGMENTS || !c->graph[seg]) return ts_fail(TS_ERR_ARG, "cuda: nothing recorded as segment %d", seg);
     if (!live(c)) return cuda_sync(st);
-    note_cuda(c, cudaGraphLaunch(c->graph, c->s), "replaying the decode step");
+    note_cuda(c, cudaGraphLaunch(c->graph[seg], c->s), "replaying the decode step");
     return TS_OK; /* a failure surfaces at the next sync, as for any op */
 }
 
