@@ -480,7 +480,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->router_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
         s->pilot_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
         size_t BK = (size_t)n_batch * (size_t)hp->n_expert_used;
-        s->moe_ids = ts_calloc(BK, sizeof(int32_t));
+        s->moe_ids = s->be->ops->host_alloc(s->be, sizeof(int32_t) * BK); /* read back every MoE layer: pinned on a GPU */
         s->moe_row = ts_calloc(BK, sizeof(int32_t));
         s->moe_tok = ts_calloc(BK, sizeof(int32_t));
         s->moe_order = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
@@ -535,7 +535,7 @@ void ts_session_free(ts_session *s) {
     if (s->out) s->be->ops->host_free(s->be, s->out, sizeof(float) * (size_t)s->out_rows * (size_t)s->model->desc.hp.n_vocab);
     free(s->router_host);
     free(s->pilot_host);
-    free(s->moe_ids);
+    if (s->moe_ids) s->be->ops->host_free(s->be, s->moe_ids, sizeof(int32_t) * (size_t)s->n_batch * (size_t)s->model->desc.hp.n_expert_used);
     free(s->moe_row);
     free(s->moe_tok);
     free(s->moe_order);

@@ -93,7 +93,7 @@ struct ts_session {
     int32_t *pos_host;    /* (2, n_batch) backend host memory: the chunk's positions, then its ids */
     float *router_host;   /* (n_batch, n_expert) host copy of router logits */
     float *pilot_host;    /* (n_batch, n_expert) host copy */
-    int32_t *moe_ids;     /* (n_batch, n_expert_used) host copy of moe_ids_dev (grouping, hooks) */
+    int32_t *moe_ids;     /* (n_batch, n_expert_used) backend host memory: copy of moe_ids_dev (grouping, the cache, hooks) */
     int32_t *moe_row;     /* (n_batch, n_expert_used) row of exp_out holding (token, rank)'s expert output */
     int32_t *moe_tok;     /* (n_batch * n_expert_used) tokens, grouped by expert in moe_order, ascending within */
     int32_t *moe_order;   /* (n_expert) the chunk's distinct experts, by first appearance in (token, rank) order */
