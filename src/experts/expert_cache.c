@@ -87,41 +87,36 @@ struct expert_cache {
 
 /* ------------------------------------------------------------ names, parsers */
 
-const char *expert_residency_name(expert_residency r) {
-    switch (r) {
-    case EXPERT_RESIDENCY_AUTO: return "auto";
-    case EXPERT_RESIDENCY_RESIDENT: return "resident";
-    case EXPERT_RESIDENCY_STREAMED: return "streamed";
-    case EXPERT_RESIDENCY_MAPPED: return "mapped";
-    }
-    return "?";
+/* Names indexed by the enum's value (each enum counts from 0). */
+static const char *const residency_names[] = {"auto", "resident", "streamed", "mapped"};
+static const char *const source_names[] = {"auto", "host", "file"};
+
+static const char *enum_name(int v, const char *const *names, int n) { return v >= 0 && v < n ? names[v] : "?"; }
+
+/* The value whose name is s, or -1. */
+static int enum_parse(const char *s, const char *const *names, int n) {
+    for (int v = 0; s && v < n; v++)
+        if (!strcmp(s, names[v])) return v;
+    return -1;
 }
+
+#define N_NAMES(a) ((int)(sizeof a / sizeof a[0]))
+
+const char *expert_residency_name(expert_residency r) { return enum_name((int)r, residency_names, N_NAMES(residency_names)); }
+const char *expert_source_name(expert_source s) { return enum_name((int)s, source_names, N_NAMES(source_names)); }
 
 ts_status expert_cache_parse_residency(const char *s, expert_residency *out) {
-    for (int r = EXPERT_RESIDENCY_AUTO; r <= EXPERT_RESIDENCY_MAPPED; r++)
-        if (s && !strcmp(s, expert_residency_name((expert_residency)r))) {
-            *out = (expert_residency)r;
-            return TS_OK;
-        }
-    return ts_fail(TS_ERR_ARG, "expert residency '%s': expected resident, streamed, mapped or auto", s ? s : "");
-}
-
-const char *expert_source_name(expert_source s) {
-    switch (s) {
-    case EXPERT_SOURCE_AUTO: return "auto";
-    case EXPERT_SOURCE_HOST: return "host";
-    case EXPERT_SOURCE_FILE: return "file";
-    }
-    return "?";
+    int v = enum_parse(s, residency_names, N_NAMES(residency_names));
+    if (v < 0) return ts_fail(TS_ERR_ARG, "expert residency '%s': expected resident, streamed, mapped or auto", s ? s : "");
+    *out = (expert_residency)v;
+    return TS_OK;
 }
 
 ts_status expert_cache_parse_source(const char *s, expert_source *out) {
-    for (int r = EXPERT_SOURCE_AUTO; r <= EXPERT_SOURCE_FILE; r++)
-        if (s && !strcmp(s, expert_source_name((expert_source)r))) {
-            *out = (expert_source)r;
-            return TS_OK;
-        }
-    return ts_fail(TS_ERR_ARG, "expert source '%s': expected host, file or auto", s ? s : "");
+    int v = enum_parse(s, source_names, N_NAMES(source_names));
+    if (v < 0) return ts_fail(TS_ERR_ARG, "expert source '%s': expected host, file or auto", s ? s : "");
+    *out = (expert_source)v;
+    return TS_OK;
 }
 
 ts_status expert_cache_parse_slots(const char *s, int32_t *out) {
