@@ -87,6 +87,18 @@ expect_err "slots below top-k" "below top-k" -- "$cli" run -m "$MOE" --prompt hi
 expect_err "budget too small" "cannot hold" -- "$cli" run -m "$MOE" --prompt hi --expert-residency streamed --expert-budget 1K
 expect_err "bad residency" "--expert-residency" -- "$cli" run -m "$MOE" --prompt hi --expert-residency sometimes
 expect_err "expert flags on a dense model" "dense" -- "$cli" run -m "$M" --prompt hi --expert-cache-slots 4
+expect_err "gpu expert source on a dense model" "dense" -- "$cli" run -m "$M" --prompt hi --gpu-expert-source host
+expect_err "bad gpu expert source" "--gpu-expert-source" -- "$cli" run -m "$MOE" --prompt hi --gpu-expert-source disk
+expect_err "bad gpu expert budget" "--gpu-expert-budget" -- "$cli" run -m "$MOE" --prompt hi --gpu-expert-budget lots
+expect_err "gpu expert budget on the cpu" "device backend" -- "$cli" run -m "$MOE" --prompt hi --backend cpu --gpu-expert-budget 1G
+# the device path's slots and copies, run on the cpu (--gpu-expert-source): the same ids as resident
+"$cli" run -m "$MOE" --prompt "the same text" --max-new 12 --temperature 0 --show-ids --backend cpu --expert-residency resident >"$tmp/a" 2>/dev/null
+for src in host file; do
+    if "$cli" run -m "$MOE" --prompt "the same text" --max-new 12 --temperature 0 --show-ids --backend cpu --expert-residency streamed \
+         --expert-cache-slots 2 --gpu-expert-source $src >"$tmp/b" 2>"$tmp/e" && [ -s "$tmp/a" ] && cmp -s "$tmp/a" "$tmp/b" &&
+         grep -q "of cpu slots" "$tmp/e"; then ok
+    else bad "backend slots from $src differ from resident or did not run: $(tail -2 "$tmp/e")"; fi
+done
 # the expert I/O variables are read by the command (the library reads no environment)
 expect_err "bad TURBOSPARK_EXPERT_NOCACHE" "TURBOSPARK_EXPERT_NOCACHE" -- env TURBOSPARK_EXPERT_NOCACHE=yes "$cli" run -m "$MOE" --prompt hi
 expect_err "bad TURBOSPARK_EXPERT_IO_THREADS" "TURBOSPARK_EXPERT_IO_THREADS" -- env TURBOSPARK_EXPERT_IO_THREADS=-2 "$cli" run -m "$MOE" --prompt hi
