@@ -217,6 +217,74 @@ static void test_prefill(const char *name, const char *path) {
     free(ref);
 }
 
+/* Load progress counts the experts: whatever the mode, the reports rise to
+ * done == total == every tensor's bytes, and a mode that loads the experts
+ * at open (resident prefault, the host tier) reports them on the way. */
+typedef struct prog_rec {
+    uint64_t last, total, first_total, max_step; /* max_step: the largest rise between two reports */
+    int calls;
+    bool rising;
+} prog_rec;
+
+static void on_progress(void *user, uint64_t done, uint64_t total) {
+    prog_rec *r = user;
+    if (r->calls++ == 0) r->first_total = total;
+    r->rising = r->rising && done >= r->last && total == r->first_total && done <= total;
+    if (done - r->last > r->max_step) r->max_step = done - r->last;
+    r->last = done;
+    r->total = total;
+}
+
+static void test_progress(const char *name, const char *path) {
+    static const struct {
+        const char *name;
+        ts_expert_residency res;
+        ts_expert_source src;
+        bool loads_experts;
+    } modes[] = {
+        {"resident", TS_EXPERTS_RESIDENT, TS_EXPERT_SOURCE_AUTO, true},
+        {"streamed backend/host", TS_EXPERTS_STREAMED, TS_EXPERT_SOURCE_HOST, true},
+        {"streamed", TS_EXPERTS_STREAMED, TS_EXPERT_SOURCE_AUTO, false},
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        gguf_file *f;
+        if (gguf_open(path, &f) != TS_OK) {
+            CHECKF(0, "%s: open", path);
+            return;
+        }
+        uint64_t all = 0, exps = 0;
+        for (uint64_t t = 0; t < f->n_tensors; t++) {
+            all += f->tensors[t].nbytes;
+            if (memmem(f->tensors[t].name.ptr, f->tensors[t].name.len, "_exps", 5)) exps += f->tensors[t].nbytes;
+        }
+        int32_t k = 0, ne = 0;
+        expert_counts(f, &k, &ne);
+        ts_model_opts mo = ts_model_opts_default();
+        mo.expert_residency = modes[i].res;
+        mo.expert_source = modes[i].src;
+        if (modes[i].res == TS_EXPERTS_STREAMED) mo.expert_slots = k;
+        mo.prefault = true;
+        prog_rec r = {.rising = true};
+        mo.progress = on_progress;
+        mo.progress_user = &r;
+        ts_model *m;
+        bool ok = ts_model_load_gguf(f, &mo, &m) == TS_OK;
+        CHECKF(ok, "%s %s: load: %s", name, modes[i].name, ts_last_error());
+        if (!ok) continue;
+        CHECKF(r.calls >= 2 && r.rising && r.last == r.total && r.total == all,
+               "%s %s load progress: %d reports, rising %d, last %llu of %llu, the file's tensors %llu", name, modes[i].name, r.calls,
+               r.rising, (unsigned long long)r.last, (unsigned long long)r.total, (unsigned long long)all);
+        /* loaded at open: reported in steps (one layer's projection at most);
+         * not loaded: the experts come as one jump at the end */
+        if (modes[i].loads_experts)
+            CHECKF(r.max_step < exps, "%s %s: a progress step of %llu bytes (experts: %llu): the experts were not reported as loaded", name,
+                   modes[i].name, (unsigned long long)r.max_step, (unsigned long long)exps);
+        printf("%-24s load progress %-22s %d reports up to %llu bytes (experts %llu), largest step %llu\n", name, modes[i].name, r.calls,
+               (unsigned long long)r.total, (unsigned long long)exps, (unsigned long long)r.max_step);
+        ts_model_free(m);
+    }
+}
+
 int main(void) {
     const char *models[] = {"tiny-qwen3moe-f32.gguf", "tiny-qwen2moe-f32.gguf", "tiny-mixtral-f32.gguf", "tiny-olmoe-f32.gguf"};
     const mode modes[] = {
@@ -263,6 +331,7 @@ int main(void) {
         char path[1024];
         snprintf(path, sizeof path, "%s/ref/%s", TS_FIXTURES, models[mi]);
         test_prefill(models[mi], path);
+        test_progress(models[mi], path);
     }
     return tu_finish();
 }

@@ -65,6 +65,8 @@ struct expert_cache {
     } *bound;               /* (n_bound) what weight_bind made: released at free */
     int n_bound;
     char choice[1024];
+    void (*progress)(void *user, uint64_t bytes); /* expert_cache_opts.progress, during open */
+    void *progress_user;
 
     /* the pass between begin and end */
     bool pending;
@@ -313,16 +315,22 @@ static int for_expert_ranges(const expert_cache *c, range_fn fn, void *ctx) {
     return 0;
 }
 
+static void loaded(const expert_cache *c, uint64_t bytes) {
+    if (c->progress) c->progress(c->progress_user, bytes);
+}
+
 static int populate_range(const uint8_t *addr, uint64_t len, void *ctx) {
-    (void)ctx;
+    const expert_cache *c = ctx;
     uintptr_t a = (uintptr_t)addr & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
-    if (madvise((void *)a, len + ((uintptr_t)addr - a), MADV_POPULATE_READ) == 0) return 0;
-    /* Older kernel, or memory madvise does not cover: touch one byte a page. */
-    volatile uint8_t sink = 0;
-    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
-    for (uint64_t i = 0; i < len; i += pg) sink ^= addr[i];
-    if (len) sink ^= addr[len - 1];
-    (void)sink;
+    if (madvise((void *)a, len + ((uintptr_t)addr - a), MADV_POPULATE_READ) != 0) {
+        /* Older kernel, or memory madvise does not cover: touch one byte a page. */
+        volatile uint8_t sink = 0;
+        uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+        for (uint64_t i = 0; i < len; i += pg) sink ^= addr[i];
+        if (len) sink ^= addr[len - 1];
+        (void)sink;
+    }
+    loaded(c, len);
     return 0;
 }
 
@@ -450,15 +458,18 @@ static ts_status open_tier(expert_cache *c) {
             }
             c->host_tier_bytes += bytes;
             int n = 0;
+            uint64_t got = 0;
             for (int32_t e = 0; e < m->n_expert; e++) {
                 uint64_t pos[EXPERT_PROJ_COUNT];
                 place_expert(m, l, e, pos);
                 for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
                     const expert_slice *s = expert_map_slice(m, l, e, p);
                     if (s->nbytes) rq[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, L->host_tier + (uint64_t)e * L->stride + pos[p]};
+                    got += s->nbytes;
                 }
             }
             if ((st = expert_io_read(c->io, rq, n))) ts_error_prefix("expert cache: reading blk.%d's experts into host memory", L->block);
+            else loaded(c, got);
         }
         free(rq);
         return st;
@@ -575,9 +586,12 @@ static ts_status build_tables(expert_cache *c) {
                 int32_t e1 = e0 + 1;
                 while (e1 < m->n_expert && expert_map_slice(m, l, e1, p)->offset == end) end += expert_map_slice(m, l, e1++, p)->nbytes;
                 const void *dev = base + s0->offset;
-                if (c->on_device && (st = bind_range(c, base + s0->offset, (size_t)(end - s0->offset), &dev)) != TS_OK) {
-                    ts_error_prefix("expert cache: blk.%d %s experts to the device", c->layers[l].block, expert_proj_name(p));
-                    return st;
+                if (c->on_device) {
+                    if ((st = bind_range(c, base + s0->offset, (size_t)(end - s0->offset), &dev)) != TS_OK) {
+                        ts_error_prefix("expert cache: blk.%d %s experts to the device", c->layers[l].block, expert_proj_name(p));
+                        return st;
+                    }
+                    loaded(c, end - s0->offset);
                 }
                 for (int32_t e = e0; e < e1; e++) row[e] = (const uint8_t *)dev + (expert_map_slice(m, l, e, p)->offset - s0->offset);
                 e0 = e1;
@@ -614,6 +628,8 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->freed, NULL);
     c->be = opts->be;
+    c->progress = opts->progress;
+    c->progress_user = opts->progress_user;
     c->map = map;
     c->f = f;
     c->policy = opts->policy;
@@ -801,7 +817,7 @@ ts_status expert_cache_new(const expert_map *map, const gguf_file *f, const expe
                          map->total_bytes, bt, c->on_device ? c->be->ops->name : "host", rb, b2);
             goto fail;
         }
-        if (!c->on_device) for_expert_ranges(c, populate_range, NULL);
+        if (!c->on_device) for_expert_ranges(c, populate_range, c);
         if (opts->mlock && !c->on_device) {
             lock_ctx lc = {0, 0};
             if (for_expert_ranges(c, lock_range, &lc)) {

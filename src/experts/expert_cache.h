@@ -150,6 +150,11 @@ typedef struct expert_cache_opts {
     expert_source source;        /* backend slots: where misses are copied from (AUTO: host when all experts fit the host budget) */
     uint64_t device_budget_bytes; /* backend slots: backend memory the experts may take; 0 = from device_avail_bytes */
     uint64_t device_avail_bytes;  /* backend memory to assume free; 0 = ask the backend (mem_info) */
+    /* called from the opening thread as expert bytes are loaded at open
+     * (prefaulted, uploaded to a device, read into the host tier), `bytes`
+     * more each time; NULL: no reports */
+    void (*progress)(void *user, uint64_t bytes);
+    void *progress_user;
 } expert_cache_opts;
 
 /* AUTO, slots auto, no budget, LFU, no mlock, expert_io_config_default. */

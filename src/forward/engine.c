@@ -62,12 +62,15 @@ typedef struct progress {
 } progress;
 
 static void progress_add(progress *p, uint64_t bytes) {
+    if (bytes > p->total - p->done) bytes = p->total - p->done; /* page rounding of expert ranges may overshoot */
     p->done += bytes;
     if (p->o->progress && (p->done >= p->next || p->done == p->total)) {
         p->o->progress(p->o->progress_user, p->done, p->total);
         p->next = p->done + p->total / 100 + 1;
     }
 }
+
+static void experts_loaded(void *user, uint64_t bytes) { progress_add(user, bytes); }
 
 /* Reads every non-expert weight page (routed experts: their residency mode
  * decides what is read). */
@@ -206,9 +209,13 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
         goto fail;
     }
 
+    /* the total counts the experts too: the cache reports what it loads at
+     * open (prefault, device upload, host tier); a mode that loads none
+     * (streamed from the file, mapped) jumps to the end */
     progress pr = {.o = &o};
     for (uint64_t i = 0; i < f->n_tensors; i++)
         if (!(m->desc.has_moe && is_expert_tensor(f->tensors[i].name))) pr.total += f->tensors[i].nbytes;
+    if (m->desc.has_moe) pr.total += m->desc.emap.total_bytes;
     if (o.prefault && m->be->host_memory) prefault(m, &pr);
     if ((st = bind_weights(m, &pr)) != TS_OK) goto fail;
 
@@ -224,6 +231,8 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
         eo.io.disk_io = o.expert_disk_io;
         if (o.expert_io_threads >= 0) eo.io.n_workers = o.expert_io_threads;
         eo.be = m->be;
+        eo.progress = experts_loaded;
+        eo.progress_user = &pr;
         eo.device_budget_bytes = o.gpu_expert_budget;
         eo.source = (expert_source)o.expert_source;
         eo.backend_slots = o.expert_source != TS_EXPERT_SOURCE_AUTO;
