@@ -183,8 +183,8 @@ bool cli_model_load(const char *cmd, const cli_common *c, cli_model *out) {
     }
     ts_status st = ts_model_load(c->model, &mo, &out->model);
     if (st == TS_ERR_UNSUPPORTED && c->backend == TS_BACKEND_AUTO && ts_backend_kind_of(out->be) != TS_BACKEND_CPU) {
-        /* auto: a model the device backend does not run (mixture-of-experts,
-         * for now) runs on the cpu, as it did before there was a choice */
+        /* auto: a model the device backend does not run (a weight type or
+         * a mode it lacks) runs on the cpu, as it did before there was a choice */
         if (lp.last_pct >= 0) fputs("\r\033[K", stderr);
         fprintf(stderr, "backend: cpu (%s)\n", ts_last_error());
         ts_backend_free(out->be);
