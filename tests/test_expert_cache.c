@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compute/backend.h"
 #include "experts/expert_cache.h"
 #include "gguf/gguf.h"
 #include "test_util.h"
@@ -618,6 +619,110 @@ static void test_read_error(const char *src_path, bool per_expert) {
     unlink(path);
 }
 
+/* Backend slots (the device path) on the CPU backend: misses copied through a
+ * stream from the host tier or from the file via the staging. The bytes, and
+ * every plan, equal a host-slot cache's on the same trace; the counters split
+ * the bytes read from the file from the bytes copied; the misuse of the
+ * stream-less calls and the device budget arithmetic. */
+static void test_backend_slots(const gguf_file *f, const expert_map *m, uint64_t stride) {
+    ts_backend *be = NULL;
+    ts_stream *st = NULL;
+    if (ts_backend_cpu_new(1, &be) != TS_OK || be->ops->stream_new(be, 1, &st) != TS_OK) {
+        CHECKF(0, "cpu backend: %s", ts_last_error());
+        if (be) ts_backend_free(be);
+        return;
+    }
+    for (int src = EXPERT_SOURCE_HOST; src <= EXPERT_SOURCE_FILE; src++) {
+        const char *sn = expert_source_name((expert_source)src);
+        expert_cache_opts o;
+        expert_cache_opts_default(&o);
+        o.residency = EXPERT_RESIDENCY_STREAMED;
+        o.n_slots = 3;
+        expert_cache *ref = NULL, *c = NULL;
+        CHECK(expert_cache_new(m, f, &o, &ref) == TS_OK);
+        o.be = be;
+        o.backend_slots = true;
+        o.source = (expert_source)src;
+        ts_status s0 = expert_cache_new(m, f, &o, &c);
+        CHECKF(s0 == TS_OK, "backend slots %s: %s", sn, ts_last_error());
+        if (!c || !ref) {
+            expert_cache_free(c);
+            expert_cache_free(ref);
+            continue;
+        }
+        CHECK(expert_cache_backend_slots(c) && expert_cache_source(c) == (expert_source)src);
+        const void *g[TOPK], *u[TOPK], *d[TOPK], *g2[TOPK], *u2[TOPK], *d2[TOPK];
+        const void **w[3] = {g, u, d};
+        int32_t ids2[TOPK] = {0, 1};
+        CHECK(expert_cache_fetch(c, 1, ids2, TOPK, g, u, d, NULL) == TS_ERR_ARG && contains(ts_last_error(), "through a stream"));
+        CHECK(expert_cache_begin(c, 1, ids2, TOPK, g, u, d, NULL) == TS_ERR_ARG && contains(ts_last_error(), "through a stream"));
+        int bad = 0, plans = 0;
+        for (int t = 0; t < NTOK; t++)
+            for (int l = 0; l < NMOE; l++) {
+                const int b = l + 1;
+                expert_cache_pass pa, pb;
+                if (expert_cache_fetch_on(c, st, b, trace[t][l], TOPK, g, u, d, &pa) != TS_OK ||
+                    expert_cache_fetch(ref, b, trace[t][l], TOPK, g2, u2, d2, &pb) != TS_OK) {
+                    CHECKF(0, "backend slots %s: fetch: %s", sn, ts_last_error());
+                    t = NTOK;
+                    break;
+                }
+                (void)be->ops->sync(st);
+                for (int i = 0; i < TOPK; i++) {
+                    for (int p = 0; p < 3; p++) bad += !slice_ok(w[p][i], b, trace[t][l][i], p);
+                    plans += pa.plan.hit[i] != pb.plan.hit[i] || pa.plan.slot[i] != pb.plan.slot[i];
+                }
+                expert_cache_release(c, b, &pa);
+                expert_cache_release(ref, b, &pb);
+            }
+        expert_cache_stats sc, sr;
+        expert_cache_get_stats(c, -1, &sc);
+        expert_cache_get_stats(ref, -1, &sr);
+        CHECKF(bad == 0 && plans == 0, "backend slots %s: %d slices wrong, %d plans differ from host slots", sn, bad, plans);
+        CHECKF(sc.hits == sr.hits && sc.misses == sr.misses && sc.misses > 0, "backend slots %s: hits %llu/%llu misses %llu/%llu", sn,
+               (unsigned long long)sc.hits, (unsigned long long)sr.hits, (unsigned long long)sc.misses, (unsigned long long)sr.misses);
+        /* the host tier read everything at open: nothing per pass from the file */
+        if (src == EXPERT_SOURCE_HOST)
+            CHECKF(sc.bytes_read == 0 && sc.bytes_uploaded >= sr.bytes_read && expert_cache_host_tier_bytes(c) >= m->total_bytes,
+                   "host tier: read %llu, copied %llu (host slots read %llu)", (unsigned long long)sc.bytes_read,
+                   (unsigned long long)sc.bytes_uploaded, (unsigned long long)sr.bytes_read);
+        else
+            CHECKF(sc.bytes_read == sr.bytes_read && sc.bytes_uploaded >= sc.bytes_read && expert_cache_host_tier_bytes(c) == 0,
+                   "file tier: read %llu (host slots %llu), copied %llu", (unsigned long long)sc.bytes_read,
+                   (unsigned long long)sr.bytes_read, (unsigned long long)sc.bytes_uploaded);
+        char line[512];
+        expert_cache_format_end(c, 0, line, sizeof line);
+        CHECKF(contains(line, "copied to cpu"), "end line: %s", line);
+        fprintf(stderr, "  backend slots/%s: %s\n", sn, line);
+        expert_cache_free(c);
+        expert_cache_free(ref);
+    }
+    /* the slots from the backend's free memory, less the 1 GiB headroom */
+    expert_cache_opts o;
+    expert_cache_opts_default(&o);
+    o.residency = EXPERT_RESIDENCY_STREAMED;
+    o.be = be;
+    o.backend_slots = true;
+    o.source = EXPERT_SOURCE_FILE;
+    o.device_avail_bytes = (1ull << 30) + (uint64_t)NMOE * 4 * stride + 100;
+    expert_cache *c = NULL;
+    CHECKF(expert_cache_new(m, f, &o, &c) == TS_OK && expert_cache_slots(c) == 4, "device budget: %s, %d slots", c ? "" : ts_last_error(),
+           c ? expert_cache_slots(c) : -1);
+    expert_cache_free(c);
+    c = NULL;
+    o.device_avail_bytes = 0;
+    o.device_budget_bytes = (uint64_t)NMOE * 2 * stride;
+    o.n_slots = 3;
+    CHECK(expert_cache_new(m, f, &o, &c) == TS_ERR_LIMIT && contains(ts_last_error(), "cpu expert budget"));
+    expert_cache_free(c);
+    o.backend_slots = true;
+    o.be = NULL;
+    c = NULL;
+    CHECK(expert_cache_new(m, f, &o, &c) == TS_ERR_ARG && contains(ts_last_error(), "need a backend"));
+    be->ops->stream_free(st);
+    ts_backend_free(be);
+}
+
 static void run_layout(bool per_expert) {
     const char *layout = per_expert ? "per-expert" : "stacked";
     char path[512];
@@ -677,6 +782,7 @@ static void run_layout(bool per_expert) {
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) run_trace(f, &m, &cfgs[i], layout);
     test_refusals(f, &m);
     test_misuse(f, &m);
+    test_backend_slots(f, &m, stride);
     test_memory_file(path, &m);
     expert_map_free(&m);
     gguf_close(f);
