@@ -15,9 +15,11 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# scripts/ctest_summary.sh: ctest, then a line that counts skipped tests
+# apart from passed ones (ctest's own line does not)
 test: build
 	@scripts/fetch_models.sh --ci
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	scripts/ctest_summary.sh $(BUILD) $(JOBS)
 
 # Sanitizer trees build the library, the CLI and the tests only (TS_FUZZ off:
 # no harnesses; there are no bench programs in CMake), at -O1 with line
@@ -35,13 +37,13 @@ asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON -DTS_TSAN=OFF -DTS_FUZZ=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@scripts/fetch_models.sh --ci
-	$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	$(ASAN_ENV) scripts/ctest_summary.sh build-asan $(JOBS)
 
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTS_TSAN=ON -DTS_SANITIZE=OFF -DTS_FUZZ=OFF >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
 	@scripts/fetch_models.sh --ci
-	$(TSAN_ENV) ctest --test-dir build-tsan --output-on-failure -j $(JOBS) $(if $(TSAN_EXCLUDE),-E '$(TSAN_EXCLUDE)')
+	$(TSAN_ENV) scripts/ctest_summary.sh build-tsan $(JOBS) $(if $(TSAN_EXCLUDE),-E '$(TSAN_EXCLUDE)')
 
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DTS_FUZZ=ON >/dev/null
