@@ -273,6 +273,30 @@ static uint64_t place_expert(const expert_map *m, int32_t l, int32_t e, uint64_t
     return p;
 }
 
+/* The reads that put expert e of MoE layer l at dst, laid out as in a slot
+ * (place_expert), appended to req at *n; returns the slices' bytes. */
+static uint64_t expert_reads(const expert_cache *c, int32_t l, int32_t e, uint8_t *dst, expert_io_req *req, int *n) {
+    uint64_t pos[EXPERT_PROJ_COUNT], bytes = 0;
+    place_expert(c->map, l, e, pos);
+    for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
+        const expert_slice *s = expert_map_slice(c->map, l, e, p);
+        if (s->nbytes) req[(*n)++] = (expert_io_req){c->file_id, s->offset, s->nbytes, dst + pos[p]};
+        bytes += s->nbytes;
+    }
+    return bytes;
+}
+
+/* Warm-up: the first MoE layer's first k experts read to base + e * stride
+ * (not committed: the slots stay empty to the policy). It grows the pool's
+ * chunk array to a pass's size and checks the file reads before a token. */
+static ts_status warm_up(expert_cache *c, uint8_t *base, uint64_t stride, int32_t k) {
+    int n = 0;
+    for (int32_t e = 0; e < k; e++) expert_reads(c, 0, e, base + (uint64_t)e * stride, c->req, &n);
+    ts_status st = expert_io_read(c->io, c->req, n);
+    if (st) ts_error_prefix("expert cache: first read of blk.%d's experts", c->layers[0].block);
+    return st;
+}
+
 static int32_t moe_of(const expert_cache *c, int32_t block) {
     if (block < 0 || block >= c->map->n_block) return -1;
     return c->map->moe_of_block[block];
@@ -459,15 +483,7 @@ static ts_status open_tier(expert_cache *c) {
             c->host_tier_bytes += bytes;
             int n = 0;
             uint64_t got = 0;
-            for (int32_t e = 0; e < m->n_expert; e++) {
-                uint64_t pos[EXPERT_PROJ_COUNT];
-                place_expert(m, l, e, pos);
-                for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
-                    const expert_slice *s = expert_map_slice(m, l, e, p);
-                    if (s->nbytes) rq[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, L->host_tier + (uint64_t)e * L->stride + pos[p]};
-                    got += s->nbytes;
-                }
-            }
+            for (int32_t e = 0; e < m->n_expert; e++) got += expert_reads(c, l, e, L->host_tier + (uint64_t)e * L->stride, rq, &n);
             if ((st = expert_io_read(c->io, rq, n))) ts_error_prefix("expert cache: reading blk.%d's experts into host memory", L->block);
             else loaded(c, got);
         }
@@ -480,18 +496,7 @@ static ts_status open_tier(expert_cache *c) {
         char b[32];
         return ts_fail(TS_ERR_NOMEM, "expert cache: out of pinned host memory for the staging (%s)", ts_fmt_bytes(bytes, 1, b, sizeof b));
     }
-    int32_t kw = m->n_expert_used < c->staging_k ? m->n_expert_used : c->staging_k;
-    int n = 0;
-    for (int32_t e = 0; e < kw; e++) {
-        uint64_t pos[EXPERT_PROJ_COUNT];
-        place_expert(m, 0, e, pos);
-        for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
-            const expert_slice *s = expert_map_slice(m, 0, e, p);
-            if (s->nbytes) c->req[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, c->staging + (uint64_t)e * c->stride_max + pos[p]};
-        }
-    }
-    if ((st = expert_io_read(c->io, c->req, n))) ts_error_prefix("expert cache: first read of blk.%d's experts", c->layers[0].block);
-    return st;
+    return warm_up(c, c->staging, c->stride_max, m->n_expert_used < c->staging_k ? m->n_expert_used : c->staging_k);
 }
 
 static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
@@ -527,25 +532,7 @@ static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
     c->slot_bytes = total;
     if (c->dev_slots) return open_tier(c);
 
-    /* Warm-up: read the first MoE layer's first experts into its slots (not
-     * committed: the slots stay empty to the policy). It grows the pool's
-     * chunk array to a pass's size and checks the file reads. */
-    int32_t kw = m->n_expert_used < c->n_slots ? m->n_expert_used : c->n_slots;
-    int n = 0;
-    for (int32_t e = 0; e < kw; e++) {
-        uint64_t pos[EXPERT_PROJ_COUNT];
-        place_expert(m, 0, e, pos);
-        uint8_t *base = c->layers[0].slots + (uint64_t)e * c->layers[0].stride;
-        for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
-            const expert_slice *s = expert_map_slice(m, 0, e, p);
-            c->req[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, base + pos[p]};
-        }
-    }
-    if ((st = expert_io_read(c->io, c->req, n))) {
-        ts_error_prefix("expert cache: first read of blk.%d's experts", c->layers[0].block);
-        return st;
-    }
-    return TS_OK;
+    return warm_up(c, c->layers[0].slots, c->layers[0].stride, m->n_expert_used < c->n_slots ? m->n_expert_used : c->n_slots);
 }
 
 static ts_status bind_range(expert_cache *c, const void *host, size_t bytes, const void **dev) {
@@ -922,14 +909,10 @@ static ts_status begin_locked(expert_cache *c, int32_t block, const int32_t *ids
                 bup += len;
             }
             for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
-                const expert_slice *s = expert_map_slice(m, moe, e, p);
                 w[p][i] = base + pos[p];
-                breq += s->nbytes;
-                if (!plan->hit[i] && s->nbytes && (!c->dev_slots || c->source == EXPERT_SOURCE_FILE)) {
-                    c->req[n++] = (expert_io_req){c->file_id, s->offset, s->nbytes, dst + pos[p]};
-                    bread += s->nbytes;
-                }
+                breq += expert_map_slice(m, moe, e, p)->nbytes;
             }
+            if (!plan->hit[i] && (!c->dev_slots || c->source == EXPERT_SOURCE_FILE)) bread += expert_reads(c, moe, e, dst, c->req, &n);
             if (!plan->hit[i]) {
                 if (plan->evicted[i] >= 0) evict++;
                 else cold++;

@@ -125,20 +125,25 @@ static void moe_groups(ts_session *s, int l, int g0, int ng, int n_rows, const m
     op->moe_matmul_grouped(s->st, 1, dn, dn_out, &grp, s->exp_gate);
 }
 
+/* Streamed mode's tables: the session's (fetch_pass fills them). */
+static moe_tables session_tables(const ts_session *s) {
+    const size_t NE = (size_t)s->model->desc.hp.n_expert;
+    moe_tables t;
+    for (int p = 0; p < EXPERT_PROJ_COUNT; p++) t.tab[p] = s->moe_tab_dev + p * NE, t.host_tab[p] = s->moe_tab_host + p * NE;
+    return t;
+}
+
 /* Streamed: experts ids[0..k) fetched into slots (pinned until release),
  * the session's tables pointed at them and copied where the ops read them. */
-static ts_status fetch_pass(ts_session *s, int l, const int32_t *ids, int k, moe_tables *t, expert_cache_pass *pass) {
-    const int NE = s->model->desc.hp.n_expert;
+static ts_status fetch_pass(ts_session *s, int l, const int32_t *ids, int k, expert_cache_pass *pass) {
+    const size_t NE = (size_t)s->model->desc.hp.n_expert;
     const void *w[EXPERT_PROJ_COUNT][CACHE_MAX_K];
     ts_status rc = expert_cache_fetch_on(s->model->ecache, s->st, l, ids, k, w[0], w[1], w[2], pass);
     if (rc != TS_OK) return rc;
     HOOK(s->hooks, io_wait, pass->io_wait_s);
-    for (int p = 0; p < EXPERT_PROJ_COUNT; p++) {
-        for (int i = 0; i < k; i++) s->moe_tab_host[(size_t)p * NE + (size_t)ids[i]] = w[p][i];
-        t->tab[p] = s->moe_tab_dev + (size_t)p * NE;
-        t->host_tab[p] = s->moe_tab_host + (size_t)p * NE;
-    }
-    s->be->ops->to_device(s->st, (void *)s->moe_tab_dev, s->moe_tab_host, sizeof(void *) * EXPERT_PROJ_COUNT * (size_t)NE);
+    for (int p = 0; p < EXPERT_PROJ_COUNT; p++)
+        for (int i = 0; i < k; i++) s->moe_tab_host[p * NE + (size_t)ids[i]] = w[p][i];
+    s->be->ops->to_device(s->st, (void *)s->moe_tab_dev, s->moe_tab_host, sizeof(void *) * EXPERT_PROJ_COUNT * NE);
     return TS_OK;
 }
 
@@ -170,9 +175,8 @@ ts_status ts_forward_moe_host(ts_session *s, int l) {
     const int K = s->model->desc.hp.n_expert_used;
     s->be->ops->to_host(s->st, s->moe_ids, s->moe_ids_dev, sizeof(int32_t) * (size_t)K);
     release_held(s); /* the readback waited for the stream */
-    moe_tables t;
     expert_cache_pass pass = {0};
-    ts_status rc = fetch_pass(s, l, s->moe_ids, K, &t, &pass);
+    ts_status rc = fetch_pass(s, l, s->moe_ids, K, &pass);
     if (rc != TS_OK) return rc;
     s->moe_held = pass, s->moe_held_l = l;
     return TS_OK;
@@ -217,6 +221,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     op->moe_route(st, s->router, n, NE, K, hp->expert_norm, s->moe_ids_dev, s->moe_w_dev);
     moe_tables t;
     const bool tables = expert_cache_tables(ec, l, t.tab, t.host_tab);
+    if (!tables) t = session_tables(s); /* streamed: filled by each fetch */
     /* the host needs the routing to group a chunk or ask the cache (streamed
      * decode: host_point), and the hooks see every token; the weights stay
      * where they are (moe_combine reads them there) */
@@ -246,8 +251,6 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
         if (!tables) {
             ts_status rc = host_point(s, l);
             if (rc != TS_OK) return rc;
-            for (int p = 0; p < EXPERT_PROJ_COUNT; p++)
-                t.tab[p] = s->moe_tab_dev + (size_t)p * NE, t.host_tab[p] = s->moe_tab_host + (size_t)p * NE;
         }
         moe_decode(s, l, &t);
         if (into_x) op->moe_combine_add(st, s->x, s->xb2, s->exp_out, s->moe_w_dev, K, E);
@@ -270,7 +273,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
         for (int g0 = 0; g0 < nd && !tables; g0 += K) {
             const int gk = nd - g0 < K ? nd - g0 : K;
             expert_cache_pass pass = {0};
-            ts_status rc = fetch_pass(s, l, s->moe_order + g0, gk, &t, &pass);
+            ts_status rc = fetch_pass(s, l, s->moe_order + g0, gk, &pass);
             if (rc != TS_OK) return rc;
             moe_groups(s, l, g0, gk, (int)NK, &t);
             if ((rc = end_pass(s, l, &pass)) != TS_OK) return rc;
