@@ -251,35 +251,25 @@ declare -a CLIRES=()
 : >"$OUT_DIR/bench.log"
 if [ -x "$CLI" ]; then
     echo "== turbospark --backend cuda"
-    for m in llama llama31 qwen2 qwen3 gemma3; do
-        for v in f32 f16; do
-            f=tests/fixtures/ref/tiny-$m-$v.gguf
-            a=$(timeout 60 "$CLI" run -m "$f" --backend cpu -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
-            ra=$?
-            b=$(timeout 60 "$CLI" run -m "$f" --backend cuda -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
-            rb=$?
-            { echo "== tiny-$m-$v: cpu rc=$ra: $a"; echo "== tiny-$m-$v: cuda rc=$rb: $b"; } >>"$OUT_DIR/cli.log"
-            if [ $ra = 0 ] && [ $rb = 0 ] && [ "$a" = "$b" ]; then r="PASS (greedy ids equal)"
-            else r="FAIL (cpu rc=$ra, cuda rc=$rb, ids $([ "$a" = "$b" ] && echo equal || echo differ))"; ALL_OK=0
-            fi
-            CLIRES+=("run tiny-$m-$v: $r")
-            echo "run tiny-$m-$v: $r"
-        done
-    done
-    # MoE: experts resident in device memory, decode through the tables
-    for m in mixtral olmoe qwen2moe qwen3moe; do
-        f=tests/fixtures/ref/tiny-$m-f32.gguf
+    # greedy ids of `run` on cpu and on cuda must be equal: one CLIRES line
+    ids_cpu_vs_cuda() {
+        local label=$1 f=$2 a b ra rb r
         a=$(timeout 60 "$CLI" run -m "$f" --backend cpu -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
         ra=$?
         b=$(timeout 60 "$CLI" run -m "$f" --backend cuda -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
         rb=$?
-        { echo "== tiny-$m-f32: cpu rc=$ra: $a"; echo "== tiny-$m-f32: cuda rc=$rb: $b"; } >>"$OUT_DIR/cli.log"
+        { echo "== $label: cpu rc=$ra: $a"; echo "== $label: cuda rc=$rb: $b"; } >>"$OUT_DIR/cli.log"
         if [ $ra = 0 ] && [ $rb = 0 ] && [ "$a" = "$b" ]; then r="PASS (greedy ids equal)"
         else r="FAIL (cpu rc=$ra, cuda rc=$rb, ids $([ "$a" = "$b" ] && echo equal || echo differ))"; ALL_OK=0
         fi
-        CLIRES+=("run tiny-$m-f32 (moe): $r")
-        echo "run tiny-$m-f32 (moe): $r"
+        CLIRES+=("run $label: $r")
+        echo "run $label: $r"
+    }
+    for m in llama llama31 qwen2 qwen3 gemma3; do
+        for v in f32 f16; do ids_cpu_vs_cuda "tiny-$m-$v" "tests/fixtures/ref/tiny-$m-$v.gguf"; done
     done
+    # MoE: experts resident in device memory, decode through the tables
+    for m in mixtral olmoe qwen2moe qwen3moe; do ids_cpu_vs_cuda "tiny-$m-f32 (moe)" "tests/fixtures/ref/tiny-$m-f32.gguf"; done
     # instruments on cuda: the router captures (histogram, trace, chunks,
     # pilot predictions in self mode) of a seeded run equal the cpu's
     for m in qwen3moe qwen2moe; do
