@@ -374,6 +374,11 @@ typedef struct ts_expert_stats {
     uint64_t bytes_requested; /* gate+up+down bytes of the requested experts */
     uint64_t bytes_read;      /* bytes read from the file into slots */
     double io_wait_s;         /* time spent waiting for reads */
+    uint64_t bytes_uploaded;  /* device slots: bytes copied into slots for the passes' misses */
+    /* pilot prefetch (ts_session_opts.pilot_prefetch): copies made ahead of
+     * a layer's pass; after a full pass copies = saved + wasted */
+    uint64_t prefetch_copies, prefetch_saved, prefetch_wasted;
+    uint64_t bytes_prefetched; /* bytes of those copies */
 } ts_expert_stats;
 bool ts_model_has_experts(const ts_model *m);
 /* "expert residency: streamed (auto: ...)" and "expert cache: streamed, 16
@@ -445,6 +450,13 @@ typedef struct ts_session_opts {
     bool kv_f32;       /* F32 KV cache instead of F16 */
     bool precise;      /* reference precision: F32 activations in every matmul */
     const ts_instruments *instruments; /* NULL = all off; copied */
+    /* Streamed experts in device slots: at each MoE layer a pilot (the next
+     * layer's router on this layer's residual, on the device) guesses the
+     * next layer's experts, and their copies start while this layer
+     * computes. Output is the same either way (a prefetch only fills slots);
+     * the cache's hits, and so `analyze cache`'s replay, differ. Default on;
+     * ignored without device slots. */
+    bool pilot_prefetch;
 } ts_session_opts;
 
 ts_session_opts ts_session_opts_default(void);

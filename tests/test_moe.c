@@ -1,7 +1,9 @@
 /* MoE: generated output is byte-identical across expert residency modes
  * (resident; streamed at the minimum slot count; streamed at a large slot
  * count; streamed with O_DIRECT; mapped), for greedy and seeded sampling, on
- * every tiny MoE fixture. Logits are compared bit for bit too. The
+ * every tiny MoE fixture; the device path's backend slots (run in host
+ * memory) with pilot prefetch on and off, where every prefetch copy must be
+ * judged saved or wasted. Logits are compared bit for bit too. The
  * correctness of the MoE math itself is checked against transformers in
  * test_forward.
  *
@@ -27,6 +29,7 @@ typedef struct mode {
     int32_t slots; /* 0: min = top-k; -1: large */
     bool nocache;
     ts_expert_source source; /* HOST/FILE: the device path's backend slots, in host memory */
+    bool no_prefetch;        /* backend slots: pilot prefetch off */
 } mode;
 
 /* The file's top-k and expert count (0 when absent): slot counts are given
@@ -66,6 +69,7 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
     ts_session_opts so = ts_session_opts_default();
     so.n_ctx = 128;
     so.kv_f32 = true;
+    so.pilot_prefetch = !md->no_prefetch;
     if (ts_session_new(m, &so, &s) != TS_OK) { ts_model_free(m); return false; }
     sampler_params sp;
     sampler_params_default(&sp);
@@ -89,6 +93,21 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
         ok = ts_session_eval(s, &ids[i], 1, &lg) == TS_OK;
     }
     *logit_hash = hsh;
+    if (ok && ec) {
+        /* pilot prefetch: on for backend slots unless turned off; each copy
+         * is judged by its layer's next pass (every token ends with its last
+         * layer, which prefetches nothing), and at the minimum slot count
+         * the guesses must have found work */
+        expert_cache_stats st;
+        expert_cache_get_stats(ec, -1, &st);
+        const bool pf = md->source != TS_EXPERT_SOURCE_AUTO && md->res == EXPERT_RESIDENCY_STREAMED && !md->no_prefetch;
+        CHECKF(st.prefetch_copies == st.prefetch_saved + st.prefetch_wasted, "%s [%s]: %llu prefetch copies, %llu saved + %llu wasted",
+               path, md->name, (unsigned long long)st.prefetch_copies, (unsigned long long)st.prefetch_saved,
+               (unsigned long long)st.prefetch_wasted);
+        CHECKF(pf ? (md->slots != 0 || st.prefetch_copies > 0) : st.prefetch_copies == 0, "%s [%s]: %llu prefetch copies", path,
+               md->name, (unsigned long long)st.prefetch_copies);
+        if (md->source != TS_EXPERT_SOURCE_AUTO) expert_cache_format_end(ec, 0, start_line, 512);
+    }
     sampler_free(smp);
     ts_session_free(s);
     ts_model_free(m);
@@ -288,15 +307,16 @@ static void test_progress(const char *name, const char *path) {
 int main(void) {
     const char *models[] = {"tiny-qwen3moe-f32.gguf", "tiny-qwen2moe-f32.gguf", "tiny-mixtral-f32.gguf", "tiny-olmoe-f32.gguf"};
     const mode modes[] = {
-        {"resident", EXPERT_RESIDENCY_RESIDENT, 0, false, TS_EXPERT_SOURCE_AUTO},
-        {"streamed-min", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_AUTO},
-        {"streamed-large", EXPERT_RESIDENCY_STREAMED, -1, false, TS_EXPERT_SOURCE_AUTO},
-        {"streamed-min-nocache", EXPERT_RESIDENCY_STREAMED, 0, true, TS_EXPERT_SOURCE_AUTO},
-        {"mapped", EXPERT_RESIDENCY_MAPPED, 0, false, TS_EXPERT_SOURCE_AUTO},
+        {"resident", EXPERT_RESIDENCY_RESIDENT, 0, false, TS_EXPERT_SOURCE_AUTO, false},
+        {"streamed-min", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_AUTO, false},
+        {"streamed-large", EXPERT_RESIDENCY_STREAMED, -1, false, TS_EXPERT_SOURCE_AUTO, false},
+        {"streamed-min-nocache", EXPERT_RESIDENCY_STREAMED, 0, true, TS_EXPERT_SOURCE_AUTO, false},
+        {"mapped", EXPERT_RESIDENCY_MAPPED, 0, false, TS_EXPERT_SOURCE_AUTO, false},
         /* the device path's backend slots and copies, run in host memory */
-        {"streamed-min backend/host", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST},
-        {"streamed-min backend/file", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_FILE},
-        {"streamed-large backend/file nocache", EXPERT_RESIDENCY_STREAMED, -1, true, TS_EXPERT_SOURCE_FILE},
+        {"streamed-min backend/host", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false},
+        {"streamed-min backend/file", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_FILE, false},
+        {"streamed-large backend/file nocache", EXPERT_RESIDENCY_STREAMED, -1, true, TS_EXPERT_SOURCE_FILE, false},
+        {"streamed-min backend/host no prefetch", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, true},
     };
     const int n_modes = (int)(sizeof modes / sizeof modes[0]);
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
@@ -305,7 +325,7 @@ int main(void) {
         for (int sampled = 0; sampled < 2; sampled++) {
             int32_t ref[N_GEN], got[N_GEN];
             uint64_t href = 0, hgot = 0;
-            char line[256] = "";
+            char line[512] = "";
             CHECK(generate(path, &modes[0], sampled ? 1.0f : 0.0f, ref, &href, line));
             int distinct = 0;
             for (int i = 0; i < N_GEN; i++) {

@@ -61,6 +61,34 @@ static void test_lru_rules(void) {
     cache_layer_free(&c);
 }
 
+/* A prefetch places experts without a use: counts and ticks stay, so the
+ * victim order still follows what was asked for; a prefetched expert then
+ * hits, and a wrong guess is the next victim. */
+static void test_prefetch_commit(void) {
+    cache_layer c;
+    cache_plan p;
+    CHECK(cache_layer_init(&c, 3, 8, CACHE_POLICY_LFU) == TS_OK);
+    int32_t a[2] = {0, 1}, b[1] = {0};
+    run(&c, a, 2, &p);
+    run(&c, b, 1, &p); /* counts 0->2, 1->1; ticks slot0=2, slot1=1 */
+    uint64_t tick = c.tick;
+    int32_t guess[2] = {4, 0}; /* 4 goes into the empty slot 2, 0 is resident */
+    CHECK(cache_plan_make(&c, guess, 2, &p) == TS_OK && p.n_miss == 1 && p.slot[0] == 2 && p.hit[1]);
+    cache_prefetch_commit(&c, guess, &p);
+    CHECK(c.tick == tick && c.expert_count[4] == 0 && c.expert_count[0] == 2 && c.slot_tick[2] == 0);
+    CHECK(c.expert_slot[4] == 2 && c.slot_expert[2] == 4);
+    int32_t use[1] = {4};
+    CHECK(run(&c, use, 1, &p) == 0 && p.hit[0] && p.slot[0] == 2 && c.expert_count[4] == 1);
+    /* a wrong guess (count 0) is evicted before experts that were used */
+    int32_t wrong[1] = {6};
+    CHECK(cache_plan_make(&c, wrong, 1, &p) == TS_OK && p.n_miss == 1 && p.evicted[0] == 1);
+    cache_prefetch_commit(&c, wrong, &p);
+    CHECK(c.expert_slot[1] == -1 && c.expert_slot[6] == 1 && c.expert_count[6] == 0);
+    int32_t next[1] = {7};
+    CHECK(run(&c, next, 1, &p) == 1 && p.evicted[0] == 6);
+    cache_layer_free(&c);
+}
+
 /* Brute-force model of the rules, independent of the implementation's data
  * structures: a list of (expert, last_tick) and a count table. */
 static void test_random_against_model(cache_policy pol) {
@@ -135,6 +163,7 @@ static void test_random_against_model(cache_policy pol) {
 int main(void) {
     test_lfu_rules();
     test_lru_rules();
+    test_prefetch_commit();
     test_random_against_model(CACHE_POLICY_LFU);
     test_random_against_model(CACHE_POLICY_LRU);
     return tu_finish();

@@ -38,6 +38,7 @@ typedef struct cli_common {
     bool precise;           /* --precise */
     ts_backend_kind backend;/* --backend cpu|cuda|auto */
     bool expert_given;      /* any --expert-* flag seen */
+    bool no_prefetch;       /* --pilot-prefetch off */
     ts_model_opts mo;       /* expert options parsed into it */
 } cli_common;
 
@@ -49,7 +50,8 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
     "  common: -m MODEL  -t/--threads N  -c/--ctx N  --precise  --backend cpu|cuda|auto (default auto)\n" \
     "  MoE models: --expert-residency resident|streamed|mapped|auto (default auto)\n"                   \
     "              --expert-cache-slots N|auto  --expert-budget BYTES (e.g. 8G)  --expert-policy lfu|lru\n"     \
-    "              --gpu-expert-budget BYTES|auto  --gpu-expert-source host|file|auto (--backend cuda)\n"
+    "              --gpu-expert-budget BYTES|auto  --gpu-expert-source host|file|auto (--backend cuda)\n"     \
+    "              --pilot-prefetch on|off (streamed into device slots; default on)\n"
 
 /* The TURBOSPARK_* variables (docs/INSTRUMENTS.md), read once by the command
  * before any work: instruments, and the expert I/O settings into mo. A

@@ -58,6 +58,10 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
         VAL();
         if (ts_expert_source_parse(v, &c->mo.expert_source) != TS_OK) return cli_error(cmd, "--gpu-expert-source: %s", ts_last_error()), -1;
         c->expert_given = true;
+    } else if (!strcmp(a, "--pilot-prefetch")) {
+        VAL();
+        if (strcmp(v, "on") && strcmp(v, "off")) return cli_error(cmd, "--pilot-prefetch %s: expected on or off", v), -1;
+        c->no_prefetch = !strcmp(v, "off");
     } else if (!strcmp(a, "--expert-policy")) {
         VAL();
         if (ts_cache_policy_parse(v, &c->mo.expert_policy) != TS_OK) return cli_error(cmd, "--expert-policy: %s", ts_last_error()), -1;
@@ -230,6 +234,7 @@ ts_session_opts cli_session_opts(const char *cmd, const cli_common *c, const cli
     so.n_ctx = (int32_t)c->ctx;
     so.n_threads = (int32_t)c->threads;
     so.precise = c->precise;
+    so.pilot_prefetch = !c->no_prefetch;
     so.instruments = ins;
     ts_model_info mi;
     ts_model_get_info(m->model, &mi);

@@ -27,6 +27,7 @@ typedef struct ec_layer {
     uint64_t stride;      /* bytes per slot, multiple of EC_A */
     cache_layer cl;       /* streamed: the policy state */
     uint16_t *busy;       /* (n_slots) fetches holding each slot (pinned until released) */
+    uint8_t *prefetched;  /* (n_slots) 1: filled by a prefetch no pass has asked for yet */
     expert_cache_stats st;
 } ec_layer;
 
@@ -528,6 +529,7 @@ static ts_status open_streamed(expert_cache *c, const expert_cache_opts *o) {
         L->slots = p;
         if ((st = cache_layer_init(&L->cl, c->n_slots, m->n_expert, c->policy))) return st;
         if (!(L->busy = ts_calloc((size_t)c->n_slots, sizeof *L->busy))) return TS_ERR_NOMEM;
+        if (!(L->prefetched = ts_calloc((size_t)c->n_slots, 1))) return TS_ERR_NOMEM;
     }
     c->slot_bytes = total;
     if (c->dev_slots) return open_tier(c);
@@ -844,6 +846,7 @@ void expert_cache_free(expert_cache *c) {
             else free(L->slots);
             if (L->host_tier) c->be->ops->host_free(c->be, L->host_tier, (size_t)((uint64_t)c->map->n_expert * L->stride));
             free(L->busy);
+            free(L->prefetched);
             if (L->cl.slot_expert) cache_layer_free(&L->cl);
         }
     free(c->layers);
@@ -993,12 +996,22 @@ static ts_status end_locked(expert_cache *c, int32_t block, double *waited) {
             if (old >= 0) L->cl.expert_slot[old] = -1;
             L->cl.slot_expert[s] = -1;
             L->cl.slot_tick[s] = 0;
+            L->prefetched[s] = 0;
         }
         ts_error_prefix("expert cache: blk.%d: %s %d experts", block, c->dev_slots ? "copying" : "reading", plan->n_miss);
         return st;
     }
-    if (c->mode == EXPERT_RESIDENCY_STREAMED) cache_commit(&L->cl, c->pend_ids, plan);
     expert_cache_stats *s = &L->st;
+    if (c->mode == EXPERT_RESIDENCY_STREAMED) {
+        /* the layer's prefetches are judged by its next pass: asked for
+         * (a miss saved), or not (a copy wasted, whether or not this pass
+         * evicts it) */
+        for (int32_t i = 0; i < plan->k; i++)
+            if (plan->hit[i] && L->prefetched[plan->slot[i]]) s->prefetch_saved++, L->prefetched[plan->slot[i]] = 0;
+        for (int32_t j = 0; j < c->n_slots; j++)
+            if (L->prefetched[j]) s->prefetch_wasted++, L->prefetched[j] = 0;
+        cache_commit(&L->cl, c->pend_ids, plan);
+    }
     s->passes++;
     s->requests += (uint64_t)plan->k;
     if (c->mode == EXPERT_RESIDENCY_STREAMED) {
@@ -1083,6 +1096,81 @@ void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pas
     pthread_mutex_unlock(&c->mu);
 }
 
+ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, int32_t block, const int32_t *ids, int32_t k,
+                                   expert_cache_pass *pass) {
+    memset(pass, 0, sizeof *pass);
+    const int32_t moe = moe_of(c, block);
+    if (moe < 0) return ts_fail(TS_ERR_ARG, "expert cache: prefetch on blk.%d, not an MoE layer", block);
+    if (!c->dev_slots || !strm) return ts_fail(TS_ERR_ARG, "expert cache: prefetch needs backend slots and a stream");
+    if (k < 1 || k > CACHE_MAX_K || k > c->n_slots || (c->source == EXPERT_SOURCE_FILE && k > c->staging_k))
+        return ts_fail(TS_ERR_ARG, "expert cache: prefetch of %d experts into %d slots", k, c->n_slots);
+    const expert_map *m = c->map;
+    ec_layer *L = &c->layers[moe];
+    const ts_backend_ops *op = c->be->ops;
+    pthread_mutex_lock(&c->mu);
+    cache_plan plan;
+    ts_status st = c->pending ? TS_ERR_LIMIT : cache_plan_make_avoiding(&L->cl, ids, k, L->busy, &plan);
+    if (st != TS_OK) {
+        pthread_mutex_unlock(&c->mu);
+        if (st == TS_ERR_LIMIT) return TS_OK; /* a guess never waits: every victim is someone's */
+        ts_error_prefix("expert cache: prefetch on blk.%d", block);
+        return st;
+    }
+    /* the file tier reads every miss into the staging first, as a fetch does */
+    int n = 0, nc = 0;
+    uint64_t bread = 0;
+    if (c->source == EXPERT_SOURCE_FILE) {
+        for (int32_t i = 0; i < k; i++)
+            if (!plan.hit[i]) bread += expert_reads(c, moe, ids[i], c->staging + (uint64_t)i * c->stride_max, c->req, &n);
+        if (n && (st = expert_io_submit(c->io, c->req, n)) == TS_OK) st = expert_io_wait(c->io);
+    }
+    uint64_t up = 0;
+    for (int32_t i = 0; i < k && st == TS_OK; i++) {
+        if (plan.hit[i]) continue;
+        uint64_t pos[EXPERT_PROJ_COUNT];
+        const uint64_t len = place_expert(m, moe, ids[i], pos);
+        const uint8_t *src = c->source == EXPERT_SOURCE_FILE ? c->staging + (uint64_t)i * c->stride_max : L->host_tier + (uint64_t)ids[i] * L->stride;
+        op->to_device(strm, L->slots + (uint64_t)plan.slot[i] * L->stride, src, (size_t)len);
+        up += len;
+        pass->plan.slot[nc] = plan.slot[i];
+        pass->plan.hit[nc] = false;
+        pass->plan.evicted[nc] = plan.evicted[i];
+        nc++;
+    }
+    /* the staging is the next fetch's: its copies must be done */
+    if (st == TS_OK && nc && c->source == EXPERT_SOURCE_FILE) st = op->sync(strm);
+    if (st != TS_OK) {
+        for (int32_t i = 0; i < k; i++) {
+            if (plan.hit[i]) continue;
+            int32_t s = plan.slot[i], old = L->cl.slot_expert[s];
+            if (old >= 0) L->cl.expert_slot[old] = -1;
+            L->cl.slot_expert[s] = -1;
+            L->cl.slot_tick[s] = 0;
+            L->prefetched[s] = 0;
+        }
+        pthread_mutex_unlock(&c->mu);
+        memset(pass, 0, sizeof *pass);
+        ts_error_prefix("expert cache: prefetch on blk.%d", block);
+        return st;
+    }
+    cache_prefetch_commit(&L->cl, ids, &plan);
+    for (int i = 0; i < nc; i++) {
+        L->prefetched[pass->plan.slot[i]] = 1;
+        L->busy[pass->plan.slot[i]]++;
+    }
+    L->st.prefetch_copies += (uint64_t)nc;
+    L->st.bytes_prefetched += up;
+    L->st.bytes_read += bread;
+    pass->moe = moe;
+    pass->tracked = true;
+    pass->plan.k = nc;
+    pass->plan.n_miss = nc;
+    pass->bytes_uploaded = up;
+    pass->pinned = nc > 0;
+    pthread_mutex_unlock(&c->mu);
+    return TS_OK;
+}
+
 bool expert_cache_disk_io_on(const expert_cache *c) { return c->disk_io; }
 bool expert_cache_backend_slots(const expert_cache *c) { return c && c->dev_slots; }
 expert_source expert_cache_source(const expert_cache *c) { return c->dev_slots ? c->source : EXPERT_SOURCE_AUTO; }
@@ -1149,6 +1237,10 @@ void expert_cache_get_stats(const expert_cache *c, int32_t moe, expert_cache_sta
         out->bytes_read += s->bytes_read;
         out->bytes_uploaded += s->bytes_uploaded;
         out->io_wait_s += s->io_wait_s;
+        out->prefetch_copies += s->prefetch_copies;
+        out->prefetch_saved += s->prefetch_saved;
+        out->prefetch_wasted += s->prefetch_wasted;
+        out->bytes_prefetched += s->bytes_prefetched;
     }
     pthread_mutex_unlock(mu);
 }
@@ -1242,6 +1334,12 @@ int expert_cache_format_end(const expert_cache *c, uint64_t n_tokens, char *buf,
         else EC_ADD(", %.1f MiB from disk", (double)phys / mib);
     }
     if (c->mode == EXPERT_RESIDENCY_STREAMED) EC_ADD(", %.2f s I/O wait", s.io_wait_s);
+    if (s.prefetch_copies) {
+        EC_ADD("; pilot prefetch: %" PRIu64 " copies, %" PRIu64 " saved, %" PRIu64 " wasted", s.prefetch_copies, s.prefetch_saved,
+               s.prefetch_wasted);
+        if (n_tokens) EC_ADD(", %.2f MiB/token", (double)s.bytes_prefetched / mib / (double)n_tokens);
+        else EC_ADD(", %.1f MiB", (double)s.bytes_prefetched / mib);
+    }
 #undef EC_ADD
     return w;
 }

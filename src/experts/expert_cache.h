@@ -210,6 +210,18 @@ void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pas
 struct ts_stream;
 ts_status expert_cache_fetch_on(expert_cache *c, struct ts_stream *st, int32_t block, const int32_t *ids, int32_t k,
                                 const void **gate, const void **up, const void **down, expert_cache_pass *pass);
+/* Pilot prefetch (backend slots): warms block's slots with the experts
+ * ids[0..k) a pilot guesses its next pass will ask for. Each one not in a
+ * slot is copied on strm into a victim the policy picks (never a pinned
+ * slot), and placed there without a use (cache_prefetch_commit). The copied
+ * slots are pinned in *pass (pass->plan.k of them; none when every victim is
+ * pinned elsewhere, which is not an error: a guess never waits). The caller
+ * waits for strm and releases the pass before its next fetch on block; that
+ * fetch then counts each copy saved (asked for) or wasted. The file tier
+ * reads and syncs strm under the lock (its staging is shared). Output never
+ * depends on it: a slot holds exactly its expert's bytes either way. */
+ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, int32_t block, const int32_t *ids, int32_t k,
+                                   expert_cache_pass *pass);
 /* The slots are backend memory filled through a stream (fetch_on). */
 bool expert_cache_backend_slots(const expert_cache *c);
 /* Resident and mapped modes: every expert addressable by id. tab[p] (backend
@@ -253,9 +265,15 @@ typedef struct expert_cache_stats {
     uint64_t cold_misses;     /* misses into an empty slot */
     uint64_t evict_misses;    /* misses that evicted another expert */
     uint64_t bytes_requested; /* gate+up+down bytes of the requested experts */
-    uint64_t bytes_read;      /* bytes read from the file for slots (logical; pread lengths) */
+    uint64_t bytes_read;      /* bytes read from the file for slots (logical; pread lengths; prefetches included) */
     uint64_t bytes_uploaded;  /* backend slots: bytes copied into slots over the bus */
     double io_wait_s;         /* time expert_cache_end spent waiting for reads */
+    /* pilot prefetch (expert_cache_prefetch_on); once the layer's next pass
+     * has run, copies = saved + wasted */
+    uint64_t prefetch_copies;  /* experts copied into slots ahead of their pass */
+    uint64_t prefetch_saved;   /* of those, asked for by the layer's next pass: a miss it did not have */
+    uint64_t prefetch_wasted;  /* of those, not asked for by it */
+    uint64_t bytes_prefetched; /* bytes of those copies (over the bus; not in bytes_uploaded) */
 } expert_cache_stats;
 
 /* moe = MoE layer index, or -1 for the total over layers. */

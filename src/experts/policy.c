@@ -123,3 +123,13 @@ void cache_commit(cache_layer *c, const int32_t *req, const cache_plan *p) {
         c->expert_count[e]++;
     }
 }
+
+void cache_prefetch_commit(cache_layer *c, const int32_t *req, const cache_plan *p) {
+    for (int32_t i = 0; i < p->k; i++) {
+        if (p->hit[i]) continue;
+        int32_t s = p->slot[i], e = req[i], old = c->slot_expert[s];
+        if (old >= 0) c->expert_slot[old] = -1;
+        c->slot_expert[s] = e;
+        c->expert_slot[e] = s;
+    }
+}

@@ -70,5 +70,11 @@ ts_status cache_plan_make(const cache_layer *c, const int32_t *req, int32_t k, c
 ts_status cache_plan_make_avoiding(const cache_layer *c, const int32_t *req, int32_t k, const uint16_t *busy, cache_plan *out);
 /* Applies a plan made from the same state and request. */
 void cache_commit(cache_layer *c, const int32_t *req, const cache_plan *p);
+/* A prefetch: puts the plan's misses into their slots (evicting what was
+ * there) but bumps no use count and no tick. A guess is not a use: the
+ * victim order of later passes sees the prefetched expert as it saw the
+ * slot's previous holder's age, and its count as it was, until a pass asks
+ * for it. Hits are left alone. */
+void cache_prefetch_commit(cache_layer *c, const int32_t *req, const cache_plan *p);
 
 #endif

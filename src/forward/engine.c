@@ -352,6 +352,11 @@ void ts_model_expert_stats(const ts_model *m, ts_expert_stats *out) {
     out->bytes_requested = s.bytes_requested;
     out->bytes_read = s.bytes_read;
     out->io_wait_s = s.io_wait_s;
+    out->bytes_uploaded = s.bytes_uploaded;
+    out->prefetch_copies = s.prefetch_copies;
+    out->prefetch_saved = s.prefetch_saved;
+    out->prefetch_wasted = s.prefetch_wasted;
+    out->bytes_prefetched = s.bytes_prefetched;
 }
 
 void ts_model_expert_reset_stats(ts_model *m) {
@@ -370,7 +375,14 @@ ts_session_opts ts_session_opts_default(void) {
     ts_session_opts o;
     memset(&o, 0, sizeof o);
     o.n_batch = 256;
+    o.pilot_prefetch = true;
     return o;
+}
+
+/* Entries of moe_ids (host) and moe_ids_dev: a chunk's (token, rank) ids,
+ * and at least two rows (decode's ids and the prefetch pilot's guess). */
+static size_t moe_ids_len(const ts_session *s) {
+    return (size_t)(s->n_batch < 2 ? 2 : s->n_batch) * (size_t)s->model->desc.hp.n_expert_used;
 }
 
 /* Carves consecutive 64-byte aligned pieces out of one block; a first pass
@@ -413,12 +425,13 @@ static void layout(ts_session *s, carver *c) {
         s->exp_gate = carve(c, sizeof(float) * B * K * FE);
         s->exp_up = carve(c, sizeof(float) * B * K * FE);
         s->exp_out = carve(c, sizeof(float) * B * K * E);
-        s->moe_ids_dev = carve(c, sizeof(int32_t) * B * K);
-        s->moe_w_dev = carve(c, sizeof(float) * B * K);
+        const size_t BK2 = (B < 2 ? 2 : B) * K; /* row 1: the prefetch pilot's guess */
+        s->moe_ids_dev = carve(c, sizeof(int32_t) * BK2);
+        s->moe_w_dev = carve(c, sizeof(float) * BK2);
         s->moe_tok_dev = carve(c, sizeof(int32_t) * B * K);
         s->moe_row_dev = carve(c, sizeof(int32_t) * B * K);
         s->moe_tab_dev = carve(c, sizeof(void *) * EXPERT_PROJ_COUNT * NE);
-        if (s->diag && s->diag->pilot != TS_PILOT_OFF) {
+        if ((s->diag && s->diag->pilot != TS_PILOT_OFF) || s->prefetch) {
             s->pilot_h = carve(c, sizeof(float) * B * E);
             s->pilot_r = carve(c, sizeof(float) * B * NE);
         }
@@ -455,6 +468,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     s->model = m;
     s->be = m->be;
     s->moe_held_l = -1;
+    s->pf_l = -1;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
     s->all_logits = o.all_logits;
@@ -471,6 +485,9 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->hooks = &s->hook_tab;
     }
     if ((st = s->be->ops->stream_new(s->be, o.n_threads, &s->st)) != TS_OK) goto fail;
+    s->prefetch = o.pilot_prefetch && m->ecache && expert_cache_backend_slots(m->ecache) &&
+                  expert_cache_residency(m->ecache) == EXPERT_RESIDENCY_STREAMED;
+    if (s->prefetch && (st = s->be->ops->stream_new(s->be, 1, &s->copy_st)) != TS_OK) goto fail;
     s->kv = ts_calloc((size_t)hp->n_layer, sizeof(ts_kv_layer));
     /* the backend's host memory (pinned on a GPU): the per-token upload is
      * then an asynchronous copy, not a staged one */
@@ -489,7 +506,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->router_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
         s->pilot_host = ts_calloc((size_t)n_batch * (size_t)hp->n_expert, sizeof(float));
         size_t BK = (size_t)n_batch * (size_t)hp->n_expert_used;
-        s->moe_ids = s->be->ops->host_alloc(s->be, sizeof(int32_t) * BK); /* read back every MoE layer: pinned on a GPU */
+        s->moe_ids = s->be->ops->host_alloc(s->be, sizeof(int32_t) * moe_ids_len(s)); /* read back every MoE layer: pinned on a GPU */
         s->moe_row = ts_calloc(BK, sizeof(int32_t));
         s->moe_tok = ts_calloc(BK, sizeof(int32_t));
         s->moe_order = ts_calloc((size_t)hp->n_expert, sizeof(int32_t));
@@ -536,6 +553,7 @@ void ts_session_free(ts_session *s) {
     if (!s) return;
     if (s->arena) s->be->ops->dealloc(s->be, s->arena, s->arena_bytes);
     if (s->st) s->be->ops->stream_free(s->st);
+    if (s->copy_st) s->be->ops->stream_free(s->copy_st);
     ts_diag_free(s->diag, s->be);
     sampler_free(s->smp);
     free(s->kv);
@@ -544,7 +562,7 @@ void ts_session_free(ts_session *s) {
     if (s->out) s->be->ops->host_free(s->be, s->out, sizeof(float) * (size_t)s->out_rows * (size_t)s->model->desc.hp.n_vocab);
     free(s->router_host);
     free(s->pilot_host);
-    if (s->moe_ids) s->be->ops->host_free(s->be, s->moe_ids, sizeof(int32_t) * (size_t)s->n_batch * (size_t)s->model->desc.hp.n_expert_used);
+    if (s->moe_ids) s->be->ops->host_free(s->be, s->moe_ids, sizeof(int32_t) * moe_ids_len(s));
     free(s->moe_row);
     free(s->moe_tok);
     free(s->moe_order);

@@ -80,20 +80,21 @@ struct ts_session {
     float *sh_up;         /* (n_batch, n_ff_shexp) */
     float *sh_out;        /* (n_batch, n_embd) */
     float *sh_gate;       /* (n_batch, 1) shared expert gate logits */
-    int32_t *moe_ids_dev; /* (n_batch, n_expert_used) each token's top-k in rank order (moe_route) */
-    float *moe_w_dev;     /* (n_batch, n_expert_used) their router weights */
+    int32_t *moe_ids_dev; /* (max(n_batch, 2), n_expert_used) each token's top-k in rank order (moe_route);
+                             streamed decode with pilot prefetch: row 1 is the pilot's guess for the next layer */
+    float *moe_w_dev;     /* (max(n_batch, 2), n_expert_used) their router weights */
     int32_t *moe_tok_dev; /* (n_batch * n_expert_used) device copy of moe_tok (gather_rows) */
     int32_t *moe_row_dev; /* (n_batch, n_expert_used) device copy of moe_row (moe_combine) */
     const void **moe_tab_dev; /* (EXPERT_PROJ_COUNT, n_expert) streamed mode: the expert tables of the pass
                                  being run (backend addresses of the fetched slots), copied from moe_tab_host */
-    float *pilot_h;       /* (n_batch, n_embd) pilot probe: the residual through the target's norm */
-    float *pilot_r;       /* (n_batch, n_expert) pilot probe router logits */
+    float *pilot_h;       /* (n_batch, n_embd) pilot probe or prefetch: the residual through the target's norm */
+    float *pilot_r;       /* (n_batch, n_expert) pilot probe or prefetch: the target's router logits */
 
     /* host memory */
     int32_t *pos_host;    /* (2, n_batch) backend host memory: the chunk's positions, then its ids */
     float *router_host;   /* (n_batch, n_expert) host copy of router logits */
     float *pilot_host;    /* (n_batch, n_expert) host copy */
-    int32_t *moe_ids;     /* (n_batch, n_expert_used) backend host memory: copy of moe_ids_dev (grouping, the cache, hooks) */
+    int32_t *moe_ids;     /* (max(n_batch, 2), n_expert_used) backend host memory: copy of moe_ids_dev (grouping, the cache, hooks) */
     int32_t *moe_row;     /* (n_batch, n_expert_used) row of exp_out holding (token, rank)'s expert output */
     int32_t *moe_tok;     /* (n_batch * n_expert_used) tokens, grouped by expert in moe_order, ascending within */
     int32_t *moe_order;   /* (n_expert) the chunk's distinct experts, by first appearance in (token, rank) order */
@@ -104,6 +105,11 @@ struct ts_session {
     expert_cache_pass moe_held; /* streamed decode: the last layer's pass, its slots pinned until the stream
                                    has run its kernels (released at the next sync: ts_forward_moe_release) */
     int32_t moe_held_l;   /* the layer of moe_held; -1: none held */
+    /* pilot prefetch (streamed experts in backend slots, ts_session_opts.pilot_prefetch) */
+    bool prefetch;        /* on for this session */
+    ts_stream *copy_st;   /* the prefetches' copies, overlapped with the compute stream's work */
+    expert_cache_pass pf_pass; /* the last prefetch: its slots pinned until the layer's fetch */
+    int32_t pf_l;         /* the layer pf_pass warmed; -1: none */
     const void **moe_tab_host; /* (EXPERT_PROJ_COUNT, n_expert) backend host memory: moe_tab_dev's source; an entry
                                   is set for the experts of each fetch, the others are stale and never read */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */

@@ -164,22 +164,68 @@ static void release_held(ts_session *s) {
     s->moe_held_l = -1;
 }
 
+/* The last prefetch's copies are done (they had the layer's attention and
+ * routing to run in, so this rarely waits) and its slots unpinned: the
+ * layer's fetch may now use or evict them. */
+static ts_status settle_prefetch(ts_session *s) {
+    if (s->pf_l < 0) return TS_OK;
+    ts_status rc = s->be->ops->sync(s->copy_st);
+    expert_cache_release(s->model->ecache, s->pf_l, &s->pf_pass);
+    s->pf_l = -1;
+    return rc;
+}
+
 ts_status ts_forward_moe_release(ts_session *s) {
-    if (s->moe_held_l < 0 || s->capturing) return TS_OK;
+    if (s->capturing) return TS_OK;
+    ts_status rp = settle_prefetch(s);
+    if (s->moe_held_l < 0) return rp;
     ts_status rc = s->be->ops->sync(s->st);
     release_held(s);
-    return rc;
+    return rc != TS_OK ? rc : rp;
+}
+
+/* Pilot prefetch's target for streamed decode at MoE layer l: the next
+ * layer when it routes too, else -1 (no pilot runs). */
+static int prefetch_target(const ts_session *s, int l) {
+    const ts_model_desc *md = &s->model->desc;
+    return s->prefetch && l + 1 < md->hp.n_layer && md->layers[l + 1].moe ? l + 1 : -1;
 }
 
 ts_status ts_forward_moe_host(ts_session *s, int l) {
     const int K = s->model->desc.hp.n_expert_used;
-    s->be->ops->to_host(s->st, s->moe_ids, s->moe_ids_dev, sizeof(int32_t) * (size_t)K);
+    const int nl = prefetch_target(s, l);
+    /* the routed ids and, behind them, the pilot's guess for layer nl */
+    s->be->ops->to_host(s->st, s->moe_ids, s->moe_ids_dev, sizeof(int32_t) * (size_t)K * (nl >= 0 ? 2 : 1));
     release_held(s); /* the readback waited for the stream */
-    expert_cache_pass pass = {0};
-    ts_status rc = fetch_pass(s, l, s->moe_ids, K, &pass);
+    ts_status rc = settle_prefetch(s);
     if (rc != TS_OK) return rc;
+    expert_cache_pass pass = {0};
+    if ((rc = fetch_pass(s, l, s->moe_ids, K, &pass)) != TS_OK) return rc;
     s->moe_held = pass, s->moe_held_l = l;
+    if (nl >= 0) {
+        /* copies on their own stream, under this layer's experts and the
+         * next layer's attention */
+        if ((rc = expert_cache_prefetch_on(s->model->ecache, s->copy_st, nl, s->moe_ids + K, K, &s->pf_pass)) != TS_OK) return rc;
+        s->pf_l = nl;
+    }
     return TS_OK;
+}
+
+/* The prefetch pilot for streamed decode at layer l: layer l+1's router on
+ * this layer's post-attention residual through l+1's FFN norm (the pilot
+ * probe's NEXT guess, instruments.c), its top-k into row 1 of the routing
+ * buffers, where the host point's readback picks it up. */
+static void prefetch_pilot(ts_session *s, int l) {
+    const ts_model_desc *md = &s->model->desc;
+    const ts_backend_ops *op = s->be->ops;
+    const int nl = prefetch_target(s, l);
+    if (nl < 0) return;
+    const ts_layer *T = &md->layers[nl];
+    const int E = md->hp.n_embd, NE = md->hp.n_expert, K = md->hp.n_expert_used;
+    op->rmsnorm(s->st, s->x, T->ffn_norm, E, 1, md->hp.norm_eps, s->pilot_h);
+    const ts_mat *rw[1] = {&T->ffn_router};
+    op->matmul(s->st, 1, rw, &s->pilot_r, s->pilot_h, 1);
+    op->moe_route(s->st, s->pilot_r, 1, NE, K, md->hp.expert_norm, s->moe_ids_dev + K, s->moe_w_dev + K);
 }
 
 /* Streamed decode inside a recorded step: what was recorded so far is a
@@ -249,6 +295,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
         /* 2. decode: the top-k in rank order, one pass; the same products and
          * rank-order sum whether the tables are the cache's or a fetch's */
         if (!tables) {
+            prefetch_pilot(s, l);
             ts_status rc = host_point(s, l);
             if (rc != TS_OK) return rc;
         }
