@@ -299,18 +299,27 @@ PYEOF
         echo "router capture tiny-$m cpu vs cuda: $r"
     done
     # streamed experts on cuda (device slots at the top-k minimum, from
-    # pinned host memory and from the file): greedy ids equal resident's
+    # pinned host memory and from the file, pilot prefetch on and off):
+    # greedy and seeded ids equal resident's; with prefetch on, the end line
+    # must report prefetch copies (the guesses found work at 2 slots)
     for m in mixtral olmoe qwen2moe qwen3moe; do
         f=tests/fixtures/ref/tiny-$m-f32.gguf
-        a=$(timeout 60 "$CLI" run -m "$f" --backend cuda --expert-residency resident -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
-        ra=$?
-        r="PASS (greedy ids equal resident's, host and file tiers)"
-        for src in host file; do
-            b=$(timeout 60 "$CLI" run -m "$f" --backend cuda --expert-residency streamed --expert-cache-slots 2 --gpu-expert-source $src \
-                -p hello -n 16 --temperature 0 --show-ids 2>>"$OUT_DIR/cli.log")
-            rb=$?
-            echo "== tiny-$m-f32 streamed $src: rc=$rb: $b" >>"$OUT_DIR/cli.log"
-            if [ $ra != 0 ] || [ $rb != 0 ] || [ "$a" != "$b" ]; then r="FAIL ($src: resident rc=$ra, streamed rc=$rb)"; ALL_OK=0; fi
+        r="PASS (greedy and seeded ids equal resident's; host and file tiers, pilot prefetch on and off)"
+        for samp in "--temperature 0" "--temperature 1 --seed 7"; do
+            a=$(timeout 60 "$CLI" run -m "$f" --backend cuda --expert-residency resident -p hello -n 16 $samp --show-ids 2>>"$OUT_DIR/cli.log")
+            ra=$?
+            for src in host file; do
+                for pf in on off; do
+                    b=$(timeout 60 "$CLI" run -m "$f" --backend cuda --expert-residency streamed --expert-cache-slots 2 --gpu-expert-source $src \
+                        --pilot-prefetch $pf -p hello -n 16 $samp --show-ids 2>/tmp/pf-err.txt)
+                    rb=$?
+                    cat /tmp/pf-err.txt >>"$OUT_DIR/cli.log"
+                    echo "== tiny-$m-f32 streamed $src prefetch $pf ($samp): rc=$rb: $b" >>"$OUT_DIR/cli.log"
+                    if [ $ra != 0 ] || [ $rb != 0 ] || [ "$a" != "$b" ]; then r="FAIL ($src, prefetch $pf, $samp: resident rc=$ra, streamed rc=$rb)"; ALL_OK=0; fi
+                    if [ $pf = on ] && ! grep -q "pilot prefetch: [1-9]" /tmp/pf-err.txt; then r="FAIL ($src: no prefetch copies reported)"; ALL_OK=0; fi
+                    if [ $pf = off ] && grep -q "pilot prefetch:" /tmp/pf-err.txt; then r="FAIL ($src: prefetch off, yet copies reported)"; ALL_OK=0; fi
+                done
+            done
         done
         CLIRES+=("run tiny-$m-f32 streamed --backend cuda: $r")
         echo "run tiny-$m-f32 streamed --backend cuda: $r"
