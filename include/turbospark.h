@@ -457,6 +457,9 @@ typedef struct ts_session_opts {
      * the cache's hits, and so `analyze cache`'s replay, differ. Default on;
      * ignored without device slots. */
     bool pilot_prefetch;
+    /* how many of the pilot's guesses, most confident first, are copied
+     * (1..top-k); 0 = all top-k */
+    int32_t pilot_prefetch_depth;
 } ts_session_opts;
 
 ts_session_opts ts_session_opts_default(void);

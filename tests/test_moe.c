@@ -30,6 +30,7 @@ typedef struct mode {
     bool nocache;
     ts_expert_source source; /* HOST/FILE: the device path's backend slots, in host memory */
     bool no_prefetch;        /* backend slots: pilot prefetch off */
+    int32_t depth;           /* backend slots: the pilot's guesses copied (0: all top-k) */
 } mode;
 
 /* The file's top-k and expert count (0 when absent): slot counts are given
@@ -70,6 +71,7 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
     so.n_ctx = 128;
     so.kv_f32 = true;
     so.pilot_prefetch = !md->no_prefetch;
+    so.pilot_prefetch_depth = md->depth;
     if (ts_session_new(m, &so, &s) != TS_OK) { ts_model_free(m); return false; }
     sampler_params sp;
     sampler_params_default(&sp);
@@ -307,16 +309,17 @@ static void test_progress(const char *name, const char *path) {
 int main(void) {
     const char *models[] = {"tiny-qwen3moe-f32.gguf", "tiny-qwen2moe-f32.gguf", "tiny-mixtral-f32.gguf", "tiny-olmoe-f32.gguf"};
     const mode modes[] = {
-        {"resident", EXPERT_RESIDENCY_RESIDENT, 0, false, TS_EXPERT_SOURCE_AUTO, false},
-        {"streamed-min", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_AUTO, false},
-        {"streamed-large", EXPERT_RESIDENCY_STREAMED, -1, false, TS_EXPERT_SOURCE_AUTO, false},
-        {"streamed-min-nocache", EXPERT_RESIDENCY_STREAMED, 0, true, TS_EXPERT_SOURCE_AUTO, false},
-        {"mapped", EXPERT_RESIDENCY_MAPPED, 0, false, TS_EXPERT_SOURCE_AUTO, false},
+        {"resident", EXPERT_RESIDENCY_RESIDENT, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0},
+        {"streamed-min", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0},
+        {"streamed-large", EXPERT_RESIDENCY_STREAMED, -1, false, TS_EXPERT_SOURCE_AUTO, false, 0},
+        {"streamed-min-nocache", EXPERT_RESIDENCY_STREAMED, 0, true, TS_EXPERT_SOURCE_AUTO, false, 0},
+        {"mapped", EXPERT_RESIDENCY_MAPPED, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0},
         /* the device path's backend slots and copies, run in host memory */
-        {"streamed-min backend/host", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false},
-        {"streamed-min backend/file", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_FILE, false},
-        {"streamed-large backend/file nocache", EXPERT_RESIDENCY_STREAMED, -1, true, TS_EXPERT_SOURCE_FILE, false},
-        {"streamed-min backend/host no prefetch", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, true},
+        {"streamed-min backend/host", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false, 0},
+        {"streamed-min backend/file", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_FILE, false, 0},
+        {"streamed-large backend/file nocache", EXPERT_RESIDENCY_STREAMED, -1, true, TS_EXPERT_SOURCE_FILE, false, 0},
+        {"streamed-min backend/host no prefetch", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, true, 0},
+        {"streamed-min backend/host prefetch 1", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false, 1},
     };
     const int n_modes = (int)(sizeof modes / sizeof modes[0]);
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {

@@ -60,8 +60,12 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
         c->expert_given = true;
     } else if (!strcmp(a, "--pilot-prefetch")) {
         VAL();
-        if (strcmp(v, "on") && strcmp(v, "off")) return cli_error(cmd, "--pilot-prefetch %s: expected on or off", v), -1;
+        int64_t d = 0;
         c->no_prefetch = !strcmp(v, "off");
+        if (strcmp(v, "on") && !c->no_prefetch) {
+            if (!cli_parse_i64(cmd, a, v, 1, 64, &d)) return -1;
+        }
+        c->prefetch_depth = (int32_t)d;
     } else if (!strcmp(a, "--expert-policy")) {
         VAL();
         if (ts_cache_policy_parse(v, &c->mo.expert_policy) != TS_OK) return cli_error(cmd, "--expert-policy: %s", ts_last_error()), -1;
@@ -235,6 +239,7 @@ ts_session_opts cli_session_opts(const char *cmd, const cli_common *c, const cli
     so.n_threads = (int32_t)c->threads;
     so.precise = c->precise;
     so.pilot_prefetch = !c->no_prefetch;
+    so.pilot_prefetch_depth = c->prefetch_depth;
     so.instruments = ins;
     ts_model_info mi;
     ts_model_get_info(m->model, &mi);

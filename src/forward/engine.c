@@ -487,6 +487,11 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     if ((st = s->be->ops->stream_new(s->be, o.n_threads, &s->st)) != TS_OK) goto fail;
     s->prefetch = o.pilot_prefetch && m->ecache && expert_cache_backend_slots(m->ecache) &&
                   expert_cache_residency(m->ecache) == EXPERT_RESIDENCY_STREAMED;
+    if (o.pilot_prefetch_depth < 0) {
+        st = ts_fail(TS_ERR_ARG, "session: pilot prefetch depth %d", o.pilot_prefetch_depth);
+        goto fail;
+    }
+    s->prefetch_depth = o.pilot_prefetch_depth && o.pilot_prefetch_depth < hp->n_expert_used ? o.pilot_prefetch_depth : hp->n_expert_used;
     if (s->prefetch && (st = s->be->ops->stream_new(s->be, 1, &s->copy_st)) != TS_OK) goto fail;
     s->kv = ts_calloc((size_t)hp->n_layer, sizeof(ts_kv_layer));
     /* the backend's host memory (pinned on a GPU): the per-token upload is

@@ -107,6 +107,7 @@ struct ts_session {
     int32_t moe_held_l;   /* the layer of moe_held; -1: none held */
     /* pilot prefetch (streamed experts in backend slots, ts_session_opts.pilot_prefetch) */
     bool prefetch;        /* on for this session */
+    int32_t prefetch_depth; /* guesses copied per layer, 1..top-k */
     ts_stream *copy_st;   /* the prefetches' copies, overlapped with the compute stream's work */
     expert_cache_pass pf_pass; /* the last prefetch: its slots pinned until the layer's fetch */
     int32_t pf_l;         /* the layer pf_pass warmed; -1: none */

@@ -205,7 +205,8 @@ ts_status ts_forward_moe_host(ts_session *s, int l) {
     if (nl >= 0) {
         /* copies on their own stream, under this layer's experts and the
          * next layer's attention */
-        if ((rc = expert_cache_prefetch_on(s->model->ecache, s->copy_st, nl, s->moe_ids + K, K, &s->pf_pass)) != TS_OK) return rc;
+        if ((rc = expert_cache_prefetch_on(s->model->ecache, s->copy_st, nl, s->moe_ids + K, s->prefetch_depth, &s->pf_pass)) != TS_OK)
+            return rc;
         s->pf_l = nl;
     }
     return TS_OK;
