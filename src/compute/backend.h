@@ -184,6 +184,10 @@ typedef struct ts_backend_ops {
     ts_event *(*event_new)(ts_backend *be);
     void (*event_free)(ts_backend *be, ts_event *ev);
     void (*event_record)(ts_stream *st, ts_event *ev);
+    /* st's later ops wait until ev, recorded on another stream, has passed;
+     * the host does not wait (a backend whose streams run on the caller's
+     * thread has nothing to do) */
+    void (*event_wait)(ts_stream *st, ts_event *ev);
     /* Seconds from a to b, both recorded (waits for b). */
     double (*event_elapsed)(ts_event *a, ts_event *b);
 

@@ -214,6 +214,12 @@ static void cpu_event_record(ts_stream *st, ts_event *ev) {
 
 static double cpu_event_elapsed(ts_event *a, ts_event *b) { return b->t - a->t; }
 
+/* A CPU stream's ops have run by the time they return. */
+static void cpu_event_wait(ts_stream *st, ts_event *ev) {
+    (void)st;
+    (void)ev;
+}
+
 /* ---- per-thread kernel scratch (matmul + attention own it) ----
  * One 64-byte aligned slot per thread, used by one op at a time: the prefill
  * GEMM's weight panels (ts_gemm_scratch_bytes) and the tiled attention's
@@ -918,6 +924,7 @@ static const ts_backend_ops cpu_ops = {
     .event_new = cpu_event_new,
     .event_free = cpu_event_free,
     .event_record = cpu_event_record,
+    .event_wait = cpu_event_wait,
     .event_elapsed = cpu_event_elapsed,
     .embed = cpu_embed,
     .matmul = cpu_matmul,

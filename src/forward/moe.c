@@ -203,8 +203,11 @@ ts_status ts_forward_moe_host(ts_session *s, int l) {
     if ((rc = fetch_pass(s, l, s->moe_ids, K, &pass)) != TS_OK) return rc;
     s->moe_held = pass, s->moe_held_l = l;
     if (nl >= 0) {
-        /* copies on their own stream, under this layer's experts and the
-         * next layer's attention */
+        /* copies on their own stream, after this layer's own misses (the
+         * copies its experts wait for get the bus first), under its experts
+         * and the next layer's attention */
+        s->be->ops->event_record(s->st, s->demand_ev);
+        s->be->ops->event_wait(s->copy_st, s->demand_ev);
         if ((rc = expert_cache_prefetch_on(s->model->ecache, s->copy_st, nl, s->moe_ids + K, s->prefetch_depth, &s->pf_pass)) != TS_OK)
             return rc;
         s->pf_l = nl;

@@ -570,6 +570,12 @@ static void cuda_event_record(ts_stream *st, ts_event *ev) {
     note_cuda(c, cudaEventRecord(ev->ev, c->s), "event record");
 }
 
+static void cuda_event_wait(ts_stream *st, ts_event *ev) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    note_cuda(c, cudaStreamWaitEvent(c->s, ev->ev, 0), "stream wait");
+}
+
 static double cuda_event_elapsed(ts_event *a, ts_event *b) {
     float ms = 0;
     if (cudaEventSynchronize(b->ev) != cudaSuccess || cudaEventElapsedTime(&ms, a->ev, b->ev) != cudaSuccess) {
@@ -1154,6 +1160,7 @@ static const ts_backend_ops cuda_ops = {
     .event_new = cuda_event_new,
     .event_free = cuda_event_free,
     .event_record = cuda_event_record,
+    .event_wait = cuda_event_wait,
     .event_elapsed = cuda_event_elapsed,
     .embed = cuda_embed,
     .matmul = cuda_matmul,
