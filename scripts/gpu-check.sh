@@ -298,6 +298,21 @@ PYEOF
         CLIRES+=("router capture tiny-$m cpu vs cuda: $r")
         echo "router capture tiny-$m cpu vs cuda: $r"
     done
+    # the FFN census of a greedy run: cpu and cuda within float tolerance
+    # (scripts/ffn_census_agree.py: shapes and counts equal, masses close);
+    # dense FFNs and qwen2moe's shared expert
+    for m in qwen3 gemma3 qwen2moe; do
+        f=tests/fixtures/ref/tiny-$m-f32.gguf
+        for be in cpu cuda; do
+            TURBOSPARK_FFN_HIST="/tmp/ffn-$m-$be.json" timeout 60 "$CLI" run -m "$f" --backend $be -p "the census" -n 16 --temperature 0 \
+                >"/tmp/ffn-$m-$be.txt" 2>>"$OUT_DIR/cli.log"
+        done
+        r=$(python3 scripts/ffn_census_agree.py "/tmp/ffn-$m-cpu.json" "/tmp/ffn-$m-cuda.json" 2>&1)
+        cmp -s "/tmp/ffn-$m-cpu.txt" "/tmp/ffn-$m-cuda.txt" || r="$r; greedy text differs"
+        case $r in PASS*) case $r in *differs*) ALL_OK=0 ;; esac ;; *) ALL_OK=0 ;; esac
+        CLIRES+=("ffn census tiny-$m cpu vs cuda: $r")
+        echo "ffn census tiny-$m cpu vs cuda: $r"
+    done
     # streamed experts on cuda (device slots at the top-k minimum, from
     # pinned host memory and from the file, pilot prefetch on and off):
     # greedy and seeded ids equal resident's; with prefetch on, the end line

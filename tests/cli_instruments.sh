@@ -98,6 +98,22 @@ for l in range(d["num_layers"]):
     assert sum(d["hist_count"][l]) == d["decode_passes"] * d["inter"]
 PY
 "$cli" analyze ffn "$tmp/c.json" | grep -q '^verdict:' && ok || bad "analyze ffn"
+# the CPU-vs-GPU census comparison (gpu-check.sh) on captures it must accept
+# (two identical runs) and refuse (one neuron's mass off by 1%; a capture
+# with nothing tapped)
+env TURBOSPARK_FFN_HIST="$tmp/c2.json" "$cli" run -m "$DENSE" --prompt "a census" --max-new 12 --seed 2 >/dev/null 2>&1
+python3 "$(dirname "$0")/../scripts/ffn_census_agree.py" "$tmp/c.json" "$tmp/c2.json" | grep -q '^PASS' && ok || bad "ffn_census_agree: equal runs"
+python3 - "$tmp/c.json" "$tmp/c3.json" "$tmp/c4.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+l = [i for i, t in enumerate(d["tapped"]) if t][0]
+d["mass"][l][max(range(d["inter"]), key=lambda i: d["mass"][l][i])] *= 1.01
+json.dump(d, open(sys.argv[2], "w"))
+d["tapped"] = [0] * d["num_layers"]
+json.dump(d, open(sys.argv[3], "w"))
+PY
+python3 "$(dirname "$0")/../scripts/ffn_census_agree.py" "$tmp/c.json" "$tmp/c3.json" | grep -q '^FAIL' && ok || bad "ffn_census_agree: a perturbed neuron passed"
+python3 "$(dirname "$0")/../scripts/ffn_census_agree.py" "$tmp/c4.json" "$tmp/c4.json" | grep -q '^FAIL (degenerate' && ok || bad "ffn_census_agree: an empty capture passed"
 
 # phases: rows add up to the total
 env TURBOSPARK_PHASES=1 "$cli" run -m "$MOE" --prompt "phases" --max-new 8 >/dev/null 2>"$tmp/e"
