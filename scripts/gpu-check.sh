@@ -8,6 +8,7 @@
 #
 #   scripts/gpu-check.sh                 # the whole check, budgeted to ~7.5 min
 #   GPU_CHECK_SKIP_BENCH=1 ...           # tests only
+#   GPU_CHECK_SKIP_SAN=1 ...             # no compute-sanitizer runs (the summary says "skipped"): a quick recheck
 #   GPU_CHECK_ONLY_BUILD=1 ...           # the build (deps unpacked), nothing run: for a call that benchmarks
 #   GPU_CHECK_FULL=0 ...                 # build just the kernels (no engine, CLI or backend test)
 #   GPU_CHECK_BUDGET_S=420 GPU_CHECK_JOBS=16 GPU_CHECK_BUILD=build-cuda
@@ -201,7 +202,10 @@ echo "== compute-sanitizer (small shapes, in parallel)"
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 declare -A SRES
 : >"$OUT_DIR/sanitizer.log"
-if [ -z "$SAN" ]; then
+if [ "${GPU_CHECK_SKIP_SAN:-0}" = 1 ]; then
+    echo "compute-sanitizer: skipped (GPU_CHECK_SKIP_SAN=1)" | tee -a "$OUT_DIR/sanitizer.log"
+    for t in $TESTS; do SRES[$(basename "$t").memcheck]=skipped; SRES[$(basename "$t").racecheck]=skipped; done
+elif [ -z "$SAN" ]; then
     echo "compute-sanitizer: not found" | tee -a "$OUT_DIR/sanitizer.log"
 else
     tmp=$(mktemp -d)
