@@ -188,6 +188,9 @@ typedef struct ts_backend_ops {
      * the host does not wait (a backend whose streams run on the caller's
      * thread has nothing to do) */
     void (*event_wait)(ts_stream *st, ts_event *ev);
+    /* The host waits until ev has passed (cheaper than sync: no error
+     * check; a failure shows at the stream's next sync). */
+    ts_status (*event_sync)(ts_backend *be, ts_event *ev);
     /* Seconds from a to b, both recorded (waits for b). */
     double (*event_elapsed)(ts_event *a, ts_event *b);
 

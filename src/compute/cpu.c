@@ -220,6 +220,12 @@ static void cpu_event_wait(ts_stream *st, ts_event *ev) {
     (void)ev;
 }
 
+static ts_status cpu_event_sync(ts_backend *be, ts_event *ev) {
+    (void)be;
+    (void)ev;
+    return TS_OK;
+}
+
 /* ---- per-thread kernel scratch (matmul + attention own it) ----
  * One 64-byte aligned slot per thread, used by one op at a time: the prefill
  * GEMM's weight panels (ts_gemm_scratch_bytes) and the tiled attention's
@@ -925,6 +931,7 @@ static const ts_backend_ops cpu_ops = {
     .event_free = cpu_event_free,
     .event_record = cpu_event_record,
     .event_wait = cpu_event_wait,
+    .event_sync = cpu_event_sync,
     .event_elapsed = cpu_event_elapsed,
     .embed = cpu_embed,
     .matmul = cpu_matmul,

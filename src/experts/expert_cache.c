@@ -1096,8 +1096,8 @@ void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pas
     pthread_mutex_unlock(&c->mu);
 }
 
-ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, int32_t block, const int32_t *ids, int32_t k,
-                                   expert_cache_pass *pass) {
+ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, struct ts_event *after, struct ts_event *done,
+                                   int32_t block, const int32_t *ids, int32_t k, expert_cache_pass *pass) {
     memset(pass, 0, sizeof *pass);
     const int32_t moe = moe_of(c, block);
     if (moe < 0) return ts_fail(TS_ERR_ARG, "expert cache: prefetch on blk.%d, not an MoE layer", block);
@@ -1125,6 +1125,7 @@ ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, int3
         if (n && (st = expert_io_submit(c->io, c->req, n)) == TS_OK) st = expert_io_wait(c->io);
     }
     uint64_t up = 0;
+    if (after && plan.n_miss) op->event_wait(strm, after);
     for (int32_t i = 0; i < k && st == TS_OK; i++) {
         if (plan.hit[i]) continue;
         uint64_t pos[EXPERT_PROJ_COUNT];
@@ -1137,6 +1138,7 @@ ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, int3
         pass->plan.evicted[nc] = plan.evicted[i];
         nc++;
     }
+    if (nc && done) op->event_record(strm, done);
     /* the staging is the next fetch's: its copies must be done */
     if (st == TS_OK && nc && c->source == EXPERT_SOURCE_FILE) st = op->sync(strm);
     if (st != TS_OK) {

@@ -213,15 +213,19 @@ ts_status expert_cache_fetch_on(expert_cache *c, struct ts_stream *st, int32_t b
 /* Pilot prefetch (backend slots): warms block's slots with the experts
  * ids[0..k) a pilot guesses its next pass will ask for. Each one not in a
  * slot is copied on strm into a victim the policy picks (never a pinned
- * slot), and placed there without a use (cache_prefetch_commit). The copied
- * slots are pinned in *pass (pass->plan.k of them; none when every victim is
- * pinned elsewhere, which is not an error: a guess never waits). The caller
- * waits for strm and releases the pass before its next fetch on block; that
- * fetch then counts each copy saved (asked for) or wasted. The file tier
- * reads and syncs strm under the lock (its staging is shared). Output never
- * depends on it: a slot holds exactly its expert's bytes either way. */
-ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, int32_t block, const int32_t *ids, int32_t k,
-                                   expert_cache_pass *pass);
+ * slot), and placed there without a use (cache_prefetch_commit). When any
+ * copy is made, strm first waits for `after` (an event the caller recorded
+ * on another stream; may be NULL), and `done` is recorded on strm after the
+ * copies. The copied slots are pinned in *pass (pass->plan.k of them; none
+ * when nothing needed copying or every victim is pinned elsewhere, which is
+ * not an error: a guess never waits). The caller waits for `done` and
+ * releases the pass before its next fetch on block; that fetch then counts
+ * each copy saved (asked for) or wasted. The file tier reads and syncs strm
+ * under the lock (its staging is shared). Output never depends on it: a
+ * slot holds exactly its expert's bytes either way. */
+struct ts_event;
+ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, struct ts_event *after, struct ts_event *done,
+                                   int32_t block, const int32_t *ids, int32_t k, expert_cache_pass *pass);
 /* The slots are backend memory filled through a stream (fetch_on). */
 bool expert_cache_backend_slots(const expert_cache *c);
 /* Resident and mapped modes: every expert addressable by id. tab[p] (backend

@@ -493,7 +493,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     }
     s->prefetch_depth = o.pilot_prefetch_depth && o.pilot_prefetch_depth < hp->n_expert_used ? o.pilot_prefetch_depth : hp->n_expert_used;
     if (s->prefetch && (st = s->be->ops->stream_new(s->be, 1, &s->copy_st)) != TS_OK) goto fail;
-    if (s->prefetch && !(s->demand_ev = s->be->ops->event_new(s->be))) {
+    if (s->prefetch && (!(s->demand_ev = s->be->ops->event_new(s->be)) || !(s->pf_done_ev = s->be->ops->event_new(s->be)))) {
         st = TS_ERR_NOMEM;
         goto fail;
     }
@@ -564,6 +564,7 @@ void ts_session_free(ts_session *s) {
     if (s->st) s->be->ops->stream_free(s->st);
     if (s->copy_st) s->be->ops->stream_free(s->copy_st);
     if (s->demand_ev) s->be->ops->event_free(s->be, s->demand_ev);
+    if (s->pf_done_ev) s->be->ops->event_free(s->be, s->pf_done_ev);
     ts_diag_free(s->diag, s->be);
     sampler_free(s->smp);
     free(s->kv);

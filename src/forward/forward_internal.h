@@ -111,6 +111,8 @@ struct ts_session {
     ts_stream *copy_st;   /* the prefetches' copies, overlapped with the compute stream's work */
     ts_event *demand_ev;  /* recorded on st after a layer's own misses: the prefetch's copies start after it,
                              so they never share the bus with the copies the layer is waiting for */
+    ts_event *pf_done_ev; /* recorded on copy_st after a prefetch's copies */
+    bool pf_unsynced;     /* copies went on copy_st since its last sync (errors show there) */
     expert_cache_pass pf_pass; /* the last prefetch: its slots pinned until the layer's fetch */
     int32_t pf_l;         /* the layer pf_pass warmed; -1: none */
     const void **moe_tab_host; /* (EXPERT_PROJ_COUNT, n_expert) backend host memory: moe_tab_dev's source; an entry

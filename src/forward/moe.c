@@ -169,7 +169,7 @@ static void release_held(ts_session *s) {
  * layer's fetch may now use or evict them. */
 static ts_status settle_prefetch(ts_session *s) {
     if (s->pf_l < 0) return TS_OK;
-    ts_status rc = s->be->ops->sync(s->copy_st);
+    ts_status rc = s->pf_pass.plan.k ? s->be->ops->event_sync(s->be, s->pf_done_ev) : TS_OK;
     expert_cache_release(s->model->ecache, s->pf_l, &s->pf_pass);
     s->pf_l = -1;
     return rc;
@@ -178,6 +178,12 @@ static ts_status settle_prefetch(ts_session *s) {
 ts_status ts_forward_moe_release(ts_session *s) {
     if (s->capturing) return TS_OK;
     ts_status rp = settle_prefetch(s);
+    if (s->pf_unsynced) {
+        /* once a chunk: a copy that failed on the device shows here */
+        ts_status rs = s->be->ops->sync(s->copy_st);
+        s->pf_unsynced = false;
+        if (rp == TS_OK) rp = rs;
+    }
     if (s->moe_held_l < 0) return rp;
     ts_status rc = s->be->ops->sync(s->st);
     release_held(s);
@@ -207,10 +213,11 @@ ts_status ts_forward_moe_host(ts_session *s, int l) {
          * copies its experts wait for get the bus first), under its experts
          * and the next layer's attention */
         s->be->ops->event_record(s->st, s->demand_ev);
-        s->be->ops->event_wait(s->copy_st, s->demand_ev);
-        if ((rc = expert_cache_prefetch_on(s->model->ecache, s->copy_st, nl, s->moe_ids + K, s->prefetch_depth, &s->pf_pass)) != TS_OK)
+        if ((rc = expert_cache_prefetch_on(s->model->ecache, s->copy_st, s->demand_ev, s->pf_done_ev, nl, s->moe_ids + K,
+                                           s->prefetch_depth, &s->pf_pass)) != TS_OK)
             return rc;
         s->pf_l = nl;
+        s->pf_unsynced |= s->pf_pass.plan.k > 0;
     }
     return TS_OK;
 }

@@ -576,6 +576,12 @@ static void cuda_event_wait(ts_stream *st, ts_event *ev) {
     note_cuda(c, cudaStreamWaitEvent(c->s, ev->ev, 0), "stream wait");
 }
 
+static ts_status cuda_event_sync(ts_backend *be, ts_event *ev) {
+    cudaError_t e = use_device(cbe(be)->device);
+    if (e == cudaSuccess) e = cudaEventSynchronize(ev->ev);
+    return e == cudaSuccess ? TS_OK : cuda_err(e, "cudaEventSynchronize");
+}
+
 static double cuda_event_elapsed(ts_event *a, ts_event *b) {
     float ms = 0;
     if (cudaEventSynchronize(b->ev) != cudaSuccess || cudaEventElapsedTime(&ms, a->ev, b->ev) != cudaSuccess) {
@@ -1161,6 +1167,7 @@ static const ts_backend_ops cuda_ops = {
     .event_free = cuda_event_free,
     .event_record = cuda_event_record,
     .event_wait = cuda_event_wait,
+    .event_sync = cuda_event_sync,
     .event_elapsed = cuda_event_elapsed,
     .embed = cuda_embed,
     .matmul = cuda_matmul,
