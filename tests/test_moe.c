@@ -109,6 +109,15 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
         CHECKF(pf ? (md->slots != 0 || st.prefetch_copies > 0) : st.prefetch_copies == 0, "%s [%s]: %llu prefetch copies", path,
                md->name, (unsigned long long)st.prefetch_copies);
         if (md->source != TS_EXPERT_SOURCE_AUTO) expert_cache_format_end(ec, 0, start_line, 512);
+        /* with backend slots the pilot is folded into each MoE layer's
+         * routing (engine.c, fold_pilot_routers): every layer but the last
+         * carries the next one's folded router, and the stats above (equal
+         * to the unfolded pilot's when it was written) come from it */
+        const ts_model_desc *dsc = ts_model_desc_of(m);
+        int folded = 0;
+        for (int l = 0; l + 1 < dsc->hp.n_layer; l++) folded += dsc->layers[l].pilot_router.data != NULL;
+        const bool want = md->source != TS_EXPERT_SOURCE_AUTO && md->res == EXPERT_RESIDENCY_STREAMED;
+        CHECKF(folded == (want ? dsc->hp.n_layer - 1 : 0), "%s [%s]: %d layers with a folded pilot", path, md->name, folded);
     }
     sampler_free(smp);
     ts_session_free(s);

@@ -1,6 +1,7 @@
 /* Model and session lifetime: loading onto a backend, binding the weights,
  * sizing the one arena per session, chunking evals into forward passes, the
  * step API and timings. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,49 @@ static ts_status bind_table(ts_model *m, float **tab, int64_t n, progress *pr) {
     return st;
 }
 
+/* The prefetch pilot of streamed decode (moe.c) runs layer l+1's router on
+ * layer l's residual through l+1's FFN norm. RMSNorm's weight is a diagonal
+ * after the same x / rms(x), so
+ *   R[l+1] . (xhat * w[l+1]) = (R[l+1] diag(w[l+1] / w[l])) . (xhat * w[l])
+ * and the right side's input is the xb layer l's router reads anyway: the
+ * pilot becomes a second matrix of the router's own matmul, with no norm or
+ * launch of its own. Columns where |w[l]| is below 1e-6 of its largest are
+ * left out (the guess ignores that dimension; a guess never changes output).
+ * Built for F32 routers without bias when streamed experts may use device
+ * slots (a device backend, or backend slots asked for); the matrices are
+ * the desc's own allocations, bound like every weight. */
+static ts_status fold_pilot_routers(ts_model *m, const ts_model_opts *o) {
+    ts_model_desc *md = &m->desc;
+    const int64_t E = md->hp.n_embd, NE = md->hp.n_expert;
+    if (!md->has_moe || (m->be->host_memory && o->expert_source == TS_EXPERT_SOURCE_AUTO) ||
+        o->expert_residency == TS_EXPERTS_RESIDENT || o->expert_residency == TS_EXPERTS_MAPPED)
+        return TS_OK;
+    for (int l = 0; l + 1 < md->hp.n_layer; l++) {
+        ts_layer *L = &md->layers[l], *N = &md->layers[l + 1];
+        if (!L->moe || !N->moe || N->ffn_router.type != TS_TYPE_F32 || N->ffn_router.bias || !L->ffn_norm || !N->ffn_norm) continue;
+        float *p = ts_malloc(sizeof(float) * (size_t)(NE * E));
+        float **list = p ? ts_realloc(md->owned, sizeof(float *) * (size_t)(md->n_owned + 1)) : NULL;
+        if (!p || !list) {
+            free(p);
+            return TS_ERR_NOMEM;
+        }
+        md->owned = list;
+        md->owned[md->n_owned++] = p;
+        float big = 0;
+        for (int64_t i = 0; i < E; i++) big = fabsf(L->ffn_norm[i]) > big ? fabsf(L->ffn_norm[i]) : big;
+        for (int64_t e = 0; e < NE; e++) {
+            const float *r = (const float *)((const uint8_t *)N->ffn_router.data + (uint64_t)e * N->ffn_router.row_bytes);
+            for (int64_t i = 0; i < E; i++) {
+                const float w = L->ffn_norm[i];
+                p[e * E + i] = fabsf(w) > 1e-6f * big ? r[i] * (N->ffn_norm[i] / w) : 0.0f;
+            }
+        }
+        L->pilot_router = (ts_mat){.data = p, .type = TS_TYPE_F32, .n_in = E, .n_out = NE, .row_bytes = sizeof(float) * (uint64_t)E,
+                                   .name = "pilot_router"};
+    }
+    return TS_OK;
+}
+
 /* Every weight, vector and table the ops read goes through the backend. */
 static ts_status bind_weights(ts_model *m, progress *pr) {
     ts_model_desc *md = &m->desc;
@@ -151,7 +195,7 @@ static ts_status bind_weights(ts_model *m, progress *pr) {
     for (int l = 0; l < hp->n_layer; l++) {
         ts_layer *L = &md->layers[l];
         ts_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->ffn_router,
-                        &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_down_shexp, &L->ffn_gate_inp_shexp};
+                        &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_down_shexp, &L->ffn_gate_inp_shexp, &L->pilot_router};
         for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) B(bind_mat(m, ms[i], pr));
         B(bind_vec(m, &L->attn_norm, E, pr));
         B(bind_vec(m, &L->ffn_norm, E, pr));
@@ -217,6 +261,9 @@ ts_status ts_model_load_gguf(gguf_file *f, const ts_model_opts *opts, ts_model *
         if (!(m->desc.has_moe && is_expert_tensor(f->tensors[i].name))) pr.total += f->tensors[i].nbytes;
     if (m->desc.has_moe) pr.total += m->desc.emap.total_bytes;
     if (o.prefault && m->be->host_memory) prefault(m, &pr);
+    if ((st = fold_pilot_routers(m, &o)) != TS_OK) goto fail;
+    for (int l = 0; l < m->desc.hp.n_layer && !m->be->host_memory; l++)
+        if (m->desc.layers[l].pilot_router.data) pr.total += m->desc.layers[l].pilot_router.row_bytes * (uint64_t)m->desc.layers[l].pilot_router.n_out;
     if ((st = bind_weights(m, &pr)) != TS_OK) goto fail;
 
     if (m->desc.has_moe) {
@@ -419,7 +466,7 @@ static void layout(ts_session *s, carver *c) {
     s->ids_dev = carve(c, sizeof(int32_t) * B);
     if (s->model->desc.has_moe) {
         size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp, SF = (size_t)hp->n_ff_shexp, K = (size_t)hp->n_expert_used;
-        s->router = carve(c, sizeof(float) * B * NE);
+        s->router = carve(c, sizeof(float) * (B < 2 ? 2 : B) * NE); /* row 1: the folded pilot's logits */
         /* a prefill chunk gathers all its (token, rank) rows at once */
         s->exp_x = carve(c, sizeof(float) * B * K * E);
         s->exp_gate = carve(c, sizeof(float) * B * K * FE);

@@ -70,7 +70,7 @@ struct ts_session {
     int32_t *ids_dev;     /* (n_batch) token ids of the chunk (backend memory) */
 
     /* MoE (NULL for dense models) */
-    float *router;        /* (n_batch, n_expert) router logits */
+    float *router;        /* (max(n_batch, 2), n_expert) router logits; streamed decode: row 1 the folded pilot's */
     float *exp_x;         /* (n_batch * n_expert_used, n_embd) every (token, rank)'s input, gathered in expert order */
     float *exp_gate;      /* (n_batch * n_expert_used, n_ff_exp) every (token, rank)'s gate, then act(gate)*up, in
                              expert order; decode: the top-k experts' rows in rank order */

@@ -92,6 +92,9 @@ typedef struct ts_layer {
     const float *ffn_post_norm;  /* (n_embd) or NULL */
     bool moe;                    /* routed experts instead of ffn_gate/up/down */
     ts_mat ffn_router;           /* (n_expert, n_embd) ffn_gate_inp: router logits */
+    ts_mat pilot_router;         /* (n_expert, n_embd) F32 or unbound: the next layer's router with its FFN norm
+                                    over this one's folded in, so that on this layer's normed input it gives the
+                                    pilot's guess (engine.c, fold_pilot_routers) */
     ts_mat ffn_gate_shexp;       /* (n_ff_shexp, n_embd) or unbound */
     ts_mat ffn_up_shexp;         /* (n_ff_shexp, n_embd) */
     ts_mat ffn_down_shexp;       /* (n_embd, n_ff_shexp) */
