@@ -153,14 +153,8 @@ static ts_status fold_pilot_routers(ts_model *m, const ts_model_opts *o) {
     for (int l = 0; l + 1 < md->hp.n_layer; l++) {
         ts_layer *L = &md->layers[l], *N = &md->layers[l + 1];
         if (!L->moe || !N->moe || N->ffn_router.type != TS_TYPE_F32 || N->ffn_router.bias || !L->ffn_norm || !N->ffn_norm) continue;
-        float *p = ts_malloc(sizeof(float) * (size_t)(NE * E));
-        float **list = p ? ts_realloc(md->owned, sizeof(float *) * (size_t)(md->n_owned + 1)) : NULL;
-        if (!p || !list) {
-            free(p);
-            return TS_ERR_NOMEM;
-        }
-        md->owned = list;
-        md->owned[md->n_owned++] = p;
+        float *p = ts_model_desc_alloc(md, (size_t)(NE * E));
+        if (!p) return TS_ERR_NOMEM;
         float big = 0;
         for (int64_t i = 0; i < E; i++) big = fabsf(L->ffn_norm[i]) > big ? fabsf(L->ffn_norm[i]) : big;
         for (int64_t e = 0; e < NE; e++) {

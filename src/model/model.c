@@ -187,6 +187,18 @@ static ts_status bind_mat(const gguf_file *f, const char *name, int64_t n_in, in
     return TS_OK;
 }
 
+float *ts_model_desc_alloc(ts_model_desc *md, size_t n) {
+    float *c = ts_malloc(sizeof(float) * n);
+    float **list = c ? ts_realloc(md->owned, sizeof(float *) * (size_t)(md->n_owned + 1)) : NULL;
+    if (!c || !list) {
+        free(c);
+        return NULL;
+    }
+    md->owned = list;
+    md->owned[md->n_owned++] = c;
+    return c;
+}
+
 /* A vector as F32: in place when the file has F32, else an owned copy. */
 static ts_status bind_vec(ts_model_desc *md, const gguf_file *f, const char *name, int64_t n, bool required, const char *what,
                           const float **out) {
@@ -200,14 +212,8 @@ static ts_status bind_vec(ts_model_desc *md, const gguf_file *f, const char *nam
     }
     if (ts_type_get(t->type)->block_elems != 1 && n % ts_type_get(t->type)->block_elems)
         return ts_fail(TS_ERR_FORMAT, "%s: tensor '%s' is not whole %s blocks", f->path, name, ts_type_name(t->type));
-    float *c = ts_malloc(sizeof(float) * (size_t)n);
-    float **list = c ? ts_realloc(md->owned, sizeof(float *) * (size_t)(md->n_owned + 1)) : NULL;
-    if (!c || !list) {
-        free(c);
-        return TS_ERR_NOMEM;
-    }
-    md->owned = list;
-    md->owned[md->n_owned++] = c;
+    float *c = ts_model_desc_alloc(md, (size_t)n);
+    if (!c) return TS_ERR_NOMEM;
     ts_dequant_row(t->type, t->data, c, n);
     *out = c;
     return TS_OK;

@@ -115,9 +115,12 @@ typedef struct ts_model_desc {
     ts_rope rope_swa;         /* sliding layers (gemma3) */
     bool has_moe;             /* some layer routes experts; emap is built */
     expert_map emap;          /* where every expert's slices live in the file */
-    float **owned;            /* (n_owned) F32 copies of non-F32 vectors */
+    float **owned;            /* (n_owned) the desc's own F32 arrays: copies of non-F32 vectors, folded pilot routers */
     int n_owned;
 } ts_model_desc;
+
+/* n floats the desc owns (freed with it); NULL when out of memory. */
+float *ts_model_desc_alloc(ts_model_desc *md, size_t n);
 
 /* Reads the hyperparameters of f, checks the family is supported and binds
  * every tensor (pointers into f's mapping: f must outlive the description). */
