@@ -105,11 +105,23 @@ INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int N
     }
 }
 
+/* lanes 0..7 set where row base+lane < nr */
+static inline __m256i rmask8(int64_t nr, int base) {
+    int64_t k = nr - base;
+    int v = k < 0 ? 0 : k > 8 ? 8 : (int)k;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The micro-kernels take the lane group's row count, not its masks: a
+ * function with a 256-bit argument is one GCC leaves without vzeroupper, and
+ * the dirty upper state it returned made every legacy-SSE instruction after
+ * a GEMM slow (measured on a Zen 3 VM: SiLU's loop 7 -> 65 ns an element, the
+ * packer too; half of a 1.5B prefill's time). */
 #define AK_NT 2 /* tokens per micro-kernel call: 4*NT accumulators + 2 weights, 2 scales, 1 broadcast in 16 ymm */
 #define AK_FN(T, NSUB, DEPTH, NT)                                                                                \
     static void ak_##T##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, float *out,          \
-                              int64_t os, __m256i m0, __m256i m1, int first) {                                  \
-        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, out, os, m0, m1, first);                                         \
+                              int64_t os, int64_t nr, int first) {                                              \
+        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, out, os, rmask8(nr, 0), rmask8(nr, 8), first);                  \
     }
 #define AK_T(T, NSUB, DEPTH) AK_FN(T, NSUB, DEPTH, 1) AK_FN(T, NSUB, DEPTH, 2)
 AK_T(Q2_K, 16, 4)
@@ -117,17 +129,10 @@ AK_T(Q3_K, 16, 4)
 AK_T(Q4_K, 8, 8)
 AK_T(Q5_K, 8, 4)
 AK_T(Q6_K, 16, 2)
-typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, float *, int64_t, __m256i, __m256i, int);
+typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, float *, int64_t, int64_t, int);
 static const ak_fn ak_q2[AK_NT + 1] = {NULL, ak_Q2_K_1, ak_Q2_K_2}, ak_q3[AK_NT + 1] = {NULL, ak_Q3_K_1, ak_Q3_K_2},
                    ak_q4[AK_NT + 1] = {NULL, ak_Q4_K_1, ak_Q4_K_2}, ak_q5[AK_NT + 1] = {NULL, ak_Q5_K_1, ak_Q5_K_2},
                    ak_q6[AK_NT + 1] = {NULL, ak_Q6_K_1, ak_Q6_K_2};
-
-/* lanes 0..7 set where row base+lane < nr */
-static __m256i rmask8(int64_t nr, int base) {
-    int64_t k = nr - base;
-    int v = k < 0 ? 0 : k > 8 ? 8 : (int)k;
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
                   int64_t ncols, float *out, int64_t os, void *scratch) {
@@ -155,8 +160,7 @@ static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
                     for (int lg = 0; lg < 2; lg++) {
                         int64_t ru = nr - u * TS_GP_ROWS - 16 * lg;
                         if (ru <= 0) break;
-                        kf[nt](sp + u * unit, ns, lg, xr, out + c0 * os + r0 + u * TS_GP_ROWS + 16 * lg, os, rmask8(ru, 0),
-                               rmask8(ru, 8), s0 == 0);
+                        kf[nt](sp + u * unit, ns, lg, xr, out + c0 * os + r0 + u * TS_GP_ROWS + 16 * lg, os, ru, s0 == 0);
                     }
             }
         }
