@@ -127,23 +127,49 @@ int ts_kernels_set_isa(int isa) {
     return 0;
 }
 
+/* Every kernel call returns with the upper ymm/zmm state clean. The
+ * compilers end an AVX function with vzeroupper, except where their own
+ * analysis decides otherwise (a function with 256-bit arguments; some
+ * unoptimized or sanitized builds), and a dirty upper state makes every
+ * legacy-SSE instruction the caller runs next slow on some CPUs (10x on a
+ * Zen 3 VM). One vzeroupper per call here makes it hold by construction;
+ * test_quant checks it after every entry. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx"))) static void q_vzeroupper(void) { __builtin_ia32_vzeroupper(); }
+#define CLEAN_UPPER()                                \
+    do {                                             \
+        if (q_isa >= TS_ISA_AVX2) q_vzeroupper();    \
+    } while (0)
+#else
+#define CLEAN_UPPER() ((void)0)
+#endif
+
 /* Unsupported types are refused at model load (ts_type_supported); here they
  * produce zeros rather than touching memory whose layout is unknown. */
 void ts_dequant_row(ts_type type, const void *src, float *dst, int64_t n) {
     const ts_q_kernels *k = q_get();
-    if (type < TS_TYPE_COUNT && k->dequant[type]) k->dequant[type](src, dst, n);
-    else memset(dst, 0, (size_t)n * sizeof(float));
+    if (type < TS_TYPE_COUNT && k->dequant[type]) {
+        k->dequant[type](src, dst, n);
+        CLEAN_UPPER();
+    } else {
+        memset(dst, 0, (size_t)n * sizeof(float));
+    }
 }
 
 void ts_quantize_row(ts_type type, const float *src, void *dst, int64_t n) {
     const ts_q_kernels *k = q_get();
-    if (type < TS_TYPE_COUNT && k->quantize[type]) k->quantize[type](src, dst, n);
+    if (type < TS_TYPE_COUNT && k->quantize[type]) {
+        k->quantize[type](src, dst, n);
+        CLEAN_UPPER();
+    }
 }
 
 float ts_vec_dot(ts_type wtype, int64_t n, const void *w, const void *x) {
     const ts_q_kernels *k = q_get();
     if (wtype >= TS_TYPE_COUNT || !k->dot[wtype]) return 0;
-    return k->dot[wtype](n, w, x);
+    float v = k->dot[wtype](n, w, x);
+    CLEAN_UPPER();
+    return v;
 }
 
 void ts_vec_dot_rows(ts_type wtype, int64_t n, const void *w, uint64_t row_stride, int64_t nrows, const void *x,
@@ -151,11 +177,13 @@ void ts_vec_dot_rows(ts_type wtype, int64_t n, const void *w, uint64_t row_strid
     const ts_q_kernels *k = q_get();
     if (wtype < TS_TYPE_COUNT && k->rows[wtype] && nrows > 0) {
         k->rows[wtype](n, w, row_stride, nrows, x, out);
+        CLEAN_UPPER();
         return;
     }
     ts_q_dot_fn f = wtype < TS_TYPE_COUNT ? k->dot[wtype] : NULL;
     const uint8_t *p = w;
     for (int64_t r = 0; r < nrows; r++) out[r] = f ? f(n, p + r * row_stride, x) : 0.0f;
+    CLEAN_UPPER();
 }
 
 void ts_gemm_tile(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
@@ -165,6 +193,7 @@ void ts_gemm_tile(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, in
     ts_q_dotc_fn fc = wtype < TS_TYPE_COUNT ? k->dotc[wtype] : NULL;
     if (wtype < TS_TYPE_COUNT && k->tile[wtype]) {
         if (nrows > 0 && ncols > 0) k->tile[wtype](n, w, w_stride, nrows, x, x_stride, ncols, out, out_stride);
+        CLEAN_UPPER();
         return;
     }
     const uint8_t *pw = w, *px = x;
@@ -184,6 +213,7 @@ void ts_gemm_tile(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, in
             }
         }
     }
+    CLEAN_UPPER();
 }
 
 void ts_gemm(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, int64_t nrows, const void *x,
@@ -192,6 +222,7 @@ void ts_gemm(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, int64_t
     if (nrows <= 0 || ncols <= 0) return;
     if (wtype < TS_TYPE_COUNT && k->gemm[wtype]) {
         k->gemm[wtype](n, w, w_stride, nrows, x, x_stride, ncols, out, out_stride, scratch);
+        CLEAN_UPPER();
         return;
     }
     /* no panel kernel: row tiles that stay in cache while all columns pass */
