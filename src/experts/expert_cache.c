@@ -858,6 +858,20 @@ void expert_cache_free(expert_cache *c) {
 
 /* ------------------------------------------------------------ the pass */
 
+/* A failed read or copy: the victims' bytes are gone and the new ones
+ * incomplete, so the plan's miss slots are emptied and nothing is served
+ * from them. */
+static void empty_missed_slots(ec_layer *L, const cache_plan *plan) {
+    for (int32_t i = 0; i < plan->k; i++) {
+        if (plan->hit[i]) continue;
+        int32_t s = plan->slot[i], old = L->cl.slot_expert[s];
+        if (old >= 0) L->cl.expert_slot[old] = -1;
+        L->cl.slot_expert[s] = -1;
+        L->cl.slot_tick[s] = 0;
+        L->prefetched[s] = 0;
+    }
+}
+
 static ts_status begin_locked(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate, const void **up,
                               const void **down, expert_cache_pass *pass, bool avoid_busy) {
     if (c->pending)
@@ -988,16 +1002,7 @@ static ts_status end_locked(expert_cache *c, int32_t block, double *waited) {
         }
     }
     if (st) {
-        /* The victims' bytes are gone and the new ones incomplete: empty
-         * those slots so nothing is served from them. */
-        for (int32_t i = 0; i < plan->k; i++) {
-            if (plan->hit[i]) continue;
-            int32_t s = plan->slot[i], old = L->cl.slot_expert[s];
-            if (old >= 0) L->cl.expert_slot[old] = -1;
-            L->cl.slot_expert[s] = -1;
-            L->cl.slot_tick[s] = 0;
-            L->prefetched[s] = 0;
-        }
+        empty_missed_slots(L, plan);
         ts_error_prefix("expert cache: blk.%d: %s %d experts", block, c->dev_slots ? "copying" : "reading", plan->n_miss);
         return st;
     }
@@ -1142,14 +1147,7 @@ ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, stru
     /* the staging is the next fetch's: its copies must be done */
     if (st == TS_OK && nc && c->source == EXPERT_SOURCE_FILE) st = op->sync(strm);
     if (st != TS_OK) {
-        for (int32_t i = 0; i < k; i++) {
-            if (plan.hit[i]) continue;
-            int32_t s = plan.slot[i], old = L->cl.slot_expert[s];
-            if (old >= 0) L->cl.expert_slot[old] = -1;
-            L->cl.slot_expert[s] = -1;
-            L->cl.slot_tick[s] = 0;
-            L->prefetched[s] = 0;
-        }
+        empty_missed_slots(L, &plan);
         pthread_mutex_unlock(&c->mu);
         memset(pass, 0, sizeof *pass);
         ts_error_prefix("expert cache: prefetch on blk.%d", block);
