@@ -114,6 +114,9 @@ typedef struct ts_backend_opts {
     ts_backend_kind kind;
     int32_t n_threads; /* cpu: threads per session unless the session says; 0 = one per core */
     int32_t device;    /* cuda: device ordinal */
+    bool cuda_no_pdl;  /* cuda: launch each kernel only once its predecessor has finished, not while
+                          it drains (programmatic dependent launch; same results either way); default
+                          false, so a zeroed struct gets the faster launches */
 } ts_backend_opts;
 
 ts_backend_opts ts_backend_opts_default(void);

@@ -37,6 +37,7 @@ typedef struct cli_common {
     int64_t ctx;            /* -c / --ctx; 0 = the model's (or the command's own default) */
     bool precise;           /* --precise */
     ts_backend_kind backend;/* --backend cpu|cuda|auto */
+    bool no_pdl;            /* --cuda-pdl off */
     bool expert_given;      /* any --expert-* flag seen */
     bool no_prefetch;       /* --pilot-prefetch off */
     int32_t prefetch_depth; /* --pilot-prefetch N: the pilot's N best guesses; 0 = all top-k */
@@ -49,6 +50,7 @@ void cli_common_init(cli_common *c);
 int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *c);
 #define CLI_COMMON_USAGE                                                                               \
     "  common: -m MODEL  -t/--threads N  -c/--ctx N  --precise  --backend cpu|cuda|auto (default auto)\n" \
+    "          --cuda-pdl on|off (programmatic dependent launch; default on)\n"                          \
     "  MoE models: --expert-residency resident|streamed|mapped|auto (default auto)\n"                   \
     "              --expert-cache-slots N|auto  --expert-budget BYTES (e.g. 8G)  --expert-policy lfu|lru\n"     \
     "              --gpu-expert-budget BYTES|auto  --gpu-expert-source host|file|auto (--backend cuda)\n"     \

@@ -31,6 +31,10 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
         if (!cli_parse_i64(cmd, a, v, 1, 1 << 24, &c->ctx)) return -1;
     } else if (!strcmp(a, "--precise")) {
         c->precise = true;
+    } else if (!strcmp(a, "--cuda-pdl")) {
+        VAL();
+        if (strcmp(v, "on") && strcmp(v, "off")) return cli_error(cmd, "--cuda-pdl %s: expected on or off", v), -1;
+        c->no_pdl = !strcmp(v, "off");
     } else if (!strcmp(a, "--backend")) {
         VAL();
         if (ts_backend_kind_parse(v, &c->backend) != TS_OK) return cli_error(cmd, "--backend %s", ts_last_error()), -1;
@@ -177,6 +181,7 @@ bool cli_model_load(const char *cmd, const cli_common *c, cli_model *out) {
     ts_backend_opts bo = ts_backend_opts_default();
     bo.kind = c->backend;
     bo.n_threads = (int32_t)c->threads;
+    bo.cuda_no_pdl = c->no_pdl;
     if (ts_backend_new(&bo, &out->be) != TS_OK) return cli_error(cmd, "%s", ts_last_error()), false;
     if (ts_backend_kind_of(out->be) != TS_BACKEND_CPU) {
         char d[256];

@@ -139,7 +139,7 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
     ts_backend *be = NULL;
     /* made directly, not through ts_backend_new, so the CPU emulation
      * (tests/cuda/emu) can link this test against a CPU-only engine */
-    ts_status st = ts_backend_cuda_new(0, &be);
+    ts_status st = ts_backend_cuda_new(0, true, &be);
     CHECKF(st == TS_OK, "cuda backend: %s", ts_last_error());
     if (st != TS_OK) return;
     ts_model *mc = NULL, *mg = NULL;
@@ -232,11 +232,13 @@ done:
 
 /* 4 and 5 (header): rec records and replays, plain runs every step plainly. */
 static void check_replay(const char *name, const char *path) {
-    ts_backend *be = NULL;
-    if (ts_backend_cuda_new(0, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
-    ts_model *m = NULL;
-    ts_session *rec = NULL, *plain = NULL;
-    if (!load(path, be, &m)) goto done;
+    ts_backend *be = NULL, *be0 = NULL;
+    if (ts_backend_cuda_new(0, true, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
+    /* launches without programmatic dependent launch: the order PDL must keep */
+    if (ts_backend_cuda_new(0, false, &be0) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); ts_backend_free(be); return; }
+    ts_model *m = NULL, *m0 = NULL;
+    ts_session *rec = NULL, *plain = NULL, *serial = NULL;
+    if (!load(path, be, &m) || !load(path, be0, &m0)) goto done;
     {
         ts_session_opts so = ts_session_opts_default();
         so.n_ctx = 256;
@@ -244,27 +246,39 @@ static void check_replay(const char *name, const char *path) {
         ts_status st = ts_session_new(m, &so, &rec);
         CHECKF(st == TS_OK, "session: %s", ts_last_error());
         plain = session(m, false, 16);
-        if (st != TS_OK || !plain) goto done;
+        serial = session(m0, false, 16);
+        if (st != TS_OK || !plain || !serial) goto done;
         const int32_t V = ts_session_n_vocab(rec);
         int32_t prompt[5];
         for (int i = 0; i < 5; i++) prompt[i] = (int32_t)(tcu_u64() % (uint64_t)V);
 
-        /* 4: bit-identical logits, replayed or not */
-        float *lr, *lp;
-        int differ = 0, steps = 0;
-        bool ok = ts_session_eval(rec, prompt, 5, &lr) == TS_OK && ts_session_eval(plain, prompt, 5, &lp) == TS_OK;
+        /* 4: bit-identical logits, replayed or not, and with programmatic
+         * dependent launch or without (a kernel that read its predecessor's
+         * output before waiting would show here, though not every time) */
+        float *lr, *lp, *ls;
+        int differ = 0, differ0 = 0, steps = 0;
+        bool ok = ts_session_eval(rec, prompt, 5, &lr) == TS_OK && ts_session_eval(plain, prompt, 5, &lp) == TS_OK &&
+                  ts_session_eval(serial, prompt, 5, &ls) == TS_OK;
         CHECKF(ok, "%s: prompt: %s", name, ts_last_error());
+        if (ok) differ0 += memcmp(lp, ls, sizeof(float) * 5 * (size_t)V) != 0;
         for (int step = 0; ok && step < REPLAY_STEPS; step++) {
             int32_t id = ts_argmax(lp + (size_t)4 * (step == 0) * V, V);
-            ok = ts_session_eval(rec, &id, 1, &lr) == TS_OK && ts_session_eval(plain, &id, 1, &lp) == TS_OK;
+            ok = ts_session_eval(rec, &id, 1, &lr) == TS_OK && ts_session_eval(plain, &id, 1, &lp) == TS_OK &&
+                 ts_session_eval(serial, &id, 1, &ls) == TS_OK;
             CHECKF(ok, "%s: step %d: %s", name, step, ts_last_error());
             if (!ok) break;
             steps++;
             differ += memcmp(lr, lp, sizeof(float) * (size_t)V) != 0;
+            differ0 += memcmp(lr, ls, sizeof(float) * (size_t)V) != 0;
         }
         CHECKF(rec->rec == TS_REC_READY, "%s: the decode step was not recorded", name);
         CHECKF(steps == REPLAY_STEPS && differ == 0, "%s: replayed logits differ from plain ones at %d of %d steps", name, differ, steps);
-        printf("%-22s replay   %d steps after the recording, logits bit-identical at %d\n", name, steps, steps - differ);
+        CHECKF(steps == REPLAY_STEPS && differ0 == 0, "%s: logits with PDL differ from those without at %d of %d steps (+ prompt)", name,
+               differ0, steps);
+        printf("%-22s replay   %d steps after the recording, logits bit-identical at %d; without PDL at %d (+ prompt)\n", name, steps,
+               steps - differ, steps - differ0);
+        ts_session_free(serial);
+        serial = NULL;
 
         /* 5: the device draw equals the host draw */
         ts_sampler_params sp = ts_sampler_params_default();
@@ -302,8 +316,11 @@ static void check_replay(const char *name, const char *path) {
 done:
     ts_session_free(rec);
     ts_session_free(plain);
+    ts_session_free(serial);
     ts_model_free(m);
+    ts_model_free(m0);
     ts_backend_free(be);
+    ts_backend_free(be0);
 }
 
 #define STREAM_PROMPT 40
@@ -374,7 +391,7 @@ static bool stream_run(const char *path, ts_backend *be, ts_expert_residency res
  * counts as percentages of the experts (0: the top-k minimum). */
 static void check_streamed(const char *name, const char *path, const int *slot_pct, int n_pct, bool with_file) {
     ts_backend *be = NULL;
-    if (ts_backend_cuda_new(0, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
+    if (ts_backend_cuda_new(0, true, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
     ts_model_opts mo = ts_model_opts_default();
     mo.backend = be;
     ts_model *m = NULL;
@@ -413,7 +430,7 @@ done:
 /* A context that cannot fit: refused, saying what is free. */
 static void check_oom(const char *path) {
     ts_backend *be = NULL;
-    if (ts_backend_cuda_new(0, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
+    if (ts_backend_cuda_new(0, true, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
     ts_model *m = NULL;
     if (load(path, be, &m)) {
         ts_session_opts so = ts_session_opts_default();

@@ -156,6 +156,7 @@ TS_DEV bool token_range(const ts_cuda_attn &a, int t, int &lo, int &hi) {
 template <int HD>
 __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     attn_decode(const ts_cuda_attn a, int n_split, int split_len, int n_hchunk, float *part_ml, float *part_acc) {
+    ts_pdl_enter();
     typedef DecCfg<HD> C;
     __shared__ __align__(16) uint16_t Ks[C::WARPS][32 * C::KS];
     __shared__ __align__(16) float Qs[ATT_RW][HD];
@@ -240,6 +241,7 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
 /* One block per (token, head) row: merges the splits' states. */
 __global__ void __launch_bounds__(128)
     attn_combine(const float *ml, const float *acc, int n_split, int hd, float *out) {
+    ts_pdl_enter();
     __shared__ float w[ATT_MAX_SPLIT];
     __shared__ float red[4];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -277,6 +279,7 @@ template <int HD> struct PreCfg {
 };
 
 template <int HD> __global__ void __launch_bounds__(128) attn_prefill(const ts_cuda_attn a) {
+    ts_pdl_enter();
     typedef PreCfg<HD> C;
     __shared__ __align__(16) float Qs[C::BQ][HD];
     __shared__ __align__(16) uint16_t Ks[32 * C::KS];
@@ -391,7 +394,7 @@ template <int HD> size_t attn_scratch(const ts_cuda_attn *a) {
 template <int HD> ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes) {
     if (a->n_tok > TS_CUDA_MAX_DECODE_TOK) {
         const int bq = PreCfg<HD>::BQ;
-        attn_prefill<HD><<<dim3((unsigned)((a->n_tok + bq - 1) / bq), (unsigned)a->n_head), 128, 0, s>>>(*a);
+        ts_launch(&attn_prefill<HD>, dim3((unsigned)((a->n_tok + bq - 1) / bq), (unsigned)a->n_head), 128, 0, s)(*a);
         TS_CUDA_LAUNCHED("attention prefill");
         return TS_OK;
     }
@@ -408,10 +411,10 @@ template <int HD> ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, v
         acc = (float *)((uint8_t *)scratch + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
     }
     const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
-    attn_decode<HD><<<grid, DecCfg<HD>::WARPS * 32, 0, s>>>(*a, p.n_split, p.split_len, p.n_hchunk, ml, acc);
+    ts_launch(&attn_decode<HD>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, p.n_split, p.split_len, p.n_hchunk, ml, acc);
     TS_CUDA_LAUNCHED("attention decode");
     if (p.n_split > 1) {
-        attn_combine<<<(unsigned)(a->n_tok * a->n_head), 128, 0, s>>>(ml, acc, p.n_split, HD, a->out);
+        ts_launch(&attn_combine, (unsigned)(a->n_tok * a->n_head), 128, 0, s)(ml, acc, p.n_split, HD, a->out);
         TS_CUDA_LAUNCHED("attention combine");
     }
     return TS_OK;

@@ -57,11 +57,13 @@ typedef struct cuda_backend {
     char name[256];       /* cudaDeviceProp.name */
     int cc_major, cc_minor;
     size_t total_mem;     /* bytes of device memory */
+    bool pdl;             /* launches carry programmatic dependent launch (not ts_backend_opts.cuda_no_pdl) */
 } cuda_backend;
 
 typedef struct cuda_stream {
     ts_stream base;
     int device;
+    bool pdl;               /* the backend's pdl, set for the thread at every op's entry */
     cudaStream_t s;
     cublasHandle_t blas;
     ts_status err;          /* first failure since the last sync, TS_OK when none */
@@ -152,6 +154,7 @@ static void note_cuda(cuda_stream *c, cudaError_t e, const char *op) {
 /* Ops enqueue nothing once the stream has failed; sync reports the failure. */
 static bool live(cuda_stream *c) {
     if (c->err != TS_OK) return false;
+    ts_cuda_set_launch_pdl(c->pdl);
     note_cuda(c, use_device(c->device), "set device");
     return c->err == TS_OK;
 }
@@ -161,12 +164,14 @@ static bool live(cuda_stream *c) {
 /* ---- small kernels the op table splits differently from the fused ones ---- */
 
 __global__ void iota_kernel(int32_t *pos, int pos0, int n) {
+    ts_pdl_enter();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) pos[i] = pos0 + i;
 }
 
 /* cs (n_tok, half, 2) = cos/sin of the float32 angle pos[t] * freq[i], times mscale */
 __global__ void rope_table_kernel(const float *freq, int half, const int32_t *pos, int n_tok, float mscale, float *cs) {
+    ts_pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)n_tok * half) return;
     int t = (int)(i / half), j = (int)(i % half);
@@ -177,6 +182,7 @@ __global__ void rope_table_kernel(const float *freq, int half, const int32_t *po
 
 /* the CPU's rotation, without FMA contraction */
 __global__ void rope_kernel(float *x, int n_tok, int n_head, int head_dim, int half, const float *cs, int neox) {
+    ts_pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)n_tok * n_head * half) return;
     int j = (int)(i % half);
@@ -193,6 +199,7 @@ __global__ void rope_kernel(float *x, int n_tok, int n_head, int head_dim, int h
 /* k, v (n_tok, n_head_kv, hd) -> caches at positions pos[t] */
 __global__ void kv_store_kernel(void *kc, void *vc, const float *k, const float *v, int n_tok, int n_head_kv, int hd,
                                 int n_ctx, const int32_t *pos, int f16, unsigned *err) {
+    ts_pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)n_tok * n_head_kv * hd) return;
     int d = (int)(i % hd);
@@ -225,6 +232,7 @@ template <bool F16>
 __global__ void attn_generic_kernel(const float *q, const void *kc, const void *vc, float *out, int n_tok, int n_head,
                                     int n_head_kv, int hd, int n_ctx, const int32_t *posv, int window, float scale,
                                     unsigned *err) {
+    ts_pdl_enter();
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= n_tok * n_head) return;
@@ -419,6 +427,7 @@ static ts_status cuda_stream_new(ts_backend *be, int n_threads, ts_stream **out)
     c->base.be = be;
     c->base.n_threads = 1;
     c->device = cbe(be)->device;
+    c->pdl = cbe(be)->pdl;
     ts_status st = TS_OK;
     cudaError_t e;
     if ((e = use_device(c->device)) != cudaSuccess) st = cuda_err(e, "set device");
@@ -737,7 +746,7 @@ static void cuda_rope_table(ts_stream *st, const float *freq, int n_rot, const i
     if (!live(c)) return;
     int half = n_rot / 2;
     if (half < 1 || n_tok < 1) return;
-    rope_table_kernel<<<grid_1d((int64_t)n_tok * half, 256), 256, 0, c->s>>>(freq, half, pos, n_tok, mscale, cs);
+    ts_launch(&rope_table_kernel, grid_1d((int64_t)n_tok * half, 256), 256, 0, c->s)(freq, half, pos, n_tok, mscale, cs);
     note_cuda(c, cudaGetLastError(), "rope table");
 }
 
@@ -746,7 +755,7 @@ static void cuda_rope(ts_stream *st, float *x, int n_tok, int n_head, int head_d
     if (!live(c)) return;
     int half = n_rot / 2;
     if (half < 1 || n_tok < 1 || n_head < 1) return;
-    rope_kernel<<<grid_1d((int64_t)n_tok * n_head * half, 256), 256, 0, c->s>>>(x, n_tok, n_head, head_dim, half, cs,
+    ts_launch(&rope_kernel, grid_1d((int64_t)n_tok * n_head * half, 256), 256, 0, c->s)(x, n_tok, n_head, head_dim, half, cs,
                                                                                  mode == TS_ROPE_NEOX);
     note_cuda(c, cudaGetLastError(), "rope");
 }
@@ -756,7 +765,7 @@ static void cuda_rope(ts_stream *st, float *x, int n_tok, int n_head, int head_d
  * that gave none. */
 static const int32_t *desc_pos(cuda_stream *c, const ts_attn_desc *d) {
     if (d->pos) return d->pos;
-    iota_kernel<<<grid_1d(d->n_tok, 128), 128, 0, c->s>>>(c->pos, d->pos0, d->n_tok);
+    ts_launch(&iota_kernel, grid_1d(d->n_tok, 128), 128, 0, c->s)(c->pos, d->pos0, d->n_tok);
     note_cuda(c, cudaGetLastError(), "positions");
     return c->pos;
 }
@@ -775,7 +784,7 @@ static void cuda_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_de
     if (!live(c) || !desc_ok(c, d, "kv store")) return;
     const int32_t *pos = desc_pos(c, d);
     int64_t n = (int64_t)d->n_tok * d->n_head_kv * d->head_dim;
-    kv_store_kernel<<<grid_1d(n, 256), 256, 0, c->s>>>(kv->k, kv->v, k, v, d->n_tok, d->n_head_kv, d->head_dim, d->n_ctx, pos,
+    ts_launch(&kv_store_kernel, grid_1d(n, 256), 256, 0, c->s)(kv->k, kv->v, k, v, d->n_tok, d->n_head_kv, d->head_dim, d->n_ctx, pos,
                                                         d->kv_type == TS_TYPE_F16, c->err_dev);
     note_cuda(c, cudaGetLastError(), "kv store");
 }
@@ -812,10 +821,10 @@ static void cuda_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_d
     if (!fast) {
         int rows = d->n_tok * d->n_head;
         if (d->kv_type == TS_TYPE_F16)
-            attn_generic_kernel<true><<<grid_1d(rows, 4), 128, 0, c->s>>>(q, kv->k, kv->v, out, d->n_tok, d->n_head, d->n_head_kv,
+            ts_launch(&attn_generic_kernel<true>, grid_1d(rows, 4), 128, 0, c->s)(q, kv->k, kv->v, out, d->n_tok, d->n_head, d->n_head_kv,
                                                                            d->head_dim, d->n_ctx, pos, d->window, d->scale, c->err_dev);
         else
-            attn_generic_kernel<false><<<grid_1d(rows, 4), 128, 0, c->s>>>(q, kv->k, kv->v, out, d->n_tok, d->n_head, d->n_head_kv,
+            ts_launch(&attn_generic_kernel<false>, grid_1d(rows, 4), 128, 0, c->s)(q, kv->k, kv->v, out, d->n_tok, d->n_head, d->n_head_kv,
                                                                             d->head_dim, d->n_ctx, pos, d->window, d->scale, c->err_dev);
         note_cuda(c, cudaGetLastError(), "attention");
         return;
@@ -1199,7 +1208,7 @@ static const ts_backend_ops cuda_ops = {
     .sample = cuda_sample,
 };
 
-extern "C" ts_status ts_backend_cuda_new(int device, ts_backend **out) {
+extern "C" ts_status ts_backend_cuda_new(int device, bool pdl, ts_backend **out) {
     *out = NULL;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -1237,6 +1246,7 @@ extern "C" ts_status ts_backend_cuda_new(int device, ts_backend **out) {
     b->cc_major = p.major;
     b->cc_minor = p.minor;
     b->total_mem = p.totalGlobalMem;
+    b->pdl = pdl;
     *out = &b->base;
     return TS_OK;
 }

@@ -22,3 +22,12 @@ ts_status ts_cuda_sm_count(int *n) {
     TS_CUDA_CHECK(cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev));
     return TS_OK;
 }
+
+/* The calling thread's launch setting (cuda_common.cuh, "launches"): per
+ * host thread like the runtime's current device, so two backends with
+ * different options on different threads do not meet. */
+static thread_local bool launch_pdl = true;
+
+bool ts_cuda_launch_pdl(void) { return launch_pdl; }
+
+void ts_cuda_set_launch_pdl(bool on) { launch_pdl = on; }

@@ -194,6 +194,73 @@ TS_DEV int warp_sum_i(int v) {
 }
 #endif
 
+/* ---- launches: programmatic dependent launch (PDL) ----
+ *
+ * Why: a decode token is ~300 short kernels in one graph, each bound by
+ * latency (launch, block start, the first DRAM round trip), not by its work.
+ * With PDL (sm_90+) a kernel's blocks are launched while its predecessor in
+ * the stream drains; they run their prologue (address arithmetic, L2
+ * prefetch of weights, which nothing in a token writes) and wait in
+ * ts_pdl_enter until the predecessor has finished and its writes are
+ * visible. So every kernel launched through ts_launch must call
+ * ts_pdl_enter before it reads anything another kernel writes and before it
+ * writes anything: then each kernel completes only after its predecessor, and
+ * stream order holds transitively, as without PDL. Non-kernel nodes (copies,
+ * event waits, cuBLAS) keep full dependencies.
+ *
+ * Whether launches carry the attribute is the calling host thread's setting
+ * (ts_cuda_set_launch_pdl), as the current device is: the backend sets it
+ * from its options at every op's entry; default on. */
+#if defined(__CUDACC__) || defined(TS_CUDA_EMU)
+TS_DEV void ts_pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* An L2 prefetch of the 128-byte line at p (a hint: never changes results). */
+TS_DEV void ts_prefetch_l2(const void *p) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
+#endif
+
+#if defined(TS_CUDA_EMU)
+#define ts_launch emu::launch /* the emulation runs launches in order: PDL has nothing to do */
+#elif defined(__CUDACC__)
+bool ts_cuda_launch_pdl(void);
+
+template <typename... P> struct TsLaunch {
+    void (*k)(P...);
+    dim3 g, b;
+    size_t smem;
+    cudaStream_t s;
+    /* Errors surface through cudaGetLastError (TS_CUDA_LAUNCHED). */
+    template <typename... A> void operator()(A &&...args) const {
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = g;
+        cfg.blockDim = b;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = s;
+        cfg.attrs = at;
+        cfg.numAttrs = ts_cuda_launch_pdl() ? 1 : 0;
+        (void)cudaLaunchKernelEx(&cfg, k, static_cast<A &&>(args)...);
+    }
+};
+/* ts_launch(&kernel, grid, block, smem, stream)(args...): kernel<<<grid,
+ * block, smem, stream>>>(args...) with the PDL attribute when it is on. */
+template <typename... P> TsLaunch<P...> ts_launch(void (*k)(P...), dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) {
+    return TsLaunch<P...>{k, g, b, smem, s};
+}
+#endif
+
 /* Multiprocessors of the current device (cached per device id). */
 ts_status ts_cuda_sm_count(int *n);
 

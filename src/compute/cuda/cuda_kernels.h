@@ -55,6 +55,12 @@ typedef struct ts_cuda_mat {
 /* Number of CUDA devices (0 without a driver or device: *n = 0, TS_OK). */
 ts_status ts_cuda_device_count(int *n);
 
+/* Whether this host thread's kernel launches let a kernel start while its
+ * predecessor in the stream drains (programmatic dependent launch, sm_90+;
+ * cuda_common.cuh says how the kernels keep stream order). Per thread, like
+ * the current device; on by default. */
+void ts_cuda_set_launch_pdl(bool on);
+
 /* ---- 1. decode matrix-vector products ---------------------------------- */
 
 /* True when ts_cuda_matvec / ts_cuda_gemm / ts_cuda_dequant take this type:

@@ -21,6 +21,7 @@ inline unsigned ew_blocks(int64_t n) {
 
 __global__ void __launch_bounds__(EW_THREADS) act_mul_kernel(int act, const float *gate, const float *up, int64_t n,
                                                              float *out) {
+    ts_pdl_enter();
     for (int64_t i = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_THREADS) {
         const float g = gate[i], u = up[i];
         out[i] = act == TS_CUDA_ACT_SILU ? silu_mul(g, u) : gelu_mul(g, u);
@@ -29,6 +30,7 @@ __global__ void __launch_bounds__(EW_THREADS) act_mul_kernel(int act, const floa
 
 /* op: 0 add (x += y), 1 scale (x = a*y), 2 scale_add (x += a*y), 3 softcap (x = a*tanh(x/a)) */
 __global__ void __launch_bounds__(EW_THREADS) ew_kernel(int op, float *x, const float *y, float a, int64_t n) {
+    ts_pdl_enter();
     for (int64_t i = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_THREADS) {
         switch (op) {
         case 0: x[i] = fadd_rn(x[i], y[i]); break;
@@ -42,7 +44,7 @@ __global__ void __launch_bounds__(EW_THREADS) ew_kernel(int op, float *x, const 
 ts_status ew_launch(void *stream, int op, float *x, const float *y, float a, int64_t n) {
     TS_ARG_CHECK(x && (y || op == 3) && n >= 0, "cuda element-wise: NULL pointer or n %lld", (long long)n);
     if (n == 0) return TS_OK;
-    ew_kernel<<<ew_blocks(n), EW_THREADS, 0, ts_stream(stream)>>>(op, x, y, a, n);
+    ts_launch(&ew_kernel, ew_blocks(n), EW_THREADS, 0, ts_stream(stream))(op, x, y, a, n);
     TS_CUDA_LAUNCHED("element-wise");
     return TS_OK;
 }
@@ -51,6 +53,7 @@ ts_status ew_launch(void *stream, int op, float *x, const float *y, float a, int
 template <int T>
 __global__ void __launch_bounds__(128) embed_q(const MvMat m, int64_t n_in, const int32_t *ids, float scale, float *out,
                                                unsigned *err) {
+    ts_pdl_enter();
     __shared__ __align__(16) uint8_t sm[4][Geo<T>::SROW];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t t = blockIdx.y, nb = n_in / Dec<T>::QK, nchunks = (nb + Geo<T>::CB - 1) / Geo<T>::CB;
@@ -74,6 +77,7 @@ __global__ void __launch_bounds__(128) embed_q(const MvMat m, int64_t n_in, cons
 /* Float-typed embedding: a thread per 4 elements. */
 __global__ void __launch_bounds__(128) embed_f(const MvMat m, uint32_t type, int64_t n_in, const int32_t *ids, float scale,
                                                float *out, unsigned *err) {
+    ts_pdl_enter();
     const int64_t t = blockIdx.y, e = ((int64_t)blockIdx.x * 128 + threadIdx.x) * 4;
     const int32_t id = ids[t];
     float *o = out + t * n_in;
@@ -93,7 +97,7 @@ ts_status ts_cuda_act_mul(void *stream, int act, const float *gate, const float 
     TS_ARG_CHECK(gate && up && out && n >= 0, "cuda act_mul: NULL pointer or n %lld", (long long)n);
     TS_ARG_CHECK(act == TS_CUDA_ACT_SILU || act == TS_CUDA_ACT_GELU_TANH, "cuda act_mul: activation %d", act);
     if (n == 0) return TS_OK;
-    act_mul_kernel<<<ew_blocks(n), EW_THREADS, 0, ts_stream(stream)>>>(act, gate, up, n, out);
+    ts_launch(&act_mul_kernel, ew_blocks(n), EW_THREADS, 0, ts_stream(stream))(act, gate, up, n, out);
     TS_CUDA_LAUNCHED("act_mul");
     return TS_OK;
 }
@@ -125,13 +129,13 @@ ts_status ts_cuda_embed(void *stream, const ts_cuda_mat *emb, const int32_t *ids
     const uint32_t t = emb->type;
     if (t == TS_TYPE_F32 || t == TS_TYPE_F16 || t == TS_TYPE_BF16) {
         const dim3 grid((unsigned)((emb->n_in / 4 + 127) / 128), (unsigned)n);
-        embed_f<<<grid, 128, 0, s>>>(m, t, emb->n_in, ids, scale, out, err);
+        ts_launch(&embed_f, grid, 128, 0, s)(m, t, emb->n_in, ids, scale, out, err);
     } else {
         const int64_t nchunks = (emb->n_in / 32 + 31) / 32;
         const dim3 grid((unsigned)((nchunks + 3) / 4), (unsigned)n);
         switch (t) {
 #define Q(T) \
-    case T: embed_q<T><<<grid, 128, 0, s>>>(m, emb->n_in, ids, scale, out, err); break;
+    case T: ts_launch(&embed_q<T>, grid, 128, 0, s)(m, emb->n_in, ids, scale, out, err); break;
             TS_FOR_QTYPES(Q)
 #undef Q
         default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda embed: type %s", ts_type_name(t));

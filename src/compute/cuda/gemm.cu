@@ -37,6 +37,7 @@ TS_HD size_t out_size(int out) { return out == TS_TYPE_F32 ? 4 : 2; }
 /* Quantized rows: grid (chunk groups of 4, rows), a warp per chunk. */
 template <int T, int OUT>
 __global__ void __launch_bounds__(128) dequant_q(const MvMat m, int64_t row0, int64_t n_in, void *dst) {
+    ts_pdl_enter();
     __shared__ __align__(16) uint8_t sm[4][Geo<T>::SROW];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t nb = n_in / Dec<T>::QK, nchunks = (nb + Geo<T>::CB - 1) / Geo<T>::CB;
@@ -48,6 +49,7 @@ __global__ void __launch_bounds__(128) dequant_q(const MvMat m, int64_t row0, in
 
 template <int OUT>
 __global__ void __launch_bounds__(128) dequant_f(const MvMat m, uint32_t type, int64_t row0, int64_t n_in, void *dst) {
+    ts_pdl_enter();
     const int64_t e = ((int64_t)blockIdx.x * 128 + threadIdx.x) * 4;
     if (e >= n_in) return;
     const float4 v = float_row4(type, m.w + (uint64_t)(row0 + blockIdx.y) * m.row_bytes, e);
@@ -55,6 +57,7 @@ __global__ void __launch_bounds__(128) dequant_f(const MvMat m, uint32_t type, i
 }
 
 template <int OUT> __global__ void __launch_bounds__(256) convert_kernel(const float *x, int64_t n, void *dst) {
+    ts_pdl_enter();
     for (int64_t i = ((int64_t)blockIdx.x * 256 + threadIdx.x) * 4; i < n; i += (int64_t)gridDim.x * 1024) {
         if (i + 4 <= n) {
             store4<OUT>(dst, i, *(const float4 *)(x + i));
@@ -68,6 +71,7 @@ template <int OUT> __global__ void __launch_bounds__(256) convert_kernel(const f
 }
 
 __global__ void __launch_bounds__(256) bias_kernel(float *y, const float *bias, int64_t n_out, int64_t n) {
+    ts_pdl_enter();
     for (int64_t i = (int64_t)blockIdx.x * 256 + threadIdx.x; i < n; i += (int64_t)gridDim.x * 256)
         y[i] = fadd_rn(y[i], bias[i % n_out]);
 }
@@ -75,13 +79,13 @@ __global__ void __launch_bounds__(256) bias_kernel(float *y, const float *bias, 
 template <int OUT> ts_status dequant_launch(cudaStream_t s, const MvMat &m, uint32_t type, int64_t n_in, int64_t row0,
                                             int64_t n_rows, void *dst) {
     if (type == TS_TYPE_F32 || type == TS_TYPE_F16 || type == TS_TYPE_BF16) {
-        dequant_f<OUT><<<dim3((unsigned)((n_in / 4 + 127) / 128), (unsigned)n_rows), 128, 0, s>>>(m, type, row0, n_in, dst);
+        ts_launch(&dequant_f<OUT>, dim3((unsigned)((n_in / 4 + 127) / 128), (unsigned)n_rows), 128, 0, s)(m, type, row0, n_in, dst);
     } else {
         const int64_t nchunks = (n_in / 32 + 31) / 32;
         const dim3 grid((unsigned)((nchunks + 3) / 4), (unsigned)n_rows);
         switch (type) {
 #define Q(T) \
-    case T: dequant_q<T, OUT><<<grid, 128, 0, s>>>(m, row0, n_in, dst); break;
+    case T: ts_launch(&dequant_q<T, OUT>, grid, 128, 0, s)(m, row0, n_in, dst); break;
             TS_FOR_QTYPES(Q)
 #undef Q
         default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda dequant: type %s", ts_type_name(type));
@@ -130,8 +134,8 @@ ts_status ts_cuda_convert_f32(void *stream, const float *x, int64_t n, void *dst
                  "cuda convert: NULL or unaligned pointer, or n %lld", (long long)n);
     int64_t blocks = (n + 1023) / 1024;
     if (blocks > 65536) blocks = 65536;
-    if (dst_type == TS_TYPE_F16) convert_kernel<TS_TYPE_F16><<<(unsigned)blocks, 256, 0, ts_stream(stream)>>>(x, n, dst);
-    else if (dst_type == TS_TYPE_BF16) convert_kernel<TS_TYPE_BF16><<<(unsigned)blocks, 256, 0, ts_stream(stream)>>>(x, n, dst);
+    if (dst_type == TS_TYPE_F16) ts_launch(&convert_kernel<TS_TYPE_F16>, (unsigned)blocks, 256, 0, ts_stream(stream))(x, n, dst);
+    else if (dst_type == TS_TYPE_BF16) ts_launch(&convert_kernel<TS_TYPE_BF16>, (unsigned)blocks, 256, 0, ts_stream(stream))(x, n, dst);
     else return ts_fail(TS_ERR_ARG, "cuda convert: output type %s (F16, BF16)", ts_type_name(dst_type));
     TS_CUDA_LAUNCHED("convert");
     return TS_OK;
@@ -187,7 +191,7 @@ ts_status ts_cuda_gemm(void *stream, void *cublas, const ts_cuda_mat *w, float *
         const int64_t n = (int64_t)n_tok * w->n_out;
         int64_t blocks = (n + 255) / 256;
         if (blocks > 65536) blocks = 65536;
-        bias_kernel<<<(unsigned)blocks, 256, 0, s>>>(y, w->bias, w->n_out, n);
+        ts_launch(&bias_kernel, (unsigned)blocks, 256, 0, s)(y, w->bias, w->n_out, n);
         TS_CUDA_LAUNCHED("gemm bias");
     }
     return TS_OK;

@@ -43,6 +43,7 @@ template <int NT> TS_DEV void load_inv(const MvArgs &a, float (&inv)[NT]) {
 
 /* Quantized weights, F32 activations. */
 template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS) mv_q_f32(const MvArgs a) {
+    ts_pdl_enter();
     typedef Dec<T> D;
     typedef Geo<T> G;
     __shared__ __align__(16) uint8_t sm[MV_WARPS][MV_R * G::SROW];
@@ -149,6 +150,7 @@ template <> struct FRow<TS_TYPE_BF16> {
 
 /* F32/F16/BF16 weights, F32 activations. */
 template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS) mv_f_f32(const MvArgs a) {
+    ts_pdl_enter();
     typedef FRow<T> F;
     __shared__ float red[MV_WARPS][MV_R][NT];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -204,12 +206,12 @@ template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN
 template <int NT> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks) {
     switch (type) {
 #define Q(T) \
-    case T: mv_q_f32<T, NT><<<(unsigned)blocks, MV_WARPS * 32, 0, s>>>(a); break;
+    case T: ts_launch(&mv_q_f32<T, NT>, (unsigned)blocks, MV_WARPS * 32, 0, s)(a); break;
         TS_FOR_QTYPES(Q)
 #undef Q
-    case TS_TYPE_F32: mv_f_f32<TS_TYPE_F32, NT><<<(unsigned)blocks, MV_WARPS * 32, 0, s>>>(a); break;
-    case TS_TYPE_F16: mv_f_f32<TS_TYPE_F16, NT><<<(unsigned)blocks, MV_WARPS * 32, 0, s>>>(a); break;
-    case TS_TYPE_BF16: mv_f_f32<TS_TYPE_BF16, NT><<<(unsigned)blocks, MV_WARPS * 32, 0, s>>>(a); break;
+    case TS_TYPE_F32: ts_launch(&mv_f_f32<TS_TYPE_F32, NT>, (unsigned)blocks, MV_WARPS * 32, 0, s)(a); break;
+    case TS_TYPE_F16: ts_launch(&mv_f_f32<TS_TYPE_F16, NT>, (unsigned)blocks, MV_WARPS * 32, 0, s)(a); break;
+    case TS_TYPE_BF16: ts_launch(&mv_f_f32<TS_TYPE_BF16, NT>, (unsigned)blocks, MV_WARPS * 32, 0, s)(a); break;
     default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec: type %s", ts_type_name(type));
     }
     TS_CUDA_LAUNCHED("matvec");

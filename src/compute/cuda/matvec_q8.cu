@@ -30,6 +30,7 @@ template <bool K>
 __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, const float *norm_w, float eps,
                                                  const float *up, int act, float *xout,
                                                  int8_t *qs, float *d, int32_t *s, int64_t nd, int64_t ns) {
+    ts_pdl_enter();
     __shared__ double shd[8];
     __shared__ float shf[8];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -155,6 +156,9 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #endif
 #ifndef MVQ_DIRECT
 #define MVQ_DIRECT 1 /* Q4_K/Q5_K: 1 = 16-byte loads into registers, 0 = shared-memory staging */
+#endif
+#ifndef MVQ_PREFETCH
+#define MVQ_PREFETCH 4096 /* bytes of its run each warp prefetches to L2 before it waits on the previous kernel */
 #endif
 #ifndef MVQ_LDG
 #define MVQ_LDG 1 /* weight loads: 0 = ld.global.nc, 1 = + L1::no_allocate, 2 = + L2::256B prefetch */
@@ -341,6 +345,17 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
     const int nb = (int)(a.n_in / D::QK), nchunks = (nb + G::CB - 1) / G::CB;
     const int cpw = (nchunks - phase + kw - 1) / kw; /* this warp's chunks of a row: phase, phase + kw, ... */
     const int nitems = ng * cpw;
+#if MVQ_PREFETCH > 0
+    /* the run's first bytes toward L2 while the predecessor drains (no
+     * kernel writes weights, and a prefetch is only a hint) */
+    if (ng > 0) {
+        const int row0 = gs * R, rows = m.n_out - row0 < ng * R ? m.n_out - row0 : ng * R;
+        const uint8_t *p0 = m.w + (size_t)row0 * m.rb;
+        const size_t len = (size_t)rows * m.rb, cap = (size_t)MVQ_PREFETCH * kw, n = len < cap ? len : cap;
+        for (size_t o = (size_t)(phase * 32 + lane) * 128; o < n; o += (size_t)kw * 32 * 128) ts_prefetch_l2(p0 + o);
+    }
+#endif
+    ts_pdl_enter();
     const int u = lane % D::NU;
     uint8_t *buf = sm[warp];
 
@@ -459,7 +474,7 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
 template <int NT> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks) {
     switch (type) {
 #define Q(T) \
-    case T: mv_q_q8<T, NT><<<(unsigned)blocks, MVQ_WARPS * 32, 0, s>>>(a); break;
+    case T: ts_launch(&mv_q_q8<T, NT>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a); break;
         TS_FOR_INT8_TYPES(Q)
 #undef Q
     default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8: type %s has no int8 path", ts_type_name(type));
@@ -512,10 +527,10 @@ static ts_status quantize_launch(void *stream, uint32_t partner, const float *x,
     uint8_t *b = (uint8_t *)q8;
     const dim3 grid((unsigned)((n_in + 255) / 256), (unsigned)n_tok);
     if (partner == TS_TYPE_Q8_K)
-        q8_quant<true><<<grid, 256, 0, ts_stream(stream)>>>(x, n_in, norm_w, eps, up, act, xout, (int8_t *)(b + L.qs),
+        ts_launch(&q8_quant<true>, grid, 256, 0, ts_stream(stream))(x, n_in, norm_w, eps, up, act, xout, (int8_t *)(b + L.qs),
                                                             (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
     else
-        q8_quant<false><<<grid, 256, 0, ts_stream(stream)>>>(x, n_in, norm_w, eps, up, act, xout, (int8_t *)(b + L.qs),
+        ts_launch(&q8_quant<false>, grid, 256, 0, ts_stream(stream))(x, n_in, norm_w, eps, up, act, xout, (int8_t *)(b + L.qs),
                                                              (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
     TS_CUDA_LAUNCHED("quantize_q8");
     return TS_OK;

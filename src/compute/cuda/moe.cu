@@ -66,6 +66,7 @@ namespace {
 /* Grid (tokens / ROUTE_WARPS), ROUTE_WARPS warps: warp = token. */
 __global__ void __launch_bounds__(ROUTE_WARPS * 32) moe_route_kernel(const float *r, int n_tok, int n_expert, int k,
                                                                       int renorm, int32_t *ids, float *w) {
+    ts_pdl_enter();
     __shared__ double ex[ROUTE_WARPS][ROUTE_MAX_EXPERT]; /* exp(r - max) per expert */
     __shared__ int sel[ROUTE_WARPS][TS_CUDA_MOE_MAX_K];  /* the chosen ids in rank order */
     __shared__ double den[ROUTE_WARPS];                  /* the normalizer */
@@ -505,6 +506,7 @@ TS_DEV float dot8(const float (&w)[8], const float4 a, const float4 b, float acc
 template <int T, int NT>
 __global__ void __launch_bounds__(MOE_WARPS * 32, (NT == 1 ? MOE_SM_WARPS : MOE_SM_WARPS_I) / MOE_WARPS)
     moe_q8(const MoeArgs a) {
+    ts_pdl_enter();
     typedef Dec<T> D;
     typedef typename MQ8Loader<T>::L L;
     __shared__ __align__(16) uint8_t sm[MOE_WARPS][L::SMEM];
@@ -553,6 +555,7 @@ __global__ void __launch_bounds__(MOE_WARPS * 32, (NT == 1 ? MOE_SM_WARPS : MOE_
 
 /* Quantized experts, F32 activations (staged, every type). */
 template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS_F / MOE_WARPS) moe_qf(const MoeArgs a) {
+    ts_pdl_enter();
     typedef Dec<T> D;
     typedef MStaged<T> L;
     __shared__ __align__(16) uint8_t sm[MOE_WARPS][L::SMEM];
@@ -613,6 +616,7 @@ template <> struct FW<TS_TYPE_BF16> {
 /* F32/F16/BF16 experts, F32 activations: the walk of moe_walk_q without
  * staging (rows are 16-byte aligned: n_in % 32 == 0). */
 template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS_F / MOE_WARPS) moe_ff(const MoeArgs a) {
+    ts_pdl_enter();
     typedef FW<T> F;
     constexpr int R = MOE_R;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -680,6 +684,7 @@ template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS_
  * tokens strided past 65535. */
 __global__ void __launch_bounds__(MOE_EW_THREADS) moe_combine_kernel(float *out, const float *y, const float *w,
                                                                      const int32_t *rows, int n_tok, int k, int64_t n) {
+    ts_pdl_enter();
     for (int64_t t = blockIdx.y; t < n_tok; t += gridDim.y) {
         const float *wt = w + t * k;
         const int32_t *rt = rows ? rows + t * k : nullptr;
@@ -695,6 +700,7 @@ __global__ void __launch_bounds__(MOE_EW_THREADS) moe_combine_kernel(float *out,
 
 __global__ void __launch_bounds__(MOE_EW_THREADS) gather_rows_kernel(float *out, const float *x, const int32_t *idx,
                                                                      int n_rows, int64_t n) {
+    ts_pdl_enter();
     for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
         const float *src = x + (int64_t)idx[r] * n;
         for (int64_t j = (int64_t)blockIdx.x * MOE_EW_THREADS + threadIdx.x; j < n;
@@ -709,6 +715,7 @@ TS_DEV float gate_sigmoid(float g) { return __fdiv_rn(1.0f, fadd_rn(1.0f, expf(-
 
 __global__ void __launch_bounds__(MOE_EW_THREADS) gated_add_kernel(float *x, const float *y, const float *g, int n_tok,
                                                                    int64_t n) {
+    ts_pdl_enter();
     for (int64_t t = blockIdx.y; t < n_tok; t += gridDim.y) {
         const float gs = gate_sigmoid(g[t]);
         for (int64_t j = (int64_t)blockIdx.x * MOE_EW_THREADS + threadIdx.x; j < n;
@@ -845,7 +852,7 @@ ts_status ts_cuda_moe_route(void *stream, const float *r, int n_tok, int n_exper
                  TS_CUDA_MOE_MAX_K, n_expert);
     if (n_tok == 0) return TS_OK;
     const unsigned blocks = (unsigned)((n_tok + ROUTE_WARPS - 1) / ROUTE_WARPS);
-    moe_route_kernel<<<blocks, ROUTE_WARPS * 32, 0, ts_stream(stream)>>>(r, n_tok, n_expert, k, renorm ? 1 : 0, ids, w);
+    ts_launch(&moe_route_kernel, blocks, ROUTE_WARPS * 32, 0, ts_stream(stream))(r, n_tok, n_expert, k, renorm ? 1 : 0, ids, w);
     TS_CUDA_LAUNCHED("moe_route");
     return TS_OK;
 }
@@ -868,12 +875,12 @@ ts_status ts_cuda_moe_matvec(void *stream, int n_set, const ts_cuda_moe_mat *w, 
         const dim3 grid(blocks, mats);
         switch (type) {
 #define Q(T) \
-    case T: moe_qf<T><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+    case T: ts_launch(&moe_qf<T>, grid, MOE_WARPS * 32, 0, s)(a); break;
             TS_FOR_QTYPES(Q)
 #undef Q
-        case TS_TYPE_F32: moe_ff<TS_TYPE_F32><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
-        case TS_TYPE_F16: moe_ff<TS_TYPE_F16><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
-        case TS_TYPE_BF16: moe_ff<TS_TYPE_BF16><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+        case TS_TYPE_F32: ts_launch(&moe_ff<TS_TYPE_F32>, grid, MOE_WARPS * 32, 0, s)(a); break;
+        case TS_TYPE_F16: ts_launch(&moe_ff<TS_TYPE_F16>, grid, MOE_WARPS * 32, 0, s)(a); break;
+        case TS_TYPE_BF16: ts_launch(&moe_ff<TS_TYPE_BF16>, grid, MOE_WARPS * 32, 0, s)(a); break;
         default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda moe_matvec: type %s", ts_type_name(type));
         }
         TS_CUDA_LAUNCHED("moe_matvec");
@@ -899,7 +906,7 @@ ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *
         const dim3 grid(blocks, mats);
         switch (type) {
 #define Q(T) \
-    case T: moe_q8<T, 1><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+    case T: ts_launch(&moe_q8<T, 1>, grid, MOE_WARPS * 32, 0, s)(a); break;
             TS_FOR_INT8_TYPES(Q)
 #undef Q
         default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda moe_matvec_q8: type %s has no int8 path", ts_type_name(type));
@@ -932,7 +939,7 @@ ts_status ts_cuda_moe_matvec_q8_items(void *stream, int n_set, const ts_cuda_moe
         const dim3 grid(mats, blocks);
         switch (type) {
 #define Q(T) \
-    case T: moe_q8<T, MOE_NT><<<grid, MOE_WARPS * 32, 0, s>>>(a); break;
+    case T: ts_launch(&moe_q8<T, MOE_NT>, grid, MOE_WARPS * 32, 0, s)(a); break;
             TS_FOR_INT8_TYPES(Q)
 #undef Q
         default:
@@ -951,7 +958,7 @@ ts_status ts_cuda_moe_combine(void *stream, float *out, const float *y, const fl
     TS_ARG_CHECK(n_tok >= 0 && n >= 0, "cuda moe_combine: %d tokens of %lld", n_tok, (long long)n);
     TS_ARG_CHECK(k >= 1 && k <= TS_CUDA_MOE_MAX_K, "cuda moe_combine: k %d (1..%d)", k, TS_CUDA_MOE_MAX_K);
     if (n_tok == 0 || n == 0) return TS_OK;
-    moe_combine_kernel<<<moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream)>>>(out, y, w, rows, n_tok, k, n);
+    ts_launch(&moe_combine_kernel, moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream))(out, y, w, rows, n_tok, k, n);
     TS_CUDA_LAUNCHED("moe_combine");
     return TS_OK;
 }
@@ -960,7 +967,7 @@ ts_status ts_cuda_gather_rows(void *stream, float *out, const float *x, const in
     TS_ARG_CHECK(out && x && idx, "cuda gather_rows: NULL pointer");
     TS_ARG_CHECK(n_rows >= 0 && n >= 0, "cuda gather_rows: %d rows of %lld", n_rows, (long long)n);
     if (n_rows == 0 || n == 0) return TS_OK;
-    gather_rows_kernel<<<moe_ew_grid(n, n_rows), MOE_EW_THREADS, 0, ts_stream(stream)>>>(out, x, idx, n_rows, n);
+    ts_launch(&gather_rows_kernel, moe_ew_grid(n, n_rows), MOE_EW_THREADS, 0, ts_stream(stream))(out, x, idx, n_rows, n);
     TS_CUDA_LAUNCHED("gather_rows");
     return TS_OK;
 }
@@ -969,7 +976,7 @@ ts_status ts_cuda_gated_add(void *stream, float *x, const float *y, const float 
     TS_ARG_CHECK(x && y && g, "cuda gated_add: NULL pointer");
     TS_ARG_CHECK(n_tok >= 0 && n >= 0, "cuda gated_add: %d tokens of %lld", n_tok, (long long)n);
     if (n_tok == 0 || n == 0) return TS_OK;
-    gated_add_kernel<<<moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream)>>>(x, y, g, n_tok, n);
+    ts_launch(&gated_add_kernel, moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream))(x, y, g, n_tok, n);
     TS_CUDA_LAUNCHED("gated_add");
     return TS_OK;
 }

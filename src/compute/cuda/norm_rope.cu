@@ -16,6 +16,7 @@ TS_DEV float inv_rms(double ss, int64_t n, float eps) { return (float)(1.0 / sqr
 /* One warp per row (n < 1024): 8 rows per 256-thread block. */
 __global__ void __launch_bounds__(256) rms_rows_warp(const float *x, const float *w, int64_t n, int64_t rows, float eps,
                                                      float *out, float *inv_out) {
+    ts_pdl_enter();
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     if (r >= rows) return;
@@ -34,6 +35,7 @@ __global__ void __launch_bounds__(256) rms_rows_warp(const float *x, const float
 /* One 256-thread block per row (n >= 1024). */
 __global__ void __launch_bounds__(256) rms_rows_block(const float *x, const float *w, int64_t n, float eps, float *out,
                                                       float *inv_out) {
+    ts_pdl_enter();
     __shared__ double sh[8];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t r = blockIdx.x;
@@ -62,10 +64,10 @@ ts_status launch_rms(void *stream, const float *x, const float *w, int64_t n, in
     cudaStream_t s = ts_stream(stream);
     if (n < 1024) {
         TS_ARG_CHECK((rows + 7) / 8 < (1ll << 31), "cuda rmsnorm: %lld rows", (long long)rows);
-        rms_rows_warp<<<(unsigned)((rows + 7) / 8), 256, 0, s>>>(x, w, n, rows, eps, out, inv);
+        ts_launch(&rms_rows_warp, (unsigned)((rows + 7) / 8), 256, 0, s)(x, w, n, rows, eps, out, inv);
     } else {
         TS_ARG_CHECK(rows < (1ll << 31), "cuda rmsnorm: %lld rows", (long long)rows);
-        rms_rows_block<<<(unsigned)rows, 256, 0, s>>>(x, w, n, eps, out, inv);
+        ts_launch(&rms_rows_block, (unsigned)rows, 256, 0, s)(x, w, n, eps, out, inv);
     }
     TS_CUDA_LAUNCHED("rmsnorm");
     return TS_OK;
@@ -78,6 +80,7 @@ ts_status launch_rms(void *stream, const float *x, const float *w, int64_t n, in
  * then k, then v. A decode token spreads its heads over several blocks: one
  * block for all 40 heads of a 30B-A3B layer took 12 us (ncu), latency-bound. */
 __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_kv_kernel(const ts_cuda_rope_kv a) {
+    ts_pdl_enter();
     __shared__ float cs[ROPE_MAX_HD];            /* (n_rot/2, 2) cos, sin */
     __shared__ float hb[ROPE_WARPS][ROPE_MAX_HD]; /* one head per warp */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -158,7 +161,7 @@ ts_status ts_cuda_rope_kv_store(void *stream, const ts_cuda_rope_kv *a) {
     const int heads = (a->q ? a->n_head : 0) + a->n_head_kv * (a->k_cache ? 2 : 1);
     TS_ARG_CHECK(heads <= 65535 * ROPE_WARPS, "cuda rope: %d heads", heads);
     const dim3 grid((unsigned)a->n_tok, (unsigned)((heads + ROPE_WARPS - 1) / ROPE_WARPS));
-    rope_kv_kernel<<<grid, ROPE_WARPS * 32, 0, ts_stream(stream)>>>(*a);
+    ts_launch(&rope_kv_kernel, grid, ROPE_WARPS * 32, 0, ts_stream(stream))(*a);
     TS_CUDA_LAUNCHED("rope_kv_store");
     return TS_OK;
 }

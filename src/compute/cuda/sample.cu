@@ -73,6 +73,7 @@ int am_blocks(int64_t n) {
 
 __global__ void __launch_bounds__(AM_THREADS)
     argmax_kernel(const float *l, int64_t n, int32_t *out, unsigned *err, unsigned *ticket, float2 *part) {
+    ts_pdl_enter();
     __shared__ float sv[AM_THREADS / 32];
     __shared__ int si[AM_THREADS / 32];
     __shared__ bool last;
@@ -297,6 +298,7 @@ TS_DEV double rng_uniform(uint64_t *s) {
 __global__ void __launch_bounds__(SM_T) sample_kernel(float *l, int n, const ts_cuda_sampler_params p,
                                                       const ts_cuda_sampler_state st, int32_t *out_id, unsigned *err,
                                                       SmScratch sc) {
+    ts_pdl_enter();
     __shared__ SmShared S;
     __shared__ double dsh[4];
     const int tid = threadIdx.x;
@@ -456,7 +458,7 @@ ts_status ts_cuda_argmax(void *stream, const float *logits, int64_t n, int32_t *
                  (long long)n);
     TS_ARG_CHECK(((uintptr_t)scratch & 15) == 0, "cuda argmax: scratch not 16-byte aligned");
     const int blocks = am_blocks(n);
-    argmax_kernel<<<blocks, AM_THREADS, 0, ts_stream(stream)>>>(logits, n, out_id, err, (unsigned *)scratch,
+    ts_launch(&argmax_kernel, blocks, AM_THREADS, 0, ts_stream(stream))(logits, n, out_id, err, (unsigned *)scratch,
                                                                  (float2 *)((uint8_t *)scratch + 256));
     TS_CUDA_LAUNCHED("argmax");
     return TS_OK;
@@ -490,7 +492,7 @@ ts_status ts_cuda_sample(void *stream, float *logits, int32_t n_vocab, const ts_
     sc.e = (double *)(b + align_up(n * 4));
     sc.sid = (int32_t *)(b + align_up(n * 4) + align_up(n * 8));
     sc.slog = (float *)(b + align_up(n * 4) + align_up(n * 8) + align_up(n * 4));
-    sample_kernel<<<1, SM_T, 0, ts_stream(stream)>>>(logits, n_vocab, *p, *st, out_id, err, sc);
+    ts_launch(&sample_kernel, 1, SM_T, 0, ts_stream(stream))(logits, n_vocab, *p, *st, out_id, err, sc);
     TS_CUDA_LAUNCHED("sample");
     return TS_OK;
 }
