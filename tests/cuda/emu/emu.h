@@ -136,6 +136,7 @@ template <typename T> T __shfl_up_sync(unsigned, T v, unsigned d) {
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <typename T> T __ldg(const T *p) { return *p; }
+template <typename T> T __ldcg(const T *p) { return *p; }
 inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline unsigned atomicOr(unsigned *p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
