@@ -157,6 +157,9 @@ TS_DEV bool token_range(const ts_cuda_attn &a, int t, int &lo, int &hi) {
 }
 
 #define ATT_MAX_SPLIT 1024
+#ifndef ATT_MERGE
+#define ATT_MERGE 1 /* 0: the splits are always merged by attn_combine, a second launch */
+#endif
 #define ATT_TICKETS (TS_CUDA_ATTN_TICKET_BYTES / 4) /* (token, kv head chunk) counters at the scratch's start */
 
 /* Merges the n_split states of one (token, head) row into out, with the
@@ -290,11 +293,37 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     __syncthreads();
     if (!last) return;
     __threadfence(); /* and the others' before this block reads them */
-    static_assert(sizeof(Ks) >= ATT_MAX_SPLIT * sizeof(float), "the split weights live in the K buffers");
-    float *wsh = (float *)&Ks[0][0]; /* free again */
-    __shared__ float red[C::WARPS];
-    for (int r = 0; r < ng; r++)
-        combine_row<C::WARPS * 32>(part_ml, part_acc, n_split, HD, (int64_t)t * a.n_head + h0 + r, a.out, wsh, red);
+    /* every row at once (a row at a time cost ~1.5 us per row): a warp per
+     * row weighs the splits, then the threads take (row, dim) outputs */
+    float *W = (float *)&Ks[0][0]; /* (ng, n_split) split weights; the host checked they fit */
+    __shared__ float Ls[ATT_RW];
+    const int64_t row0 = (int64_t)t * a.n_head + h0;
+    for (int r = warp; r < ng; r += C::WARPS) {
+        const float *m = part_ml + (row0 + r) * n_split * 2;
+        float M = -INFINITY;
+        for (int s = lane; s < n_split; s += 32) M = fmaxf(M, __ldcg(m + 2 * s));
+        M = warp_max(M);
+        float L = 0.0f;
+        for (int s = lane; s < n_split; s += 32) {
+            const float ms = __ldcg(m + 2 * s);
+            const float f = (M != -INFINITY && ms != -INFINITY) ? expf(ms - M) : 0.0f;
+            W[r * n_split + s] = f;
+            L += f * __ldcg(m + 2 * s + 1);
+        }
+        L = warp_sum(L);
+        if (lane == 0) Ls[r] = L;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < ng * HD; i += C::WARPS * 32) {
+        const int r = i / HD, d = i % HD;
+        const float *ac = part_acc + (row0 + r) * n_split * HD + d;
+        float A = 0.0f;
+        for (int s = 0; s < n_split; s++) {
+            const float w = W[r * n_split + s];
+            if (w != 0.0f) A += w * __ldcg(ac + (int64_t)s * HD);
+        }
+        a.out[(row0 + r) * HD + d] = Ls[r] > 0.0f ? A / Ls[r] : 0.0f;
+    }
     if (threadIdx.x == 0) *tk = 0; /* ready for the next call */
 }
 
@@ -438,7 +467,10 @@ template <int HD> ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, v
     if (st != TS_OK) return st;
     float *ml = NULL, *acc = NULL;
     unsigned *tickets = NULL;
-    const bool merge_in_kernel = (int64_t)a->n_tok * a->n_head_kv * p.n_hchunk <= ATT_TICKETS;
+    typedef DecCfg<HD> C;
+    const int G = a->n_head / a->n_head_kv;
+    const bool merge_in_kernel = ATT_MERGE && (int64_t)a->n_tok * a->n_head_kv * p.n_hchunk <= ATT_TICKETS &&
+                                 (size_t)(G < ATT_RW ? G : ATT_RW) * p.n_split * sizeof(float) <= sizeof(uint16_t) * C::WARPS * 32 * C::KS;
     if (p.n_split > 1) {
         const size_t need = attn_scratch<HD>(a);
         TS_ARG_CHECK(scratch && scratch_bytes >= need && ((uintptr_t)scratch & 255) == 0,
