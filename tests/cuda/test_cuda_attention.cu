@@ -49,13 +49,12 @@ static void run(const AttCase &c) {
     ts_cuda_attn a = {dq, dk, dv, dpos, dout, derr, c.n_tok, c.n_head, c.n_head_kv, hd, c.n_ctx, c.window, scale};
     const size_t sb = ts_cuda_attn_scratch_bytes(&a);
     void *scratch = sb ? tcu_dalloc(sb) : NULL;
-    if (scratch) TCU(cudaMemset(scratch, 0, TS_CUDA_ATTN_TICKET_BYTES)); /* once: each call must leave them zero */
     char what[128];
     snprintf(what, sizeof what, "attention %s t=%d h=%d/%d hd=%d ctx=%d pos0=%d win=%d", c.n_tok <= 8 ? "decode" : "prefill",
              c.n_tok, c.n_head, c.n_head_kv, hd, c.n_ctx, c.pos0, c.window);
     for (int rep = 0; rep < 2; rep++) {
         tcu_poison(dout, 4 * nq);
-        if (scratch) tcu_poison((uint8_t *)scratch + TS_CUDA_ATTN_TICKET_BYTES, sb - TS_CUDA_ATTN_TICKET_BYTES);
+        if (scratch) tcu_poison(scratch, sb);
         TCU_OK(ts_cuda_attention(NULL, &a, scratch, sb), what);
         tcu_sync(what);
         tcu_down(rep ? got2 : got, dout, 4 * nq);

@@ -15,10 +15,7 @@
  * A block takes the GQA group of one kv head (up to 8 query heads share each
  * K/V load) over one split of [0, n_ctx); its warps take interleaved tiles,
  * merge their states in shared memory, and write the split's (max, sum,
- * unnormalized output). The last block of a (token, kv head chunk) to finish
- * (a ticket counter in the scratch, taken after a fence, left at zero again)
- * merges the splits of its heads, so decode is one launch; attn_combine, a
- * second launch, does it when there are more rows than tickets. The split count
+ * unnormalized output); attn_combine merges the splits. The split count
  * depends on n_ctx, the heads and the SM count only, never on pos: blocks
  * whose split lies past a token's position exit after writing an empty state,
  * so one graph serves every decode step.
@@ -156,55 +153,9 @@ TS_DEV bool token_range(const ts_cuda_attn &a, int t, int &lo, int &hi) {
     return true;
 }
 
-#define ATT_MAX_SPLIT 1024
-#ifndef ATT_MERGE
-#define ATT_MERGE 1 /* 0: the splits are always merged by attn_combine, a second launch */
-#endif
-#define ATT_TICKETS (TS_CUDA_ATTN_TICKET_BYTES / 4) /* (token, kv head chunk) counters at the scratch's start */
-
-/* Merges the n_split states of one (token, head) row into out, with the
- * block's NTH threads; w (ATT_MAX_SPLIT) and red (NTH / 32) are shared
- * scratch. Partials are read through L2 (__ldcg): other blocks wrote them. */
-template <int NTH>
-TS_DEV void combine_row(const float *ml, const float *acc, int n_split, int hd, int64_t row, float *out, float *w, float *red) {
-    constexpr int NW = NTH / 32;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const float *m = ml + row * n_split * 2;
-    float M = -INFINITY;
-    for (int s = threadIdx.x; s < n_split; s += NTH) M = fmaxf(M, __ldcg(m + 2 * s));
-    M = warp_max(M);
-    if (lane == 0) red[warp] = M;
-    __syncthreads();
-    M = red[0];
-#pragma unroll
-    for (int i = 1; i < NW; i++) M = fmaxf(M, red[i]);
-    __syncthreads();
-    float L = 0.0f;
-    for (int s = threadIdx.x; s < n_split; s += NTH) {
-        const float ms = __ldcg(m + 2 * s);
-        const float f = (M != -INFINITY && ms != -INFINITY) ? expf(ms - M) : 0.0f;
-        w[s] = f;
-        L += f * __ldcg(m + 2 * s + 1);
-    }
-    L = warp_sum(L);
-    if (lane == 0) red[warp] = L;
-    __syncthreads();
-    L = red[0];
-#pragma unroll
-    for (int i = 1; i < NW; i++) L += red[i];
-    for (int d = threadIdx.x; d < hd; d += NTH) {
-        float A = 0.0f;
-        for (int s = 0; s < n_split; s++)
-            if (w[s] != 0.0f) A += w[s] * __ldcg(acc + (row * n_split + s) * hd + d);
-        out[row * hd + d] = L > 0.0f ? A / L : 0.0f;
-    }
-    __syncthreads(); /* w and red are reused by the next row */
-}
-
 template <int HD>
 __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
-    attn_decode(const ts_cuda_attn a, int n_split, int split_len, int n_hchunk, float *part_ml, float *part_acc,
-                unsigned *tickets) {
+    attn_decode(const ts_cuda_attn a, int n_split, int split_len, int n_hchunk, float *part_ml, float *part_acc) {
     ts_pdl_enter();
     typedef DecCfg<HD> C;
     __shared__ __align__(16) uint16_t Ks[C::WARPS][32 * C::KS];
@@ -283,49 +234,9 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
             if (d == 0) part_ml[(row * n_split + split) * 2] = M, part_ml[(row * n_split + split) * 2 + 1] = L;
         }
     }
-    if (n_split == 1 || !tickets) return;
-    /* the last of the n_split blocks of this (token, head chunk) merges */
-    __shared__ unsigned last;
-    unsigned *tk = tickets + (int64_t)t * gridDim.y + blockIdx.y;
-    __threadfence(); /* this block's partials are visible before its ticket */
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(tk, 1u) == (unsigned)n_split - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence(); /* and the others' before this block reads them */
-    /* every row at once (a row at a time cost ~1.5 us per row): a warp per
-     * row weighs the splits, then the threads take (row, dim) outputs */
-    float *W = (float *)&Ks[0][0]; /* (ng, n_split) split weights; the host checked they fit */
-    __shared__ float Ls[ATT_RW];
-    const int64_t row0 = (int64_t)t * a.n_head + h0;
-    for (int r = warp; r < ng; r += C::WARPS) {
-        const float *m = part_ml + (row0 + r) * n_split * 2;
-        float M = -INFINITY;
-        for (int s = lane; s < n_split; s += 32) M = fmaxf(M, __ldcg(m + 2 * s));
-        M = warp_max(M);
-        float L = 0.0f;
-        for (int s = lane; s < n_split; s += 32) {
-            const float ms = __ldcg(m + 2 * s);
-            const float f = (M != -INFINITY && ms != -INFINITY) ? expf(ms - M) : 0.0f;
-            W[r * n_split + s] = f;
-            L += f * __ldcg(m + 2 * s + 1);
-        }
-        L = warp_sum(L);
-        if (lane == 0) Ls[r] = L;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < ng * HD; i += C::WARPS * 32) {
-        const int r = i / HD, d = i % HD;
-        const float *ac = part_acc + (row0 + r) * n_split * HD + d;
-        float A = 0.0f;
-        for (int s = 0; s < n_split; s++) {
-            const float w = W[r * n_split + s];
-            if (w != 0.0f) A += w * __ldcg(ac + (int64_t)s * HD);
-        }
-        a.out[(row0 + r) * HD + d] = Ls[r] > 0.0f ? A / Ls[r] : 0.0f;
-    }
-    if (threadIdx.x == 0) *tk = 0; /* ready for the next call */
 }
+
+#define ATT_MAX_SPLIT 1024
 
 /* One block per (token, head) row: merges the splits' states. */
 __global__ void __launch_bounds__(128)
@@ -333,7 +244,32 @@ __global__ void __launch_bounds__(128)
     ts_pdl_enter();
     __shared__ float w[ATT_MAX_SPLIT];
     __shared__ float red[4];
-    combine_row<128>(ml, acc, n_split, hd, blockIdx.x, out, w, red);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t row = blockIdx.x;
+    const float *m = ml + row * n_split * 2;
+    float M = -INFINITY;
+    for (int s = threadIdx.x; s < n_split; s += 128) M = fmaxf(M, m[2 * s]);
+    M = warp_max(M);
+    if (lane == 0) red[warp] = M;
+    __syncthreads();
+    M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    __syncthreads();
+    float L = 0.0f;
+    for (int s = threadIdx.x; s < n_split; s += 128) {
+        const float f = (M != -INFINITY && m[2 * s] != -INFINITY) ? expf(m[2 * s] - M) : 0.0f;
+        w[s] = f;
+        L += f * m[2 * s + 1];
+    }
+    L = warp_sum(L);
+    if (lane == 0) red[warp] = L;
+    __syncthreads();
+    L = red[0] + red[1] + red[2] + red[3];
+    for (int d = threadIdx.x; d < hd; d += 128) {
+        float A = 0.0f;
+        for (int s = 0; s < n_split; s++)
+            if (w[s] != 0.0f) A += w[s] * acc[(row * n_split + s) * hd + d];
+        out[row * hd + d] = L > 0.0f ? A / L : 0.0f;
+    }
 }
 
 template <int HD> struct PreCfg {
@@ -452,7 +388,7 @@ template <int HD> size_t attn_scratch(const ts_cuda_attn *a) {
     if (attn_plan<HD>(a, p) != TS_OK || p.n_split == 1) return 0;
     const size_t rows = (size_t)a->n_tok * (size_t)a->n_head;
     const size_t ml = (rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255;
-    return ATT_TICKETS * sizeof(unsigned) + ml + rows * p.n_split * HD * sizeof(float);
+    return ml + rows * p.n_split * HD * sizeof(float);
 }
 
 template <int HD> ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes) {
@@ -466,25 +402,18 @@ template <int HD> ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, v
     ts_status st = attn_plan<HD>(a, p);
     if (st != TS_OK) return st;
     float *ml = NULL, *acc = NULL;
-    unsigned *tickets = NULL;
-    typedef DecCfg<HD> C;
-    const int G = a->n_head / a->n_head_kv;
-    const bool merge_in_kernel = ATT_MERGE && (int64_t)a->n_tok * a->n_head_kv * p.n_hchunk <= ATT_TICKETS &&
-                                 (size_t)(G < ATT_RW ? G : ATT_RW) * p.n_split * sizeof(float) <= sizeof(uint16_t) * C::WARPS * 32 * C::KS;
     if (p.n_split > 1) {
         const size_t need = attn_scratch<HD>(a);
         TS_ARG_CHECK(scratch && scratch_bytes >= need && ((uintptr_t)scratch & 255) == 0,
                      "cuda attention: scratch %zu bytes (256-aligned) given, %zu needed", scratch_bytes, need);
         const size_t rows = (size_t)a->n_tok * (size_t)a->n_head;
-        uint8_t *b = (uint8_t *)scratch + ATT_TICKETS * sizeof(unsigned);
-        ml = (float *)b;
-        acc = (float *)(b + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
-        if (merge_in_kernel) tickets = (unsigned *)scratch;
+        ml = (float *)scratch;
+        acc = (float *)((uint8_t *)scratch + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
     }
     const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
-    ts_launch(&attn_decode<HD>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, p.n_split, p.split_len, p.n_hchunk, ml, acc, tickets);
+    ts_launch(&attn_decode<HD>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, p.n_split, p.split_len, p.n_hchunk, ml, acc);
     TS_CUDA_LAUNCHED("attention decode");
-    if (p.n_split > 1 && !merge_in_kernel) {
+    if (p.n_split > 1) {
         ts_launch(&attn_combine, (unsigned)(a->n_tok * a->n_head), 128, 0, s)(ml, acc, p.n_split, HD, a->out);
         TS_CUDA_LAUNCHED("attention combine");
     }

@@ -665,8 +665,8 @@ static void matmul_impl(cuda_stream *c, int n_w, const ts_mat *const *w, float *
             }
         if (!k) continue;
         void *q8 = (uint8_t *)c->q8 + (size_t)p * c->q8_stride;
-        OP(c, ts_cuda_matvec_q8_f32(c->s, k, pm, py, partners[p], x, n_tok, norm, eps, q8, accumulate),
-           "matmul (quantize activations, int8 matvec)");
+        OP(c, ts_cuda_quantize_q8(c->s, partners[p], x, n_in, n_tok, norm, eps, q8), "matmul (quantize activations)");
+        if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, k, pm, py, partners[p], q8, n_tok, accumulate), "matmul (int8 matvec)");
     }
     /* F32 activations: every such weight in one launch per token group */
     {
@@ -847,8 +847,6 @@ static void cuda_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_d
             c->attn = NULL;
             c->attn_bytes = 0;
             e = cudaMalloc(&c->attn, need);
-            /* the kernel's merge tickets start at zero and are left at zero */
-            if (e == cudaSuccess) e = cudaMemsetAsync(c->attn, 0, need, c->s);
         }
         if (e == cudaErrorMemoryAllocation) {
             note(c, oom(need, "attention scratch"), "attention");

@@ -110,12 +110,6 @@ ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const
  * w[i] must have that partner. */
 ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
                             const void *q8, int n_tok, bool accumulate);
-/* ts_cuda_quantize_q8 (x, norm_w, eps into q8) then ts_cuda_matvec_q8, with
- * the same results bit for bit; where ts_cuda_matvec_q8_fuses, in one launch
- * whose blocks each quantize x into shared memory (q8 is then untouched). */
-ts_status ts_cuda_matvec_q8_f32(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
-                                const float *x, int n_tok, const float *norm_w, float eps, void *q8, bool accumulate);
-bool ts_cuda_matvec_q8_fuses(int64_t n_in, int n_tok);
 
 /* ---- 2. prefill GEMM ----------------------------------------------------- */
 
@@ -193,11 +187,6 @@ typedef struct ts_cuda_attn {
     float scale;
 } ts_cuda_attn;
 
-/* scratch: ts_cuda_attn_scratch_bytes (0: none needed), 256-byte aligned,
- * its first TS_CUDA_ATTN_TICKET_BYTES zeroed once before its first use
- * (counters of finished split blocks; every call leaves them zero again).
- * One call at a time per scratch. */
-#define TS_CUDA_ATTN_TICKET_BYTES 16384
 size_t ts_cuda_attn_scratch_bytes(const ts_cuda_attn *a);
 ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes);
 

@@ -69,7 +69,6 @@ struct MvArgs {
     const float *x;                   /* (n_tok, n_in) */
     const float *inv_rms;             /* (n_tok) or NULL */
     const float *norm_w;              /* (n_in) or NULL */
-    float eps;                        /* int8 path, fused quantization: the norm's epsilon */
     /* int8 activations (ts_cuda_q8_bytes layout) */
     const int8_t *xq;                 /* (n_tok, n_in) */
     const float *xd;                  /* (n_tok, nd) */

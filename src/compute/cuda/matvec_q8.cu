@@ -91,80 +91,6 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
     }
 }
 
-/* The fused form of q8_quant (one token, no act): the whole block of NTH
- * threads quantizes x (optionally RMSNormed) into qs/d/s (shared memory), bit
- * for bit as q8_quant does. The norm's double sum keeps q8_quant's 256-thread
- * partition and order (thread t of q8_quant is virtual thread t here: this
- * thread holds virtual threads tid, tid + NTH, ...), so inv is the same float;
- * amax, the rounding and the integer sums do not depend on the thread
- * layout. Ends with __syncthreads. */
-template <bool K, int NTH>
-TS_DEV void block_quantize(const float *x, int64_t n_in, const float *norm_w, float eps, int8_t *qs, float *d, int32_t *s) {
-    static_assert(NTH <= 256 && 256 % NTH == 0, "block_quantize: 32..256 threads, dividing 256");
-    constexpr int VPT = 256 / NTH; /* virtual threads per thread */
-    __shared__ double shd[8];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float inv = 1.0f;
-    if (norm_w) {
-#pragma unroll
-        for (int j = 0; j < VPT; j++) {
-            double ss = 0;
-            for (int64_t i = threadIdx.x + j * NTH; i < n_in; i += 256) ss += (double)x[i] * x[i];
-            ss = warp_sum_d(ss);
-            if (lane == 0) shd[warp + j * (NTH / 32)] = ss;
-        }
-        __syncthreads();
-        double t = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) t += shd[i];
-        inv = (float)(1.0 / sqrt(t / (double)n_in + (double)eps));
-    }
-    auto val = [&](int64_t e) {
-        const float v = x[e];
-        return norm_w ? fmul_rn(fmul_rn(v, inv), norm_w[e]) : v;
-    };
-    if (!K) {
-        for (int64_t b = warp; b < n_in / 32; b += NTH / 32) {
-            const int64_t e = b * 32 + lane;
-            const float v = val(e);
-            const float amax = warp_max(fabsf(v));
-            const float dd = amax / 127.0f;
-            const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
-            int q = rne_int(fmul_rn(v, id));
-            q = q < -127 ? -127 : q > 127 ? 127 : q;
-            const int sum = warp_sum_i(q);
-            qs[e] = (int8_t)q;
-            if (lane == 0) {
-                d[b] = __half2float(__float2half_rn(dd));
-                s[b] = sum;
-            }
-        }
-    } else {
-        for (int64_t b = warp; b < n_in / 256; b += NTH / 32) {
-            float v[8], amax = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = val(b * 256 + 32 * j + lane), amax = fmaxf(amax, fabsf(v[j]));
-            amax = warp_max(amax);
-            const float iscale = amax != 0.0f ? 127.0f / amax : 0.0f;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                int q = 0;
-                if (amax != 0.0f) {
-                    q = rne_int(fmul_rn(iscale, v[j]));
-                    q = q < -127 ? -127 : q > 127 ? 127 : q;
-                }
-                int bs = q; /* lanes 0-15 and 16-31: sub-blocks 2j and 2j + 1 */
-#pragma unroll
-                for (int o = 8; o > 0; o >>= 1) bs += __shfl_xor_sync(0xffffffffu, bs, o);
-                qs[b * 256 + 32 * j + lane] = (int8_t)q;
-                if ((lane & 15) == 0) s[b * 16 + 2 * j + (lane >> 4)] = bs;
-            }
-            if (lane == 0) d[b] = amax != 0.0f ? 1.0f / iscale : 0.0f;
-        }
-    }
-    __syncthreads();
-}
-
 /* ---- the int8 matvec ----------------------------------------------------
  *
  * Why it is built this way: decode streams every weight byte once, so the
@@ -231,14 +157,6 @@ TS_DEV void block_quantize(const float *x, int64_t n_in, const float *norm_w, fl
 #ifndef MVQ_DIRECT
 #define MVQ_DIRECT 1 /* Q4_K/Q5_K: 1 = 16-byte loads into registers, 0 = shared-memory staging */
 #endif
-#ifndef MVQ_FUSE_MAX_IN
-/* one token with n_in up to this: each block quantizes x itself (one launch
- * instead of two; every block reads all of x, so not for long rows) */
-#define MVQ_FUSE_MAX_IN 2048
-#endif
-static_assert(MVQ_FUSE_MAX_IN % 256 == 0, "MVQ_FUSE_MAX_IN: a multiple of 256");
-/* shared bytes of one quantized row of MVQ_FUSE_MAX_IN (q8_layout's bound) */
-#define MVQ_FUSE_SMEM (MVQ_FUSE_MAX_IN + 256 + (MVQ_FUSE_MAX_IN / 16 * 4 + 255) / 256 * 256)
 #ifndef MVQ_PREFETCH
 #define MVQ_PREFETCH 4096 /* bytes of its run each warp prefetches to L2 before it waits on the previous kernel */
 #endif
@@ -401,10 +319,7 @@ TS_DEV void mvq_out(const MvMat &m, int accumulate, int t, int row, float v) {
 }
 
 /* Quantized weights, int8 activations: the rows of each team's run. */
-/* FUSE (NT == 1): x is a.x (float, a.norm_w, a.eps), quantized by the block
- * into shared memory (q8_layout of one row, n_in <= MVQ_FUSE_MAX_IN) after
- * the wait. */
-template <int T, int NT, bool FUSE>
+template <int T, int NT>
 __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(const MvArgs a) {
     typedef Dec<T> D;
     typedef Geo<T> G;
@@ -441,16 +356,6 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
     }
 #endif
     ts_pdl_enter();
-    const int8_t *Xq = a.xq;
-    const float *Xd = a.xd;
-    const int32_t *Xs = a.xs;
-    if (FUSE) {
-        __shared__ __align__(16) uint8_t xsm[FUSE ? MVQ_FUSE_SMEM : 16];
-        const Q8Layout QL = q8_layout(D::QK == 256 ? TS_TYPE_Q8_K : TS_TYPE_Q8_0, a.n_in, 1);
-        block_quantize<D::QK == 256, MVQ_WARPS * 32>(a.x, a.n_in, a.norm_w, a.eps, (int8_t *)(xsm + QL.qs), (float *)(xsm + QL.d),
-                                                      (int32_t *)(xsm + QL.s));
-        Xq = (const int8_t *)(xsm + QL.qs), Xd = (const float *)(xsm + QL.d), Xs = (const int32_t *)(xsm + QL.s);
-    }
     const int u = lane % D::NU;
     uint8_t *buf = sm[warp];
 
@@ -492,8 +397,8 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                 uint32_t X0[8];
                 XScale xs0;
                 if (on) {
-                    XSide<T>::xwords(Xq + (int64_t)bl * D::QK, u, X0);
-                    XSide<T>::xscale(Xd, Xs, bl, u, xs0);
+                    XSide<T>::xwords(a.xq + (int64_t)bl * D::QK, u, X0);
+                    XSide<T>::xscale(a.xd, a.xs, bl, u, xs0);
                 }
                 ring[s].stage(buf, nr, lane);
                 if (on && NT == 1) {
@@ -521,8 +426,8 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                             for (int i = 0; i < 8; i++) X[i] = X0[i];
                             xs = xs0;
                         } else {
-                            XSide<T>::xwords(Xq + (int64_t)t * a.n_in + (int64_t)bl * D::QK, u, X);
-                            XSide<T>::xscale(Xd + t * a.nd, Xs + t * a.ns, bl, u, xs);
+                            XSide<T>::xwords(a.xq + (int64_t)t * a.n_in + (int64_t)bl * D::QK, u, X);
+                            XSide<T>::xscale(a.xd + t * a.nd, a.xs + t * a.ns, bl, u, xs);
                         }
 #pragma unroll
                         for (int r = 0; r < R; r++)
@@ -566,10 +471,10 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
     }
 }
 
-template <int NT, bool FUSE = false> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks) {
+template <int NT> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks) {
     switch (type) {
 #define Q(T) \
-    case T: ts_launch(&mv_q_q8<T, NT, FUSE>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a); break;
+    case T: ts_launch(&mv_q_q8<T, NT>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a); break;
         TS_FOR_INT8_TYPES(Q)
 #undef Q
     default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8: type %s has no int8 path", ts_type_name(type));
@@ -643,17 +548,14 @@ ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const
     return quantize_launch(stream, partner, gate, n_in, n_tok, NULL, 0.0f, up, act, gate_out, q8);
 }
 
-/* The int8 matvec from q8 (partner-format rows), or with q8 NULL from float
- * x quantized inside each block (one token: the fused form). */
-static ts_status matvec_q8_run(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner, const void *q8,
-                               const float *x, const float *norm_w, float eps, int n_tok, bool accumulate) {
+ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
+                            const void *q8, int n_tok, bool accumulate) {
     MvArgs all;
     ts_status st = mv_check(n_w, w, y, n_tok, all);
     if (st != TS_OK) return st;
     TS_ARG_CHECK(ts_cuda_q8_bytes(partner, w[0].n_in, n_tok) > 0, "cuda matvec_q8: partner %s with n_in %lld",
                  ts_type_name(partner), (long long)w[0].n_in);
-    if (q8) TS_ARG_CHECK(((uintptr_t)q8 & 255) == 0, "cuda matvec_q8: q8 not 256-byte aligned");
-    else TS_ARG_CHECK(x && n_tok == 1, "cuda matvec_q8: fused quantization takes one token of float x");
+    TS_ARG_CHECK(q8 && ((uintptr_t)q8 & 255) == 0, "cuda matvec_q8: NULL q8 or not 256-byte aligned");
     for (int i = 0; i < n_w; i++)
         TS_ARG_CHECK(w[i].n_out <= INT32_MAX && w[i].row_bytes <= UINT32_MAX,
                      "cuda matvec_q8: weight %d: %lld rows of %llu bytes (at most 2^31 rows of 2^32 bytes)", i,
@@ -674,15 +576,9 @@ static ts_status matvec_q8_run(void *stream, int n_w, const ts_cuda_mat *w, floa
         a.n_in = w[i].n_in;
         a.n_tok = n_tok;
         a.accumulate = accumulate;
-        if (q8) {
-            a.xq = (const int8_t *)(b + L.qs);
-            a.xd = (const float *)(b + L.d);
-            a.xs = (const int32_t *)(b + L.s);
-        } else {
-            a.x = x;
-            a.norm_w = norm_w;
-            a.eps = eps;
-        }
+        a.xq = (const int8_t *)(b + L.qs);
+        a.xd = (const float *)(b + L.d);
+        a.xs = (const int32_t *)(b + L.s);
         a.nd = L.nd;
         a.ns = L.ns;
         for (int j = i; j < n_w; j++) {
@@ -693,30 +589,11 @@ static ts_status matvec_q8_run(void *stream, int n_w, const ts_cuda_mat *w, floa
         const int64_t blocks = mvq_plan(a, sms);
         TS_ARG_CHECK(blocks < (1ll << 31), "cuda matvec_q8: %lld blocks", (long long)blocks);
         cudaStream_t s = ts_stream(stream);
-        ts_status r = !q8          ? launch_nt<1, true>(s, w[i].type, a, blocks)
-                      : n_tok <= 1 ? launch_nt<1>(s, w[i].type, a, blocks)
+        ts_status r = n_tok <= 1   ? launch_nt<1>(s, w[i].type, a, blocks)
                       : n_tok <= 2 ? launch_nt<2>(s, w[i].type, a, blocks)
                       : n_tok <= 4 ? launch_nt<4>(s, w[i].type, a, blocks)
                                    : launch_nt<8>(s, w[i].type, a, blocks);
         if (r != TS_OK) return r;
     }
     return TS_OK;
-}
-
-ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
-                            const void *q8, int n_tok, bool accumulate) {
-    TS_ARG_CHECK(q8, "cuda matvec_q8: NULL q8");
-    return matvec_q8_run(stream, n_w, w, y, partner, q8, NULL, NULL, 0.0f, n_tok, accumulate);
-}
-
-bool ts_cuda_matvec_q8_fuses(int64_t n_in, int n_tok) { return n_tok == 1 && n_in <= MVQ_FUSE_MAX_IN; }
-
-ts_status ts_cuda_matvec_q8_f32(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
-                                const float *x, int n_tok, const float *norm_w, float eps, void *q8, bool accumulate) {
-    TS_ARG_CHECK(n_w >= 1 && w && x, "cuda matvec_q8_f32: no weights or NULL x");
-    if (ts_cuda_matvec_q8_fuses(w[0].n_in, n_tok))
-        return matvec_q8_run(stream, n_w, w, y, partner, NULL, x, norm_w, eps, n_tok, accumulate);
-    ts_status st = ts_cuda_quantize_q8(stream, partner, x, w[0].n_in, n_tok, norm_w, eps, q8);
-    if (st != TS_OK) return st;
-    return ts_cuda_matvec_q8(stream, n_w, w, y, partner, q8, n_tok, accumulate);
 }
