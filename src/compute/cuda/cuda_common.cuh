@@ -212,10 +212,18 @@ TS_DEV int warp_sum_i(int v) {
  * (ts_cuda_set_launch_pdl), as the current device is: the backend sets it
  * from its options at every op's entry; default on. */
 #if defined(__CUDACC__) || defined(TS_CUDA_EMU)
+#ifndef TS_PDL_TRIGGER_FIRST
+#define TS_PDL_TRIGGER_FIRST 0 /* 1: let the next kernel launch before this one has waited (two kernels ahead) */
+#endif
 TS_DEV void ts_pdl_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if TS_PDL_TRIGGER_FIRST
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#else
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #endif
 }
 
