@@ -213,7 +213,11 @@ TS_DEV int warp_sum_i(int v) {
  * from its options at every op's entry; default on. */
 #if defined(__CUDACC__) || defined(TS_CUDA_EMU)
 #ifndef TS_PDL_TRIGGER_FIRST
-#define TS_PDL_TRIGGER_FIRST 0 /* 1: let the next kernel launch before this one has waited (two kernels ahead) */
+/* 1: let the next kernel launch before this one has waited (two kernels
+ * ahead). Measured slower on the H200 (SmolLM2 tg128 1,089 against 1,174, 7B
+ * 253 against 279: bench/results/2026-12-01-h200-pdl): the early blocks take
+ * SM slots the running kernel's blocks still need. */
+#define TS_PDL_TRIGGER_FIRST 0
 #endif
 TS_DEV void ts_pdl_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
