@@ -131,6 +131,10 @@ const char *ts_backend_name(const ts_backend *be); /* "cpu" / "cuda" */
 /* One line for a start-up message: "cpu: AVX-512 VNNI, 2 threads" or
  * "cuda: NVIDIA H200 (sm_90), 139.2 GiB free of 139.8 GiB". */
 const char *ts_backend_describe(const ts_backend *be, char *buf, size_t n);
+/* Free and total device memory now, as the driver reports it (cuda:
+ * cudaMemGetInfo, every process's allocations and the context included).
+ * TS_ERR_UNSUPPORTED on a backend whose memory is the host's (cpu). */
+ts_status ts_backend_device_memory(ts_backend *be, uint64_t *free_bytes, uint64_t *total_bytes);
 /* True when this build carries the CUDA backend. */
 bool ts_backend_cuda_built(void);
 

@@ -75,6 +75,10 @@ typedef struct cli_model {
 bool cli_model_load(const char *cmd, const cli_common *c, cli_model *out);
 /* MoE models: the end-of-run cache line (requests, hits, MiB/token). */
 void cli_model_report(const cli_model *m, uint64_t n_tokens);
+/* "memory: host peak RSS ...; device in use ..." (stderr, after a run): the
+ * process's peak resident set (getrusage), and on a device backend what the
+ * driver reports in use at this point. */
+void cli_memory_report(const char *cmd, const cli_model *m);
 void cli_model_free(cli_model *m);
 /* Session options from the common flags; warns on stderr when the context
  * exceeds the trained one, with the KV memory it takes. */

@@ -1,6 +1,7 @@
 /* Helpers shared by the subcommands that load a model: the common flags,
  * the TURBOSPARK_* variables, loading with progress, interrupts. */
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,21 @@ void cli_model_report(const cli_model *m, uint64_t n_tokens) {
     if (!m->model || !ts_model_has_experts(m->model)) return;
     char line[512];
     fprintf(stderr, "%s\n", ts_model_expert_end_line(m->model, n_tokens, line, sizeof line));
+}
+
+void cli_memory_report(const char *cmd, const cli_model *m) {
+    struct rusage ru;
+    char a[32], b[32], c[32];
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return;
+    fprintf(stderr, "%s: memory: host peak RSS %s", cmd, ts_fmt_bytes((uint64_t)ru.ru_maxrss * 1024, 1, a, sizeof a));
+    uint64_t fr = 0, tot = 0;
+    if (m->be && ts_backend_kind_of(m->be) != TS_BACKEND_CPU && ts_backend_device_memory(m->be, &fr, &tot) == TS_OK)
+        /* allocations are made at load and at the first step of each shape and
+         * kept to the end, so what is in use now is the run's peak, the
+         * context and cuBLAS's workspace included */
+        fprintf(stderr, "; device in use at the end %s of %s (the driver's total - free)", ts_fmt_bytes(tot - fr, 1, b, sizeof b),
+                ts_fmt_bytes(tot, 1, c, sizeof c));
+    fputc('\n', stderr);
 }
 
 bool cli_model_load(const char *cmd, const cli_common *c, cli_model *out) {

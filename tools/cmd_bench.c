@@ -149,6 +149,7 @@ int cmd_bench(int argc, char **argv) {
     if (json) printf("\n]\n");
     fflush(stdout); /* the rows before the stderr lines */
     if (!rc) cli_model_report(&m, (uint64_t)((p + n) * r));
+    if (!rc) cli_memory_report(cmd, &m);
     if (!rc && ts_session_instruments_finish(s, stderr, false) != TS_OK) rc = 1;
     if (!rc)
         fprintf(stderr, "bench: fed fresh seeded-random ids every run: %d distinct of %lld (pp), %d distinct of %lld (tg) in the timed runs; "

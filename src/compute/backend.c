@@ -54,6 +54,12 @@ void ts_backend_free(ts_backend *be) {
 ts_backend_kind ts_backend_kind_of(const ts_backend *be) { return be->kind; }
 const char *ts_backend_name(const ts_backend *be) { return be->ops->name; }
 
+ts_status ts_backend_device_memory(ts_backend *be, uint64_t *free_bytes, uint64_t *total_bytes) {
+    *free_bytes = *total_bytes = 0;
+    if (!be->ops->mem_info) return ts_fail(TS_ERR_UNSUPPORTED, "backend %s: its memory is the host's", be->ops->name);
+    return be->ops->mem_info(be, free_bytes, total_bytes);
+}
+
 const char *ts_backend_describe(const ts_backend *be, char *buf, size_t n) {
     if (n) buf[0] = 0;
     be->ops->describe(be, buf, n);
