@@ -138,7 +138,10 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #define MVQ_SM_WARPS_B 16 /* the same for 2..8 tokens (more accumulators: 128 registers) */
 #endif
 #ifndef MVQ_R
-#define MVQ_R 2 /* rows per group: each activation load serves MVQ_R rows */
+#define MVQ_R 2 /* rows per group, 2..8 tokens: each activation load serves MVQ_R rows */
+#endif
+#ifndef MVQ_R1
+#define MVQ_R1 MVQ_R /* the same for 1 token (fewer accumulators: more rows fit the registers) */
 #endif
 #ifndef MVQ_RING
 #define MVQ_RING 4 /* 16-byte weight words per lane in flight (all ring slots), 1 token: sets the depth per type.
@@ -166,6 +169,9 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 
 static_assert(MVQ_WARPS % 4 == 0 && MVQ_WARPS >= 4 && MVQ_WARPS <= 32, "MVQ_WARPS: 4, 8, ... 32");
 static_assert(MVQ_R >= 1 && MVQ_R * TS_CUDA_MAX_DECODE_TOK <= 32, "MVQ_R: 1..4 (a lane per row and token)");
+static_assert(MVQ_R1 >= 1 && MVQ_R1 <= 32, "MVQ_R1: 1..32");
+/* rows per group for a token count */
+__host__ __device__ constexpr int mvq_rows(int nt) { return nt == 1 ? MVQ_R1 : MVQ_R; }
 static_assert(MVQ_RING >= 1 && MVQ_RING_B >= 1 && MVQ_BATCH >= 1, "MVQ_RING(_B), MVQ_BATCH >= 1");
 static_assert(MVQ_SM_WARPS >= MVQ_WARPS && MVQ_SM_WARPS_B >= MVQ_WARPS && MVQ_WAVES >= 1,
               "MVQ_SM_WARPS(_B) >= MVQ_WARPS, MVQ_WAVES >= 1");
@@ -202,19 +208,19 @@ struct QMat {
 /* Staged loader (any type): an item's chunk of each row in registers
  * (Stage's words, ldw16), realigned through the warp's shared buffer when it
  * is decoded. */
-template <int T> struct QStaged {
+template <int T, int R> struct QStaged {
     typedef Dec<T> D;
     typedef Geo<T> G;
-    static constexpr int SMEM = MVQ_R * G::SROW; /* shared bytes per warp */
-    static constexpr int WORDS = MVQ_R * G::WPL;  /* 16-byte registers per lane per item */
-    uint4 v[MVQ_R][G::WPL];
-    int dn[MVQ_R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words loaded (bits 4-) */
+    static constexpr int SMEM = R * G::SROW; /* shared bytes per warp */
+    static constexpr int WORDS = R * G::WPL;  /* 16-byte registers per lane per item */
+    uint4 v[R][G::WPL];
+    int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words loaded (bits 4-) */
 
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane) {
         const int b0 = c * G::CB;
         const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
 #pragma unroll
-        for (int r = 0; r < MVQ_R; r++) {
+        for (int r = 0; r < R; r++) {
             dn[r] = 0;
             if (r >= nr) continue;
             const uint8_t *start = row + (size_t)r * m.rb + b0 * D::BB;
@@ -233,7 +239,7 @@ template <int T> struct QStaged {
     TS_DEV void stage(uint8_t *sm, int nr, int lane) const {
         __syncwarp(); /* every lane is done with the previous item's bytes */
 #pragma unroll
-        for (int r = 0; r < MVQ_R; r++) {
+        for (int r = 0; r < R; r++) {
             if (r >= nr) continue;
 #pragma unroll
             for (int i = 0; i < G::WPL; i++) {
@@ -250,18 +256,18 @@ template <int T> struct QStaged {
 
 /* Direct loader (Q4_K, Q5_K): each lane's unit words straight from global
  * memory; no shared memory, no warp synchronization. */
-template <int T> struct QDirect;
+template <int T, int R> struct QDirect;
 #if MVQ_DIRECT /* unused otherwise, and -Werror refuses unused members */
-template <> struct QDirect<TS_TYPE_Q4_K> {
+template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
     typedef Dec<TS_TYPE_Q4_K> D;
-    static constexpr int SMEM = 0, WORDS = 2 * MVQ_R;
-    uint4 hd[MVQ_R], q[MVQ_R];
+    static constexpr int SMEM = 0, WORDS = 2 * R;
+    uint4 hd[R], q[R];
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane) {
         const int bl = c * Geo<TS_TYPE_Q4_K>::CB + lane / D::NU;
         if (bl >= nb) return;
         const int u = lane % D::NU;
 #pragma unroll
-        for (int r = 0; r < MVQ_R; r++) {
+        for (int r = 0; r < R; r++) {
             if (r >= nr) continue;
             const uint8_t *b = row + (size_t)r * m.rb + bl * D::BB;
             hd[r] = ldw16(b);
@@ -271,16 +277,16 @@ template <> struct QDirect<TS_TYPE_Q4_K> {
     TS_DEV void stage(uint8_t *, int, int) const {}
     TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], q[r], u, s); }
 };
-template <> struct QDirect<TS_TYPE_Q5_K> {
+template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
     typedef Dec<TS_TYPE_Q5_K> D;
-    static constexpr int SMEM = 0, WORDS = 3 * MVQ_R;
-    uint4 hd[MVQ_R], h[MVQ_R], q[MVQ_R];
+    static constexpr int SMEM = 0, WORDS = 3 * R;
+    uint4 hd[R], h[R], q[R];
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane) {
         const int bl = c * Geo<TS_TYPE_Q5_K>::CB + lane / D::NU;
         if (bl >= nb) return;
         const int u = lane % D::NU;
 #pragma unroll
-        for (int r = 0; r < MVQ_R; r++) {
+        for (int r = 0; r < R; r++) {
             if (r >= nr) continue;
             const uint8_t *b = row + (size_t)r * m.rb + bl * D::BB;
             hd[r] = ldw16(b);
@@ -293,11 +299,11 @@ template <> struct QDirect<TS_TYPE_Q5_K> {
 };
 #endif
 
-template <int T, bool DIRECT = MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K)> struct QLoader {
-    typedef QStaged<T> L;
+template <int T, int R, bool DIRECT = MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K)> struct QLoader {
+    typedef QStaged<T, R> L;
 };
-template <int T> struct QLoader<T, true> {
-    typedef QDirect<T> L;
+template <int T, int R> struct QLoader<T, R, true> {
+    typedef QDirect<T, R> L;
 };
 
 /* Ring depth of a loader: as many items as MVQ_RING words allow, 1..3
@@ -323,8 +329,9 @@ template <int T, int NT>
 __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(const MvArgs a) {
     typedef Dec<T> D;
     typedef Geo<T> G;
-    typedef typename QLoader<T>::L L;
-    constexpr int R = MVQ_R, DEP = QDepth<L, NT>::DEP, B = QDepth<L, NT>::B;
+    constexpr int R = mvq_rows(NT);
+    typedef typename QLoader<T, R>::L L;
+    constexpr int DEP = QDepth<L, NT>::DEP, B = QDepth<L, NT>::B;
     __shared__ __align__(16) uint8_t sm[MVQ_WARPS][L::SMEM > 0 ? L::SMEM : 16];
     __shared__ float red[2][B][MVQ_WARPS][R][NT]; /* kw > 1: per-warp partials of a batch's groups */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -487,7 +494,7 @@ template <int NT> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArg
  * one team per kw warps, each a run of up to gpt consecutive groups of one
  * weight, sized for MVQ_SM_WARPS resident warps per SM and MVQ_WAVES waves. */
 int64_t mvq_plan(MvArgs &a, int sms) {
-    const int64_t groups = mv_split(a, (a.n_in / 32 + 31) / 32, MVQ_R);
+    const int64_t groups = mv_split(a, (a.n_in / 32 + 31) / 32, mvq_rows(a.n_tok <= 1 ? 1 : 2));
     const int64_t tpb = MVQ_WARPS / a.kw;
     const int64_t slots = (int64_t)sms * mvq_min_blocks(a.n_tok) * MVQ_WAVES * tpb;
     a.gpt = (groups + slots - 1) / slots;
