@@ -188,6 +188,9 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
                     CHECKF(ic == ig, "%s%s: greedy step %d: cpu %d, cuda %d", name, precise ? " (precise)" : "", step, ic, ig);
                 }
             }
+            /* after a near-tie both sides take the CPU's id: two contexts that
+             * chose differently would make every later row differ */
+            if (gen_diverged_at >= 0) ig = ic;
             if (ts_session_eval(sc, &ic, 1, &lc) != TS_OK) { CHECKF(0, "cpu eval: %s", ts_last_error()); break; }
             memcpy(keep, lc, sizeof(float) * (size_t)V);
             if (ts_session_eval(sg, &ig, 1, &lg) != TS_OK) { CHECKF(0, "cuda eval: %s", ts_last_error()); break; }

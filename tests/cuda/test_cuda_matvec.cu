@@ -15,7 +15,8 @@
  * their accumulation differ.
  *
  * Shapes: n_in 576 (SmolLM2: a partial chunk), 2816 (11 K super-blocks: two
- * full chunks and a partial one), 4096; n_out odd (a group with one row);
+ * full chunks and a partial one), 4096; 2643 rows at one token (enough for
+ * the 4-row groups of large launches, the last one 3 rows); n_out odd (a group with one row);
  * 1, 3 and 8 tokens; bias, accumulate (y += W x), the RMSNorm fold, and
  * several weights of mixed types in one call. Weights are allocated to their
  * exact size, so an over-read past the matrix shows under compute-sanitizer. */
@@ -269,6 +270,7 @@ int main(void) {
         Case s = one(TS_TYPE_Q4_K, 256, 64, 1, true, false, true, false);
         s.n_w = 3, s.type[1] = TS_TYPE_Q4_K, s.type[2] = TS_TYPE_Q6_K, s.n_out[1] = 16, s.n_out[2] = 16;
         run_case(s);
+        run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true)); /* 4 rows per group, a partial last group */
         check_quantize_act(TS_TYPE_Q8_0, 0, 576, 1);
         check_quantize_act(TS_TYPE_Q8_K, 1, 512, 2);
         return tu_finish();
@@ -286,6 +288,8 @@ int main(void) {
             run_case(one(t, 2816, 301, 1, false, false, false, true));
             run_case(one(t, 2816, 67, 3, true, false, true, true));
             run_case(one(t, 4096, 37, 8, true, true, false, true));
+            /* enough rows for 4 per group at one token (MVQ_R1_BIG), the last group partial */
+            run_case(one(t, 4096, 2643, 1, true, true, false, true));
         }
     }
     /* several weights sharing x: Q/K/V of a Q4_K_M model (V in Q6_K), gate/up */

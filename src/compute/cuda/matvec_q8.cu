@@ -141,7 +141,16 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #define MVQ_R 2 /* rows per group, 2..8 tokens: each activation load serves MVQ_R rows */
 #endif
 #ifndef MVQ_R1
-#define MVQ_R1 MVQ_R /* the same for 1 token (fewer accumulators: more rows fit the registers) */
+#define MVQ_R1 MVQ_R /* the same for 1 token */
+#endif
+#ifndef MVQ_R1_BIG
+/* 1 token, a launch with at least this many rows per team slot: more rows per
+ * group (each activation load serves more rows, more bytes in flight per
+ * warp). Measured on the H200 (bench/results/2026-12-01-h200-pdl/call7-*):
+ * 4 rows took bench_matvec's 7B Q4_K geomean from 1,385 to 1,496 GB/s and 7B
+ * tg128 from ~280 to 287 tok/s, but for every launch, SmolLM2 fell from 1,175
+ * to 1,034 (too few groups to fill the GPU), hence the condition. */
+#define MVQ_R1_BIG 4
 #endif
 #ifndef MVQ_RING
 #define MVQ_RING 4 /* 16-byte weight words per lane in flight (all ring slots), 1 token: sets the depth per type.
@@ -169,9 +178,7 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 
 static_assert(MVQ_WARPS % 4 == 0 && MVQ_WARPS >= 4 && MVQ_WARPS <= 32, "MVQ_WARPS: 4, 8, ... 32");
 static_assert(MVQ_R >= 1 && MVQ_R * TS_CUDA_MAX_DECODE_TOK <= 32, "MVQ_R: 1..4 (a lane per row and token)");
-static_assert(MVQ_R1 >= 1 && MVQ_R1 <= 32, "MVQ_R1: 1..32");
-/* rows per group for a token count */
-__host__ __device__ constexpr int mvq_rows(int nt) { return nt == 1 ? MVQ_R1 : MVQ_R; }
+static_assert(MVQ_R1 >= 1 && MVQ_R1 <= 32 && MVQ_R1_BIG >= 1 && MVQ_R1_BIG <= 32, "MVQ_R1, MVQ_R1_BIG: 1..32");
 static_assert(MVQ_RING >= 1 && MVQ_RING_B >= 1 && MVQ_BATCH >= 1, "MVQ_RING(_B), MVQ_BATCH >= 1");
 static_assert(MVQ_SM_WARPS >= MVQ_WARPS && MVQ_SM_WARPS_B >= MVQ_WARPS && MVQ_WAVES >= 1,
               "MVQ_SM_WARPS(_B) >= MVQ_WARPS, MVQ_WAVES >= 1");
@@ -325,11 +332,10 @@ TS_DEV void mvq_out(const MvMat &m, int accumulate, int t, int row, float v) {
 }
 
 /* Quantized weights, int8 activations: the rows of each team's run. */
-template <int T, int NT>
+template <int T, int NT, int R>
 __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(const MvArgs a) {
     typedef Dec<T> D;
     typedef Geo<T> G;
-    constexpr int R = mvq_rows(NT);
     typedef typename QLoader<T, R>::L L;
     constexpr int DEP = QDepth<L, NT>::DEP, B = QDepth<L, NT>::B;
     __shared__ __align__(16) uint8_t sm[MVQ_WARPS][L::SMEM > 0 ? L::SMEM : 16];
@@ -478,10 +484,10 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
     }
 }
 
-template <int NT> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks) {
+template <int NT, int R> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks) {
     switch (type) {
 #define Q(T) \
-    case T: ts_launch(&mv_q_q8<T, NT>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a); break;
+    case T: ts_launch(&mv_q_q8<T, NT, R>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a); break;
         TS_FOR_INT8_TYPES(Q)
 #undef Q
     default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8: type %s has no int8 path", ts_type_name(type));
@@ -490,13 +496,28 @@ template <int NT> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArg
     return TS_OK;
 }
 
+/* Team slots of one wave (a.kw set). */
+int64_t mvq_slots(const MvArgs &a, int sms) {
+    return (int64_t)sms * mvq_min_blocks(a.n_tok) * MVQ_WAVES * (MVQ_WARPS / a.kw);
+}
+
+/* Rows per group of a launch: MVQ_R1_BIG for one token when every team slot
+ * gets a group of that many rows, else MVQ_R1 (one token) or MVQ_R. Not for
+ * Q8_0, whose 4-row kernel spills (76 bytes at the 96-register bound). */
+int mvq_rows(MvArgs &a, int sms, uint32_t type) {
+    if (a.n_tok > 1) return MVQ_R;
+    if (type == TS_TYPE_Q8_0) return MVQ_R1;
+    mv_split(a, (a.n_in / 32 + 31) / 32, MVQ_R1_BIG); /* sets kw (a function of n_in only) and g0 */
+    return a.g0[a.n_w] >= mvq_slots(a, sms) ? MVQ_R1_BIG : MVQ_R1;
+}
+
 /* Sets the split of a launch (g0, kw, gpt, t0) and returns its block count:
  * one team per kw warps, each a run of up to gpt consecutive groups of one
  * weight, sized for MVQ_SM_WARPS resident warps per SM and MVQ_WAVES waves. */
-int64_t mvq_plan(MvArgs &a, int sms) {
-    const int64_t groups = mv_split(a, (a.n_in / 32 + 31) / 32, mvq_rows(a.n_tok <= 1 ? 1 : 2));
+int64_t mvq_plan(MvArgs &a, int sms, int R) {
+    const int64_t groups = mv_split(a, (a.n_in / 32 + 31) / 32, R);
     const int64_t tpb = MVQ_WARPS / a.kw;
-    const int64_t slots = (int64_t)sms * mvq_min_blocks(a.n_tok) * MVQ_WAVES * tpb;
+    const int64_t slots = mvq_slots(a, sms);
     a.gpt = (groups + slots - 1) / slots;
     int64_t teams = 0;
     for (int i = 0; i < a.n_w; i++) {
@@ -593,13 +614,15 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
             done[j] = true;
             a.m[a.n_w++] = MvMat{(const uint8_t *)w[j].data, w[j].row_bytes, w[j].n_out, w[j].bias, y[j]};
         }
-        const int64_t blocks = mvq_plan(a, sms);
+        const int rows = mvq_rows(a, sms, w[i].type);
+        const int64_t blocks = mvq_plan(a, sms, rows);
         TS_ARG_CHECK(blocks < (1ll << 31), "cuda matvec_q8: %lld blocks", (long long)blocks);
         cudaStream_t s = ts_stream(stream);
-        ts_status r = n_tok <= 1   ? launch_nt<1>(s, w[i].type, a, blocks)
-                      : n_tok <= 2 ? launch_nt<2>(s, w[i].type, a, blocks)
-                      : n_tok <= 4 ? launch_nt<4>(s, w[i].type, a, blocks)
-                                   : launch_nt<8>(s, w[i].type, a, blocks);
+        ts_status r = n_tok > 4    ? launch_nt<8, MVQ_R>(s, w[i].type, a, blocks)
+                      : n_tok > 2  ? launch_nt<4, MVQ_R>(s, w[i].type, a, blocks)
+                      : n_tok > 1  ? launch_nt<2, MVQ_R>(s, w[i].type, a, blocks)
+                      : rows == MVQ_R1_BIG ? launch_nt<1, MVQ_R1_BIG>(s, w[i].type, a, blocks)
+                                           : launch_nt<1, MVQ_R1>(s, w[i].type, a, blocks);
         if (r != TS_OK) return r;
     }
     return TS_OK;
