@@ -40,6 +40,27 @@ for pol in lfu lru; do
   done
 done
 done
+# with the pilot prefetch (streamed into backend slots: the CPU backend runs
+# the device path's slots too) the trace records each prefetch, and the
+# replay places them as the engine did: hits, misses and the prefetch's
+# copies / saved / wasted all equal the run's own
+for pol in lfu lru; do
+  for slots in 2 3; do
+    for depth in on 1; do
+      env TURBOSPARK_ROUTER_HIST="$tmp/p.json" TURBOSPARK_ROUTER_TRACE=1 "$cli" run -m "$MOE" --prompt "count the hits" --max-new 48 \
+        --temperature 1 --seed 5 --backend cpu --expert-residency streamed --expert-cache-slots $slots --expert-policy $pol \
+        --gpu-expert-source host --pilot-prefetch $depth >/dev/null 2>"$tmp/e"
+      eng=$(grep -oE '^expert cache: [0-9]+ requests, [0-9]+ hits \([0-9.]+%\), [0-9]+ misses' "$tmp/e" | head -1 | awk '{print $3, $5, $8}')
+      epf=$(grep -oE 'pilot prefetch: [0-9]+ copies, [0-9]+ saved, [0-9]+ wasted' "$tmp/e" | awk '{print $3, $5, $7}')
+      "$cli" analyze cache "$tmp/p.json" --slots $slots --policy $pol >"$tmp/a" 2>&1
+      rep=$(awk -v p=$pol '$1==p {print $4, $5, $6}' "$tmp/a")
+      rpf=$(grep -oE 'replayed .*: [0-9]+ copies, [0-9]+ saved, [0-9]+ wasted' "$tmp/a" | awk '{print $5, $7, $9}')
+      [ -n "$eng" ] && [ -n "$epf" ] && [ "${epf%% *}" != 0 ] && [ "$eng" = "$rep" ] && [ "$epf" = "$rpf" ] && ok ||
+        bad "replay with pilot prefetch $depth, $pol/$slots: engine [$eng | $epf] vs analyzer [$rep | $rpf]"
+    done
+  done
+done
+
 # the long prompt's trace: prefill chunks of 256 and the rest, then one per decode token
 python3 - "$tmp/t.json" <<'PY' && ok || bad "chunk lengths in the trace"
 import json, sys

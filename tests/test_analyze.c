@@ -266,6 +266,44 @@ int main(void) {
                    "row 0 must be empty");
     expect_refused("not json", "not valid JSON");
 
+    /* the run's own pilot prefetches: layer 1, top_k 1, trace 0 1 2 0 (one
+     * token per chunk), 2 slots, LRU. Without them: 0m 1m 2m(ev0) 0m(ev1):
+     * 4 misses. With "expert 0 before pass 3" (2 0): before pass 3 the slots
+     * hold {1, 2}; the prefetch evicts the LRU one (1) for 0, placed without a
+     * use (no tick); pass 3 asks for 0: a hit, the copy saved. 3 misses, 1
+     * hit. The record "expert 1 before pass 2" copies nothing: 1 is resident
+     * then (and, untouched, it stays the LRU victim). */
+    p = write_tmp("{\"num_layers\":2,\"num_experts\":4,\"top_k\":1,\"counts\":[[0,0,0,0],[2,1,1,0]],"
+                  "\"trace\":[[],[0,1,2,0]],\"chunks\":[[],[1,1,1,1]],\"prefetch\":[[],[2,1,1,3,1,0]]}");
+    CHECKF(router_capture_load(p, 0, &c) == TS_OK, "%s", ts_last_error());
+    unlink(p);
+    CHECK(c.has_prefetch && c.prefetch_len[1] == 6);
+    CHECKF(router_replay_layer(&c, 1, 2, REPLAY_LRU, 0, 0, &r) == TS_OK && r.misses == 3 && r.hits == 1 && r.run_pf_copies == 1 &&
+               r.run_pf_saved == 1 && r.run_pf_wasted == 0,
+           "prefetch replay: misses %llu hits %llu copies %llu saved %llu wasted %llu", (unsigned long long)r.misses,
+           (unsigned long long)r.hits, (unsigned long long)r.run_pf_copies, (unsigned long long)r.run_pf_saved,
+           (unsigned long long)r.run_pf_wasted);
+    /* Belady is the ceiling without prefetch: the records are not applied */
+    CHECK(router_replay_layer(&c, 1, 2, REPLAY_BELADY, 0, 0, &r) == TS_OK && r.run_pf_copies == 0);
+    router_capture_free(&c);
+    /* a wrong guess: expert 3 before pass 3 is copied and wasted, and 0 misses */
+    p = write_tmp("{\"num_layers\":2,\"num_experts\":4,\"top_k\":1,\"counts\":[[0,0,0,0],[2,1,1,0]],"
+                  "\"trace\":[[],[0,1,2,0]],\"chunks\":[[],[1,1,1,1]],\"prefetch\":[[],[3,1,3]]}");
+    CHECKF(router_capture_load(p, 0, &c) == TS_OK, "%s", ts_last_error());
+    unlink(p);
+    CHECK(router_replay_layer(&c, 1, 2, REPLAY_LRU, 0, 0, &r) == TS_OK && r.misses == 4 && r.run_pf_copies == 1 && r.run_pf_wasted == 1);
+    router_capture_free(&c);
+    expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"prefetch\":[[0,1,0]]}",
+                   "prefetch without trace");
+    expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"trace\":[[0,1]],\"prefetch\":[[1,2,0,1]]}",
+                   "k in 1..top_k");
+    expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"trace\":[[0,1]],\"prefetch\":[[1,1,0,0,1,1]]}",
+                   "passes increasing");
+    expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"trace\":[[0,1]],\"prefetch\":[[1,1,5]]}",
+                   "out of range");
+    expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"trace\":[[0,1]],\"prefetch\":[[1,1]]}",
+                   "k in 1..top_k");
+
     /* writer -> reader round trip: 3 layers (layer 0 dense), 6 experts, top-2,
      * trace + pilot + one logit row; replay through the policy. */
     diag_router w;

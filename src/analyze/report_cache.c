@@ -118,6 +118,9 @@ static ts_status cache_report(FILE *T, html_doc *H, const router_capture *c, con
     }
     fprintf(T, "cache replay of %s: %d layers, %d experts, top_k %d, skip %llu tokens\n", c->path, c->num_layers, c->num_experts, c->top_k,
             (unsigned long long)skip);
+    if (c->has_prefetch)
+        fprintf(T, "the capture holds the run's pilot prefetches: lfu and lru place them before their passes as the engine did "
+                   "(belady does not)\n");
     fprintf(T, "%-7s %6s %9s %10s %10s %10s %12s %8s %8s %10s\n", "policy", "slots", "hit %", "requests", "hits", "misses", "miss/layer/token",
             "cold", "evicted", "prev-named");
     ts_status st;
@@ -131,6 +134,7 @@ static ts_status cache_report(FILE *T, html_doc *H, const router_capture *c, con
                 if ((st = router_replay_layer(c, l, slots[si], pols[pi], skip, 0, &r))) return st;
                 tot.tokens += r.tokens, tot.passes += r.passes, tot.requests += r.requests, tot.hits += r.hits, tot.misses += r.misses;
                 tot.cold_misses += r.cold_misses, tot.evict_misses += r.evict_misses, tot.prev_named += r.prev_named;
+                tot.run_pf_copies += r.run_pf_copies, tot.run_pf_saved += r.run_pf_saved, tot.run_pf_wasted += r.run_pf_wasted;
                 layers++;
             }
             double tokens = layers ? (double)tot.tokens / layers : 0;
@@ -145,6 +149,10 @@ static ts_status cache_report(FILE *T, html_doc *H, const router_capture *c, con
                     (unsigned long long)tot.misses, layers && tokens ? tot.misses / (double)layers / tokens : NAN,
                     (unsigned long long)tot.cold_misses, (unsigned long long)tot.evict_misses,
                     tot.misses ? 100.0 * tot.prev_named / tot.misses : NAN);
+            if (c->has_prefetch && pols[pi] != REPLAY_BELADY)
+                fprintf(T, "  pilot prefetch replayed (%s, %lld slots): %llu copies, %llu saved, %llu wasted\n", pname[pols[pi]],
+                        (long long)slots[si], (unsigned long long)tot.run_pf_copies, (unsigned long long)tot.run_pf_saved,
+                        (unsigned long long)tot.run_pf_wasted);
         }
     if (c->has_pred && (st = pilot_report(T, H, c, slots, n_slots, skip))) return st;
     if (!H) return TS_OK;

@@ -44,12 +44,15 @@ void router_capture_free(router_capture *c) {
     for (int32_t l = 0; l < c->num_layers; l++) {
         if (c->trace) free(c->trace[l]);
         if (c->pred) free(c->pred[l]);
+        if (c->prefetch) free(c->prefetch[l]);
         if (c->chunks) free(c->chunks[l]);
     }
     free(c->chunks);
     free(c->chunks_len);
     free(c->trace);
     free(c->pred);
+    free(c->prefetch);
+    free(c->prefetch_len);
     free(c->trace_len);
     free(c->pred_len);
     free(c->counts);
@@ -223,6 +226,59 @@ ts_status router_capture_load(const char *path, uint64_t max_bytes, router_captu
             l++;
         }
     }
+    const cJSON *pf = cJSON_GetObjectItemCaseSensitive(root, "prefetch");
+    if (pf && !cJSON_IsNull(pf)) {
+        if (!out->has_trace) { st = bad(path, "prefetch without trace has no passes to precede"); goto done; }
+        if (!cJSON_IsArray(pf) || cJSON_GetArraySize(pf) != out->num_layers) { st = bad(path, "prefetch must have num_layers rows"); goto done; }
+        out->has_prefetch = true;
+        out->prefetch = ts_calloc((size_t)out->num_layers, sizeof *out->prefetch);
+        out->prefetch_len = ts_calloc((size_t)out->num_layers, sizeof *out->prefetch_len);
+        if (!out->prefetch || !out->prefetch_len) { st = TS_ERR_NOMEM; goto done; }
+        l = 0;
+        cJSON_ArrayForEach(row, pf) {
+            if (!cJSON_IsArray(row)) { st = bad(path, "prefetch rows must be arrays"); goto done; }
+            const int n = cJSON_GetArraySize(row);
+            if (!(out->prefetch[l] = ts_malloc(sizeof(int32_t) * (size_t)(n ? n : 1)))) { st = TS_ERR_NOMEM; goto done; }
+            const cJSON *v;
+            uint64_t i = 0;
+            cJSON_ArrayForEach(v, row) {
+                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 2e9) {
+                    snprintf(msg, sizeof msg, "prefetch row %d holds a value that is not a non-negative integer", l);
+                    st = bad(path, msg);
+                    goto done;
+                }
+                out->prefetch[l][i++] = (int32_t)v->valuedouble;
+            }
+            out->prefetch_len[l] = i;
+            /* records (pass, k, k distinct ids), passes increasing and inside the trace */
+            const uint64_t passes = out->trace_len[l] / (uint64_t)out->top_k;
+            int64_t last = -1;
+            for (uint64_t r = 0; r < i;) {
+                const int32_t *rec = out->prefetch[l] + r;
+                const int32_t k = r + 1 < i ? rec[1] : 0;
+                /* (a partial run's last prefetch may precede the pass it never reached: pass == passes) */
+                if (k < 1 || k > out->top_k || r + 2 + (uint64_t)k > i || rec[0] <= last || (uint64_t)rec[0] > passes) {
+                    snprintf(msg, sizeof msg, "prefetch row %d: record at %llu is not (pass, k in 1..top_k, k ids) with passes increasing "
+                             "inside the layer's %llu", l, (unsigned long long)r, (unsigned long long)passes);
+                    st = bad(path, msg);
+                    goto done;
+                }
+                for (int32_t a = 0; a < k; a++) {
+                    bool twice = false;
+                    for (int32_t b = 0; b < a; b++) twice |= rec[2 + a] == rec[2 + b];
+                    if (rec[2 + a] >= out->num_experts || twice) {
+                        snprintf(msg, sizeof msg, "prefetch row %d: pass %d names expert %d %s", l, rec[0], rec[2 + a],
+                                 twice ? "twice" : "out of range");
+                        st = bad(path, msg);
+                        goto done;
+                    }
+                }
+                last = rec[0];
+                r += 2 + (uint64_t)k;
+            }
+            l++;
+        }
+    }
 done:
     cJSON_Delete(root);
     if (st) router_capture_free(out);
@@ -313,6 +369,12 @@ ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slot
     uint64_t *next_occ = NULL, *nxt = NULL;
     if (!req || !pstart || !ptok || !pm || !stamp || !prev || !cur) { st = TS_ERR_NOMEM; goto out; }
     const uint64_t passes = replay_requests(c, l, req, pstart, ptok, pm, stamp);
+    /* the run's own pilot prefetches (LFU/LRU): placed as the engine placed
+     * them (cache_prefetch_commit) before their one-token passes */
+    const int32_t *pf = pol != REPLAY_BELADY && c->has_prefetch ? c->prefetch[l] : NULL;
+    const uint64_t pf_len = pf ? c->prefetch_len[l] : 0;
+    uint64_t pfi = 0;
+    int32_t pf_copied[CACHE_MAX_K], pf_nc = 0;
     /* Belady: next pass at which each request's expert is asked for again. */
     if (pol == REPLAY_BELADY) {
         next_occ = ts_malloc(sizeof(uint64_t) * (size_t)(pstart[passes] ? pstart[passes] : 1));
@@ -358,6 +420,17 @@ ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slot
                 }
             }
         }
+        pf_nc = 0;
+        while (pfi < pf_len && (uint64_t)pf[pfi] < ptok[p]) pfi += 2 + (uint64_t)pf[pfi + 1]; /* inside a longer chunk: none ran */
+        if (pfi < pf_len && (uint64_t)pf[pfi] == ptok[p] && pm[p] == 1) {
+            const int32_t pk = pf[pfi + 1], *ids = pf + pfi + 2;
+            cache_plan pp;
+            if ((st = cache_plan_make(&cl, ids, pk, &pp))) break;
+            for (int32_t i = 0; i < pk; i++)
+                if (!pp.hit[i]) pf_copied[pf_nc++] = ids[i];
+            cache_prefetch_commit(&cl, ids, &pp);
+            pfi += 2 + (uint64_t)pk;
+        }
         cache_plan plan;
         if (pol == REPLAY_BELADY) {
             /* Same plan shape, victims by farthest next use (never-again first). */
@@ -394,6 +467,12 @@ ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slot
             break;
         }
         if (count) {
+            /* each copy is judged by the pass it preceded, as the engine does */
+            out->run_pf_copies += (uint64_t)pf_nc;
+            for (int32_t i = 0; i < pf_nc; i++) {
+                if (cur[pf_copied[i]]) out->run_pf_saved++;
+                else out->run_pf_wasted++;
+            }
             out->passes++;
             out->requests += (uint64_t)pk_n;
             for (int32_t i = 0; i < pk_n; i++) {

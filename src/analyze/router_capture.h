@@ -27,6 +27,9 @@ typedef struct router_capture {
     bool has_chunks;       /* the engine's forward chunks were recorded; absent: one pass per chunk */
     int32_t **chunks;      /* (num_layers) -> (chunks_len[l]) passes (tokens) per forward chunk, in order; they sum to the layer's passes */
     uint64_t *chunks_len;  /* (num_layers) */
+    bool has_prefetch;     /* the engine's pilot prefetches were recorded (streamed into backend slots) */
+    int32_t **prefetch;    /* (num_layers) -> (prefetch_len[l]) records (pass, k, k ids), passes increasing */
+    uint64_t *prefetch_len;/* (num_layers) */
 } router_capture;
 
 /* Loads and checks a capture (counts against top_k and the trace, ids in
@@ -57,6 +60,9 @@ typedef struct replay_result {
     uint64_t cold_misses;    /* miss into an empty slot */
     uint64_t evict_misses;   /* miss that evicted a resident expert */
     uint64_t prev_named;     /* misses whose expert was in the previous pass's top-k */
+    /* the run's own pilot prefetches, replayed before their passes (LFU/LRU,
+     * when the capture has them): copies = saved + wasted, as the engine counts */
+    uint64_t run_pf_copies, run_pf_saved, run_pf_wasted;
     /* pilot prefetch (only when the capture has pred, for pilot_k > 0) */
     uint64_t pred_total, pred_hits;   /* recall: actual ids that pred named */
     uint64_t prefetch_reads;          /* predicted experts not resident at snapshot */

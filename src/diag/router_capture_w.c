@@ -37,8 +37,9 @@ ts_status diag_router_init(diag_router *r, int32_t num_layers, int32_t num_exper
     r->tr = ts_calloc((size_t)num_layers, sizeof *r->tr);
     r->pred = ts_calloc((size_t)num_layers, sizeof *r->pred);
     r->chunks = ts_calloc((size_t)num_layers, sizeof *r->chunks);
+    r->pf = ts_calloc((size_t)num_layers, sizeof *r->pf);
     r->logits = logits_layer >= 0 ? ts_calloc((size_t)num_experts, sizeof *r->logits) : NULL;
-    if (!r->counts || !r->passes || !r->tr || !r->pred || !r->chunks || (logits_layer >= 0 && !r->logits)) {
+    if (!r->counts || !r->passes || !r->tr || !r->pred || !r->chunks || !r->pf || (logits_layer >= 0 && !r->logits)) {
         diag_router_free(r);
         return TS_ERR_NOMEM;
     }
@@ -49,7 +50,9 @@ void diag_router_free(diag_router *r) {
     for (int32_t l = 0; r->tr && l < r->num_layers; l++) free(r->tr[l].v);
     for (int32_t l = 0; r->pred && l < r->num_layers; l++) free(r->pred[l].v);
     for (int32_t l = 0; r->chunks && l < r->num_layers; l++) free(r->chunks[l].v);
+    for (int32_t l = 0; r->pf && l < r->num_layers; l++) free(r->pf[l].v);
     free(r->chunks);
+    free(r->pf);
     free(r->tr);
     free(r->pred);
     free(r->counts);
@@ -72,6 +75,15 @@ ts_status diag_router_record(diag_router *r, int32_t l, const int32_t *ids, cons
 ts_status diag_router_record_chunk(diag_router *r, int32_t l, int32_t n_tok) {
     if (!r->trace) return TS_OK;
     return ids_push(&r->chunks[l], &n_tok, 1);
+}
+
+ts_status diag_router_record_prefetch(diag_router *r, int32_t l, const int32_t *ids, int32_t k) {
+    if (!r->trace) return TS_OK;
+    if (l < 0 || l >= r->num_layers || k < 1 || k > r->top_k)
+        return ts_fail(TS_ERR_INTERNAL, "router capture: prefetch of %d experts at layer %d", k, l);
+    const int32_t head[2] = {(int32_t)r->passes[l], k};
+    ts_status st = ids_push(&r->pf[l], head, 2);
+    return st ? st : ids_push(&r->pf[l], ids, k);
 }
 
 ts_status diag_router_record_pred(diag_router *r, int32_t l, const int32_t *ids) {
@@ -102,6 +114,15 @@ ts_status diag_router_write(const diag_router *r, const char *path, bool partial
         if (chunks && in_chunks != r->passes[l])
             return ts_fail(TS_ERR_INTERNAL, "router capture: layer %d has %llu tokens in chunks but %llu passes", l,
                            (unsigned long long)in_chunks, (unsigned long long)r->passes[l]);
+        /* prefetches: (pass, k, ids) records, passes increasing, inside the layer's */
+        int64_t last = -1;
+        for (uint64_t i = 0; r->trace && i < r->pf[l].n; i += 2 + (uint64_t)r->pf[l].v[i + 1]) {
+            const int64_t pass = r->pf[l].v[i];
+            if (pass <= last || (uint64_t)pass > r->passes[l] || ((uint64_t)pass == r->passes[l] && !partial))
+                return ts_fail(TS_ERR_INTERNAL, "router capture: layer %d prefetch before pass %lld of %llu (previous %lld)", l,
+                               (long long)pass, (unsigned long long)r->passes[l], (long long)last);
+            last = pass;
+        }
         if (r->pilot && l > 0 && r->pred[l].n && r->pred[l].n != r->tr[l].n)
             return ts_fail(TS_ERR_INTERNAL, "router capture: layer %d has %llu pilot ids but %llu trace ids", l,
                            (unsigned long long)r->pred[l].n, (unsigned long long)r->tr[l].n);
@@ -116,6 +137,9 @@ ts_status diag_router_write(const diag_router *r, const char *path, bool partial
     if (r->trace) write_rows(&j, "trace", r->tr, r->num_layers);
     if (chunks) write_rows(&j, "chunks", r->chunks, r->num_layers);
     if (r->pilot) write_rows(&j, "pred", r->pred, r->num_layers);
+    bool pf = false;
+    for (int32_t l = 0; r->trace && l < r->num_layers; l++) pf |= r->pf[l].n > 0;
+    if (pf) write_rows(&j, "prefetch", r->pf, r->num_layers);
     if (r->logits_layer >= 0) {
         if (!r->logits_done) {
             json_out_printf(&j, ",\"router_logits\":null");

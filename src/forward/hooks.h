@@ -37,6 +37,11 @@ typedef struct ts_hooks {
      * the last token of its eval (the decode pass). */
     void (*ffn_act)(void *user, struct ts_session *s, int32_t layer, const float *rows, int32_t n_tok, int32_t width,
                     bool last_row_is_final);
+    /* Pilot prefetch placed guesses in layer's slots ahead of its next pass
+     * (streamed decode, expert_cache_prefetch_on ran its plan): ids (k) as
+     * given to the cache, best first. With the trace, analyze cache replays
+     * the run exactly. */
+    ts_status (*prefetch)(void *user, int32_t layer, const int32_t *ids, int32_t k);
 } ts_hooks;
 
 /* Calls hook `name` of h when both are set: HOOK(s->hooks, mark, s, TS_PHASE_ATTENTION). */

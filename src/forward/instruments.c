@@ -58,6 +58,12 @@ static ts_status h_route(void *user, int32_t layer, const int32_t *ids, const fl
     return diag_router_record(&d->router, layer, ids, logits);
 }
 
+static ts_status h_prefetch(void *user, int32_t layer, const int32_t *ids, int32_t k) {
+    ts_diag *d = diag_of(user);
+    if (!d->router_on) return TS_OK;
+    return diag_router_record_prefetch(&d->router, layer, ids, k);
+}
+
 /* The pilot probe: at layer l, with the post-attention residual in s->x, run
  * the target layer's router (l+1, or l itself in self mode) through its own
  * norm and record its top-k as that layer's "pred". Scratch only. */
@@ -111,4 +117,5 @@ const ts_hooks ts_diag_hooks = {
     .route = h_route,
     .after_attention = h_pilot,
     .ffn_act = h_ffn,
+    .prefetch = h_prefetch,
 };

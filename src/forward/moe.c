@@ -218,6 +218,10 @@ ts_status ts_forward_moe_host(ts_session *s, int l) {
             return rc;
         s->pf_l = nl;
         s->pf_unsynced |= s->pf_pass.plan.k > 0;
+        const ts_hooks *h = s->hooks;
+        if (TS_UNLIKELY(h != NULL) && h->prefetch && s->pf_pass.tracked &&
+            (rc = h->prefetch(h->user, nl, s->moe_ids + K, s->prefetch_depth)) != TS_OK)
+            return rc;
     }
     return TS_OK;
 }
