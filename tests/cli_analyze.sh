@@ -29,6 +29,13 @@ run "$tmp/cache0" cache "$cap/cache_hand.json" --slots 3 --policy lru
 has "$tmp/cache0" '^lru +3 +99\.51% +612 +609 +3 +0\.005 +3 +0 '
 hasnt "$tmp/cache0" '^(lfu|belady) '
 
+# the run's own pilot prefetches, placed before their passes (README.md)
+run "$tmp/pf" cache "$cap/prefetch.json" --slots 2 --policy lru,belady
+has "$tmp/pf" '^the capture holds the run.s pilot prefetches'
+has "$tmp/pf" '^lru +2 +45\.00% +20 +9 +11 +0\.550 +2 +9 '
+has "$tmp/pf" '^  pilot prefetch replayed \(lru, 2 slots\): 5 copies, 5 saved, 0 wasted$'
+hasnt "$tmp/pf" 'replayed \(belady'
+
 run "$tmp/win" window "$cap/cache_hand.json" --skip 5 --m 1,2,6,8
 has "$tmp/win" '^ +1 +1\.00 +1\.00x +1\.00x$'
 has "$tmp/win" '^ +2 +1\.50 +1\.50x +1\.33x$'
