@@ -18,26 +18,35 @@ static bool get_int(const cJSON *o, const char *key, int32_t lo, int32_t hi, int
     return true;
 }
 
-/* Reads an array of ids in [0, n_experts) into a new buffer. */
-static ts_status read_ids(const char *path, const cJSON *arr, int32_t n_experts, int32_t **ids, uint64_t *len, const char *what) {
-    *ids = NULL;
+/* Reads an array of integers in [lo, hi] (`kind` names them in the error)
+ * into a new buffer. */
+static ts_status read_ints(const char *path, const cJSON *arr, int64_t lo, int64_t hi, const char *kind, int32_t **v, uint64_t *len,
+                           const char *what) {
+    *v = NULL;
     *len = 0;
-    if (!cJSON_IsArray(arr)) return bad(path, what);
+    char m[192];
+    if (!cJSON_IsArray(arr)) {
+        snprintf(m, sizeof m, "%s must be an array", what);
+        return bad(path, m);
+    }
     int n = cJSON_GetArraySize(arr);
-    *ids = ts_malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-    if (!*ids) return TS_ERR_NOMEM;
+    *v = ts_malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (!*v) return TS_ERR_NOMEM;
     const cJSON *e;
     uint64_t i = 0;
     cJSON_ArrayForEach(e, arr) {
-        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 || e->valuedouble >= n_experts) {
-            char m[128];
-            snprintf(m, sizeof m, "%s holds a value that is not an expert id in [0, %d)", what, n_experts);
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < (double)lo || e->valuedouble > (double)hi) {
+            snprintf(m, sizeof m, "%s holds a value that is not %s in [%lld, %lld]", what, kind, (long long)lo, (long long)hi);
             return bad(path, m);
         }
-        (*ids)[i++] = (int32_t)e->valuedouble;
+        (*v)[i++] = (int32_t)e->valuedouble;
     }
     *len = i;
     return TS_OK;
+}
+
+static ts_status read_ids(const char *path, const cJSON *arr, int32_t n_experts, int32_t **ids, uint64_t *len, const char *what) {
+    return read_ints(path, arr, 0, n_experts - 1, "an expert id", ids, len, what);
 }
 
 void router_capture_free(router_capture *c) {
@@ -202,21 +211,10 @@ ts_status router_capture_load(const char *path, uint64_t max_bytes, router_captu
         if (!out->chunks || !out->chunks_len) { st = TS_ERR_NOMEM; goto done; }
         l = 0;
         cJSON_ArrayForEach(row, chunks) {
-            if (!cJSON_IsArray(row)) { st = bad(path, "chunks rows must be arrays"); goto done; }
-            int n = cJSON_GetArraySize(row);
-            if (!(out->chunks[l] = ts_malloc(sizeof(int32_t) * (size_t)(n ? n : 1)))) { st = TS_ERR_NOMEM; goto done; }
-            const cJSON *v;
-            uint64_t sum = 0, i = 0;
-            cJSON_ArrayForEach(v, row) {
-                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 || v->valuedouble > 1e9) {
-                    snprintf(msg, sizeof msg, "chunks row %d holds a value that is not a token count in [1, 1e9]", l);
-                    st = bad(path, msg);
-                    goto done;
-                }
-                out->chunks[l][i++] = (int32_t)v->valuedouble;
-                sum += (uint64_t)v->valuedouble;
-            }
-            out->chunks_len[l] = i;
+            snprintf(msg, sizeof msg, "chunks row %d", l);
+            if ((st = read_ints(path, row, 1, 1000000000, "a token count", &out->chunks[l], &out->chunks_len[l], msg))) goto done;
+            uint64_t sum = 0;
+            for (uint64_t i = 0; i < out->chunks_len[l]; i++) sum += (uint64_t)out->chunks[l][i];
             if (sum != out->trace_len[l] / (uint64_t)out->top_k) {
                 snprintf(msg, sizeof msg, "layer %d chunks sum to %llu tokens but its trace has %llu passes", l, (unsigned long long)sum,
                          (unsigned long long)(out->trace_len[l] / (uint64_t)out->top_k));
@@ -236,20 +234,10 @@ ts_status router_capture_load(const char *path, uint64_t max_bytes, router_captu
         if (!out->prefetch || !out->prefetch_len) { st = TS_ERR_NOMEM; goto done; }
         l = 0;
         cJSON_ArrayForEach(row, pf) {
-            if (!cJSON_IsArray(row)) { st = bad(path, "prefetch rows must be arrays"); goto done; }
-            const int n = cJSON_GetArraySize(row);
-            if (!(out->prefetch[l] = ts_malloc(sizeof(int32_t) * (size_t)(n ? n : 1)))) { st = TS_ERR_NOMEM; goto done; }
-            const cJSON *v;
-            uint64_t i = 0;
-            cJSON_ArrayForEach(v, row) {
-                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 2e9) {
-                    snprintf(msg, sizeof msg, "prefetch row %d holds a value that is not a non-negative integer", l);
-                    st = bad(path, msg);
-                    goto done;
-                }
-                out->prefetch[l][i++] = (int32_t)v->valuedouble;
-            }
-            out->prefetch_len[l] = i;
+            snprintf(msg, sizeof msg, "prefetch row %d", l);
+            if ((st = read_ints(path, row, 0, INT32_MAX, "a pass, count or expert id", &out->prefetch[l], &out->prefetch_len[l], msg)))
+                goto done;
+            const uint64_t i = out->prefetch_len[l];
             /* records (pass, k, k distinct ids), passes increasing and inside the trace */
             const uint64_t passes = out->trace_len[l] / (uint64_t)out->top_k;
             int64_t last = -1;
