@@ -146,10 +146,11 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #ifndef MVQ_R1_BIG
 /* 1 token, a launch with at least this many rows per team slot: more rows per
  * group (each activation load serves more rows, more bytes in flight per
- * warp). Measured on the H200 (bench/results/2026-12-01-h200-pdl/call7-*):
- * 4 rows took bench_matvec's 7B Q4_K geomean from 1,385 to 1,496 GB/s and 7B
- * tg128 from ~280 to 287 tok/s, but for every launch, SmolLM2 fell from 1,175
- * to 1,034 (too few groups to fill the GPU), hence the condition. */
+ * warp). Measured on the H200 (bench/results/2026-12-01-h200-pdl/call7-*)
+ * with 4 rows for every one-token launch: bench_matvec's 7B Q4_K geomean
+ * 1,385 -> 1,496 GB/s, 7B tg128 ~280 -> 287 tok/s, but SmolLM2 1,175 -> 1,034
+ * (its launches have fewer groups than team slots), hence the condition. The
+ * condition itself has not been measured on a GPU. */
 #define MVQ_R1_BIG 4
 #endif
 #ifndef MVQ_RING
