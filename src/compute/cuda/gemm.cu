@@ -34,17 +34,33 @@ template <int OUT> TS_DEV void store4(void *dst, int64_t e, float4 v) {
 
 TS_HD size_t out_size(int out) { return out == TS_TYPE_F32 ? 4 : 2; }
 
-/* Quantized rows: grid (chunk groups of 4, rows), a warp per chunk. */
+/* Quantized rows: grid (chunk groups of 4, rows), a warp per chunk. A lane
+ * decodes one unit, whose runs of 4 values lie 64 bytes or more apart in the
+ * output (a block or a sub-block per lane), so stores straight to global
+ * memory would fill a quarter of each 32-byte sector per instruction; the
+ * values go to the warp's shared buffer instead and leave as consecutive
+ * 16-byte words. (On the H200 the direct stores ran Q4_K/Q4_0/Q8_0 -> F16
+ * at ~1 TB/s of traffic against 3.2 for a plain F16 copy.) */
 template <int T, int OUT>
 __global__ void __launch_bounds__(128) dequant_q(const MvMat m, int64_t row0, int64_t n_in, void *dst) {
     ts_pdl_enter();
+    constexpr int OB = OUT == TS_TYPE_F32 ? 4 : 2;
+    constexpr int CE = Geo<T>::CB * Dec<T>::QK; /* elements per chunk: 1024 */
     __shared__ __align__(16) uint8_t sm[4][Geo<T>::SROW];
+    __shared__ __align__(16) uint8_t so[4][CE * OB];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t nb = n_in / Dec<T>::QK, nchunks = (nb + Geo<T>::CB - 1) / Geo<T>::CB;
     const int64_t c = (int64_t)blockIdx.x * 4 + warp;
     if (c >= nchunks) return;
-    void *o = (uint8_t *)dst + (size_t)blockIdx.y * (size_t)n_in * out_size(OUT);
-    dequant_chunk<T>(m, row0 + blockIdx.y, c, nb, sm[warp], lane, [&](int64_t e, float4 v) { store4<OUT>(o, e, v); });
+    const int64_t e0 = c * CE;
+    uint8_t *const buf = so[warp];
+    dequant_chunk<T>(m, row0 + blockIdx.y, c, nb, sm[warp], lane, [&](int64_t e, float4 v) { store4<OUT>(buf, e - e0, v); });
+    __syncwarp();
+    /* the chunk's bytes: a multiple of 64 (n_in is a multiple of 32), 16-aligned
+     * in dst (rows of n_in values, chunks of CE) */
+    const int nbytes = (int)((n_in - e0 < CE ? n_in - e0 : CE) * OB);
+    uint8_t *o = (uint8_t *)dst + ((size_t)blockIdx.y * (size_t)n_in + (size_t)e0) * OB;
+    for (int k = 16 * lane; k < nbytes; k += 512) *(uint4 *)(o + k) = *(const uint4 *)(buf + k);
 }
 
 template <int OUT>
