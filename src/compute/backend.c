@@ -111,6 +111,13 @@ void ts_backend_compose_act_matmul_add(ts_stream *st, ts_act act, float *gate, c
     op->matmul_add(st, w, gate, n_tok, x, tmp);
 }
 
+void ts_backend_compose_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *att,
+                                        const ts_mat *w, float *x, float *tmp) {
+    const ts_backend_ops *op = st->be->ops;
+    op->attention(st, kv, d, q, att);
+    op->matmul_add(st, w, att, d->n_tok, x, tmp);
+}
+
 void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
                                        const int32_t *ids, int k) {
     const ts_backend_ops *op = st->be->ops;

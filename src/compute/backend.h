@@ -261,6 +261,10 @@ typedef struct ts_backend_ops {
     /* act_mul(gate, up -> gate) over (n_tok, w->n_in), then matmul_add(w, gate,
      * x, tmp): the FFN's activation and its down projection into the residual */
     void (*act_matmul_add)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x, float *tmp);
+    /* attention(kv, d, q -> att), then matmul_add(w, att, x, tmp): the
+     * attention output's projection into the residual */
+    void (*attn_matmul_add)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *att, const ts_mat *w,
+                            float *x, float *tmp);
     /* act_mul(gate, up -> gate) over (k, w->n_in), then moe_matmul(1, w, y,
      * ids, k, gate, x_per_expert): the experts' activation and their down
      * projections */
@@ -300,6 +304,8 @@ void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *
 void ts_backend_compose_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp);
 void ts_backend_compose_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x,
                                        float *tmp);
+void ts_backend_compose_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *att,
+                                        const ts_mat *w, float *x, float *tmp);
 void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
                                        const int32_t *ids, int k);
 void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);

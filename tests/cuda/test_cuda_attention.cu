@@ -12,7 +12,11 @@
  * split-K path over the whole n_ctx, prefill the tiled path; GQA groups of 1,
  * 3, 6, 7 and 16 (two head chunks), windows, head_dim 64/128/256, and a
  * position outside the cache (TS_CUDA_ERR_POS, zero output row). The same
- * launch is run twice and must agree bit for bit (a moving result is a race). */
+ * launch is run twice and must agree bit for bit (a moving result is a race).
+ * Decode cases also run ts_cuda_attention_q8 (the split merge fused with the
+ * activation quantization) for each partner the row suits: its output and
+ * quantized bytes must equal the plain attention's and ts_cuda_quantize_q8's
+ * of it, bit for bit. */
 #include "cpu_ref.h"
 #include "cuda_test_util.h"
 
@@ -65,6 +69,34 @@ static void run(const AttCase &c) {
     tcu_down(&err, derr, 4);
     CHECKF(err == 0, "%s: err %u", what, err);
 
+    /* attention + quantization for an int8 Wo: the output and the quantized
+     * bytes must be those of ts_cuda_attention then ts_cuda_quantize_q8, bit
+     * for bit (the split-K merge moves into the quantization kernel) */
+    const int64_t n_in = (int64_t)c.n_head * hd;
+    for (int k = 0; k < 2 && c.n_tok <= TS_CUDA_MAX_DECODE_TOK; k++) {
+        const uint32_t partner = k ? TS_TYPE_Q8_K : TS_TYPE_Q8_0;
+        const size_t qb = ts_cuda_q8_bytes(partner, n_in, c.n_tok);
+        if (!qb) continue;
+        uint8_t *dq8 = (uint8_t *)tcu_dalloc(qb), *dq8r = (uint8_t *)tcu_dalloc(qb);
+        uint8_t *h8 = (uint8_t *)malloc(qb), *h8r = (uint8_t *)malloc(qb);
+        char w2[160];
+        snprintf(w2, sizeof w2, "%s + %s", what, ts_type_name(partner));
+        tcu_poison(dq8, qb), tcu_poison(dq8r, qb);
+        TCU_OK(ts_cuda_quantize_q8(NULL, partner, dout, n_in, c.n_tok, NULL, 0.0f, dq8r), w2); /* dout: the plain run's */
+        tcu_poison(dout, 4 * nq);
+        if (scratch) tcu_poison(scratch, sb);
+        TCU_OK(ts_cuda_attention_q8(NULL, &a, scratch, sb, partner, dq8), w2);
+        tcu_sync(w2);
+        tcu_down(got2, dout, 4 * nq);
+        tcu_down(h8, dq8, qb), tcu_down(h8r, dq8r, qb);
+        const bool same_out = memcmp(got, got2, 4 * nq) == 0, same_q8 = memcmp(h8, h8r, qb) == 0;
+        printf("%-60s out %s, q8 %s\n", w2, same_out ? "same" : "DIFFERS", same_q8 ? "same" : "DIFFERS");
+        CHECKF(same_out && same_q8, "%s: fused output %s, quantized %s", w2, same_out ? "same" : "differs",
+               same_q8 ? "same" : "differs");
+        free(h8), free(h8r);
+        cudaFree(dq8), cudaFree(dq8r);
+    }
+
     /* one token past the cache: flagged, its rows zero, the others still right */
     if (c.n_tok >= 2) {
         pos[c.n_tok - 1] = c.n_ctx;
@@ -108,6 +140,7 @@ int main(void) {
     tcu_require_gpu("test_cuda_attention");
     if (tcu_small()) {
         run({2, 6, 2, 64, 300, 200, 0});    /* decode, several splits */
+        run({1, 8, 2, 64, 700, 650, 0});    /* decode, splits, rows of 512: both partners */
         run({1, 4, 1, 256, 70, 40, 16});    /* decode, head_dim 256, window */
         run({12, 6, 3, 128, 48, 20, 0});    /* prefill */
         return tu_finish();

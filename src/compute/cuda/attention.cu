@@ -26,7 +26,7 @@
  *
  * CPU reference: the CPU backend's attention op (scores in float, softmax
  * sums in double, normalized weights times V). */
-#include "compute/cuda/cuda_common.cuh"
+#include "compute/cuda/cuda_quant.cuh"
 
 namespace {
 
@@ -272,6 +272,61 @@ __global__ void __launch_bounds__(128)
     }
 }
 
+/* The combine above fused with the quantization of its output for the next
+ * int8 matvec: grid (n_in / 256 rounded up, n_tok), 256 threads, thread =
+ * element of the (n_head * hd) row, so the block holds 256 / hd heads (one
+ * for hd = 256) and is one Q8_K block / 8 Q8_0 blocks. Each head's split
+ * weights and sum come from threads 0..127 in attn_combine's order (so the
+ * merged values are its bit for bit), then every thread merges its element
+ * and q8_quant_elem quantizes it. */
+template <bool K>
+__global__ void __launch_bounds__(256)
+    attn_combine_q8(const float *ml, const float *acc, int n_split, int hd, int n_head, float *out, int8_t *qs, float *qd,
+                    int32_t *qsum, int64_t nd, int64_t ns) {
+    ts_pdl_enter();
+    __shared__ float w[4][ATT_MAX_SPLIT];
+    __shared__ float red[4], Ls[4], shf[8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t t = blockIdx.y, n_in = (int64_t)n_head * hd, e0 = (int64_t)blockIdx.x * 256;
+    const int hb0 = (int)(e0 / hd), nh = hd >= 256 ? 1 : 256 / hd;
+    for (int j = 0; j < nh && hb0 + j < n_head; j++) {
+        const float *m = ml + (t * n_head + hb0 + j) * n_split * 2;
+        float M = -INFINITY;
+        if (threadIdx.x < 128)
+            for (int s = threadIdx.x; s < n_split; s += 128) M = fmaxf(M, m[2 * s]);
+        M = warp_max(M);
+        if (lane == 0 && warp < 4) red[warp] = M;
+        __syncthreads();
+        M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+        __syncthreads();
+        float L = 0.0f;
+        if (threadIdx.x < 128)
+            for (int s = threadIdx.x; s < n_split; s += 128) {
+                const float f = (M != -INFINITY && m[2 * s] != -INFINITY) ? expf(m[2 * s] - M) : 0.0f;
+                w[j][s] = f;
+                L += f * m[2 * s + 1];
+            }
+        L = warp_sum(L);
+        if (lane == 0 && warp < 4) red[warp] = L;
+        __syncthreads();
+        if (threadIdx.x == 0) Ls[j] = red[0] + red[1] + red[2] + red[3];
+        __syncthreads();
+    }
+    const int64_t e = e0 + threadIdx.x;
+    const bool valid = e < n_in; /* whole warps: n_in % 32 == 0 */
+    float v = 0.0f;
+    if (valid) {
+        const int h = (int)(e / hd), d = (int)(e % hd), j = h - hb0;
+        const int64_t row = t * n_head + h;
+        float A = 0.0f;
+        for (int s = 0; s < n_split; s++)
+            if (w[j][s] != 0.0f) A += w[j][s] * acc[(row * n_split + s) * hd + d];
+        v = Ls[j] > 0.0f ? A / Ls[j] : 0.0f;
+        out[t * n_in + e] = v;
+    }
+    q8_quant_elem<K>(v, valid, t, e, n_in, qs, qd, qsum, nd, ns, shf);
+}
+
 template <int HD> struct PreCfg {
     static constexpr int BQ = HD == 256 ? 8 : 32; /* queries per block */
     static constexpr int RW = BQ / 4;             /* per warp */
@@ -391,7 +446,11 @@ template <int HD> size_t attn_scratch(const ts_cuda_attn *a) {
     return ml + rows * p.n_split * HD * sizeof(float);
 }
 
-template <int HD> ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes) {
+/* q8 != NULL: the output is also quantized to `partner` there (the caller
+ * checked the layout); with split-K the combine does it. */
+template <int HD>
+ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes, uint32_t partner = 0,
+                      void *q8 = NULL) {
     if (a->n_tok > TS_CUDA_MAX_DECODE_TOK) {
         const int bq = PreCfg<HD>::BQ;
         ts_launch(&attn_prefill<HD>, dim3((unsigned)((a->n_tok + bq - 1) / bq), (unsigned)a->n_head), 128, 0, s)(*a);
@@ -413,10 +472,25 @@ template <int HD> ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, v
     const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
     ts_launch(&attn_decode<HD>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, p.n_split, p.split_len, p.n_hchunk, ml, acc);
     TS_CUDA_LAUNCHED("attention decode");
+    if (q8 && p.n_split > 1) {
+        const int64_t n_in = (int64_t)a->n_head * HD;
+        const Q8Layout L = q8_layout(partner, n_in, a->n_tok);
+        uint8_t *b = (uint8_t *)q8;
+        const dim3 g((unsigned)((n_in + 255) / 256), (unsigned)a->n_tok);
+        if (partner == TS_TYPE_Q8_K)
+            ts_launch(&attn_combine_q8<true>, g, 256, 0, s)(ml, acc, p.n_split, HD, a->n_head, a->out, (int8_t *)(b + L.qs),
+                                                           (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
+        else
+            ts_launch(&attn_combine_q8<false>, g, 256, 0, s)(ml, acc, p.n_split, HD, a->n_head, a->out, (int8_t *)(b + L.qs),
+                                                            (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
+        TS_CUDA_LAUNCHED("attention combine + quantize");
+        return TS_OK;
+    }
     if (p.n_split > 1) {
         ts_launch(&attn_combine, (unsigned)(a->n_tok * a->n_head), 128, 0, s)(ml, acc, p.n_split, HD, a->out);
         TS_CUDA_LAUNCHED("attention combine");
     }
+    if (q8) return ts_cuda_quantize_q8(s, partner, a->out, (int64_t)a->n_head * HD, a->n_tok, NULL, 0.0f, q8);
     return TS_OK;
 }
 
@@ -439,5 +513,22 @@ ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, 
     case 64: return attn_launch<64>(s, a, scratch, scratch_bytes);
     case 128: return attn_launch<128>(s, a, scratch, scratch_bytes);
     default: return attn_launch<256>(s, a, scratch, scratch_bytes);
+    }
+}
+
+ts_status ts_cuda_attention_q8(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes, uint32_t partner,
+                               void *q8) {
+    ts_status st = attn_check(a);
+    if (st != TS_OK) return st;
+    TS_ARG_CHECK(a->n_tok <= TS_CUDA_MAX_DECODE_TOK, "cuda attention_q8: %d tokens (decode: at most %d)", a->n_tok,
+                 TS_CUDA_MAX_DECODE_TOK);
+    TS_ARG_CHECK(ts_cuda_q8_bytes(partner, (int64_t)a->n_head * a->head_dim, a->n_tok) > 0,
+                 "cuda attention_q8: partner %s with rows of %d x %d", ts_type_name(partner), a->n_head, a->head_dim);
+    TS_ARG_CHECK(q8 && ((uintptr_t)q8 & 255) == 0, "cuda attention_q8: NULL q8 or not 256-byte aligned");
+    cudaStream_t s = ts_stream(stream);
+    switch (a->head_dim) {
+    case 64: return attn_launch<64>(s, a, scratch, scratch_bytes, partner, q8);
+    case 128: return attn_launch<128>(s, a, scratch, scratch_bytes, partner, q8);
+    default: return attn_launch<256>(s, a, scratch, scratch_bytes, partner, q8);
     }
 }

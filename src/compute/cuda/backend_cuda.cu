@@ -807,6 +807,34 @@ static void cuda_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_at
     OP(c, ts_cuda_rope_kv_store(c->s, &a), "rope + kv store");
 }
 
+/* The split-K scratch for a, grown (outside a recording) to what it needs. */
+static bool attn_scratch_ready(cuda_stream *c, const ts_cuda_attn *a, const char *op) {
+    size_t need = ts_cuda_attn_scratch_bytes(a);
+    if (need <= c->attn_bytes) return true;
+    if (c->capturing) {
+        /* growing means a sync and an allocation, neither allowed while recording */
+        note(c, ts_fail(TS_ERR_ARG, "the split-K scratch (%zu bytes) must be sized by a plain step before recording", need), op);
+        return false;
+    }
+    /* sized at the first decode step of this shape: the split depends on
+     * head_dim and the heads, which reserve does not know */
+    cudaError_t e = cudaStreamSynchronize(c->s);
+    if (e == cudaSuccess) {
+        cudaFree(c->attn);
+        c->attn = NULL;
+        c->attn_bytes = 0;
+        e = cudaMalloc(&c->attn, need);
+    }
+    if (e == cudaErrorMemoryAllocation) {
+        note(c, oom(need, "attention scratch"), op);
+        return false;
+    }
+    note_cuda(c, e, "attention (scratch)");
+    if (c->err != TS_OK) return false;
+    c->attn_bytes = need;
+    return true;
+}
+
 static void cuda_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *out) {
     cuda_stream *c = cst(st);
     if (!live(c)) return;
@@ -831,32 +859,34 @@ static void cuda_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_d
     }
     ts_cuda_attn a = {q, (const uint16_t *)kv->k, (const uint16_t *)kv->v, pos, out, c->err_dev,
                       d->n_tok, d->n_head, d->n_head_kv, d->head_dim, d->n_ctx, d->window, d->scale};
-    size_t need = ts_cuda_attn_scratch_bytes(&a);
-    if (need > c->attn_bytes) {
-        if (c->capturing) {
-            /* growing means a sync and an allocation, neither allowed while recording */
-            note(c, ts_fail(TS_ERR_ARG, "the split-K scratch (%zu bytes) must be sized by a plain step before recording", need),
-                 "attention");
-            return;
-        }
-        /* sized at the first decode step of this shape: the split depends on
-         * head_dim and the heads, which reserve does not know */
-        cudaError_t e = cudaStreamSynchronize(c->s);
-        if (e == cudaSuccess) {
-            cudaFree(c->attn);
-            c->attn = NULL;
-            c->attn_bytes = 0;
-            e = cudaMalloc(&c->attn, need);
-        }
-        if (e == cudaErrorMemoryAllocation) {
-            note(c, oom(need, "attention scratch"), "attention");
-            return;
-        }
-        note_cuda(c, e, "attention (scratch)");
-        if (c->err != TS_OK) return;
-        c->attn_bytes = need;
-    }
+    if (!attn_scratch_ready(c, &a, "attention")) return;
     OP(c, ts_cuda_attention(c->s, &a, c->attn, c->attn_bytes), "attention");
+}
+
+/* Decode with the int8 Wo: the attention's split-K merge also quantizes its
+ * output for Wo (one launch fewer), then the matvec adds into x. */
+static void cuda_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *att,
+                                 const ts_mat *w, float *x, float *tmp) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    const uint32_t partner = ts_cuda_q8_partner(w->type);
+    const bool fused = d->kv_type == TS_TYPE_F16 && (d->head_dim == 64 || d->head_dim == 128 || d->head_dim == 256) &&
+                       d->n_tok <= TS_CUDA_MAX_DECODE_TOK && d->n_tok <= c->max_tokens && d->n_head_kv >= 1 &&
+                       d->n_head % d->n_head_kv == 0 && matmul_path(c, w->type, d->n_tok) == 0 &&
+                       w->n_in == (int64_t)d->n_head * d->head_dim && ts_cuda_q8_bytes(partner, w->n_in, d->n_tok) > 0;
+    if (!fused) {
+        ts_backend_compose_attn_matmul_add(st, kv, d, q, att, w, x, tmp);
+        return;
+    }
+    if (!desc_ok(c, d, "attention")) return;
+    ts_cuda_attn a = {q, (const uint16_t *)kv->k, (const uint16_t *)kv->v, desc_pos(c, d), att, c->err_dev,
+                      d->n_tok, d->n_head, d->n_head_kv, d->head_dim, d->n_ctx, d->window, d->scale};
+    if (!attn_scratch_ready(c, &a, "attention")) return;
+    void *q8 = (uint8_t *)c->q8 + (size_t)(partner == TS_TYPE_Q8_K) * c->q8_stride;
+    OP(c, ts_cuda_attention_q8(c->s, &a, c->attn, c->attn_bytes, partner, q8), "attention + quantize");
+    ts_cuda_mat m = cmat(w);
+    float *y[1] = {x};
+    if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, 1, &m, y, partner, q8, d->n_tok, true), "matmul (int8 matvec)");
 }
 
 static void cuda_act_mul(ts_stream *st, ts_act act, const float *gate, const float *up, int64_t n, float *out) {
@@ -1199,6 +1229,7 @@ static const ts_backend_ops cuda_ops = {
     .norm_matmul = cuda_norm_matmul,
     .matmul_add = cuda_matmul_add,
     .act_matmul_add = cuda_act_matmul_add,
+    .attn_matmul_add = cuda_attn_matmul_add,
     .moe_act_matmul = cuda_moe_act_matmul,
     .moe_combine_add = ts_backend_compose_moe_combine_add,
     .rope_kv_store = cuda_rope_kv_store,

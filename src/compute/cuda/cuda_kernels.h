@@ -189,6 +189,14 @@ typedef struct ts_cuda_attn {
 
 size_t ts_cuda_attn_scratch_bytes(const ts_cuda_attn *a);
 ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes);
+/* ts_cuda_attention, then its output quantized to `partner` into q8 for the
+ * next int8 matvec (Wo), as ts_cuda_quantize_q8(out) would: with split-K the
+ * splits are merged inside the quantization kernel (one launch fewer than
+ * combine + quantize). out and q8 hold exactly the values of the two calls.
+ * Decode only: n_tok <= TS_CUDA_MAX_DECODE_TOK; n_head * head_dim must suit
+ * the partner (ts_cuda_q8_bytes > 0). */
+ts_status ts_cuda_attention_q8(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes, uint32_t partner,
+                               void *q8);
 
 /* ---- 5. element-wise ---------------------------------------------------- */
 

@@ -90,6 +90,60 @@ TS_HD Q8Layout q8_layout(uint32_t partner, int64_t n_in, int n_tok) {
     return L;
 }
 
+/* The activation quantizer's step for one element, shared by every kernel
+ * that produces int8 activations (matvec_q8.cu's q8_quant, the attention's
+ * merge of its splits): v is element e of token t's row of n_in, one element
+ * per thread of a 256-thread block whose block b holds elements [256 b,
+ * 256 b + 256), so a warp is one Q8_0 block and the block one Q8_K block.
+ * Writes the quants, the scale and the sums exactly as ts_quantize_row (amax,
+ * d = amax/127 stored as f16 for Q8_0, iscale = 127/amax for Q8_K, round half
+ * to even, [-127, 127]). Every thread calls it (K: a __syncthreads); valid is
+ * false past n_in, a whole warp at a time (n_in % 32 == 0). shf: 8 floats of
+ * shared memory. */
+template <bool K>
+TS_DEV void q8_quant_elem(float v, bool valid, int64_t t, int64_t e, int64_t n_in, int8_t *qs, float *d, int32_t *s, int64_t nd,
+                          int64_t ns, float *shf) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (!K) {
+        const float amax = warp_max(fabsf(v));
+        const float dd = amax / 127.0f;
+        const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        int q = rne_int(fmul_rn(v, id));
+        q = q < -127 ? -127 : q > 127 ? 127 : q;
+        const int sum = warp_sum_i(q);
+        if (valid) {
+            qs[t * n_in + e] = (int8_t)q;
+            if (lane == 0) {
+                d[t * nd + e / 32] = __half2float(__float2half_rn(dd));
+                s[t * ns + e / 32] = sum;
+            }
+        }
+    } else {
+        float amax = warp_max(fabsf(v));
+        if (lane == 0) shf[warp] = amax;
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 8; i++) amax = fmaxf(amax, shf[i]);
+        int q = 0;
+        float dd = 0.0f;
+        if (amax != 0.0f) {
+            const float iscale = 127.0f / amax;
+            q = rne_int(fmul_rn(iscale, v));
+            q = q < -127 ? -127 : q > 127 ? 127 : q;
+            dd = 1.0f / iscale;
+        }
+        /* bsums: lanes 0-15 and 16-31 are two sub-blocks of 16 */
+        int b = q;
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) b += __shfl_xor_sync(0xffffffffu, b, o);
+        if (valid) {
+            qs[t * n_in + e] = (int8_t)q;
+            if ((lane & 15) == 0) s[t * ns + e / 16] = b;
+            if (threadIdx.x == 0) d[t * nd + e / 256] = dd;
+        }
+    }
+}
+
 template <int TYPE> struct Dec;
 
 /* ---------------------------------------------------------------- Q4_0 */

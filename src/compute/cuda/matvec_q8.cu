@@ -33,7 +33,6 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
     ts_pdl_enter();
     __shared__ double shd[8];
     __shared__ float shf[8];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t t = blockIdx.y;
     const float *row = x + t * n_in;
     float inv = 1.0f;
@@ -51,44 +50,7 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
         v = act == TS_CUDA_ACT_SILU ? silu_mul(v, up[t * n_in + e]) : gelu_mul(v, up[t * n_in + e]);
         xout[t * n_in + e] = v;
     }
-    if (!K) {
-        const float amax = warp_max(fabsf(v));
-        const float dd = amax / 127.0f;
-        const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
-        int q = rne_int(fmul_rn(v, id));
-        q = q < -127 ? -127 : q > 127 ? 127 : q;
-        const int sum = warp_sum_i(q);
-        if (valid) {
-            qs[t * n_in + e] = (int8_t)q;
-            if (lane == 0) {
-                d[t * nd + e / 32] = __half2float(__float2half_rn(dd));
-                s[t * ns + e / 32] = sum;
-            }
-        }
-    } else {
-        float amax = warp_max(fabsf(v));
-        if (lane == 0) shf[warp] = amax;
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < 8; i++) amax = fmaxf(amax, shf[i]);
-        int q = 0;
-        float dd = 0.0f;
-        if (amax != 0.0f) {
-            const float iscale = 127.0f / amax;
-            q = rne_int(fmul_rn(iscale, v));
-            q = q < -127 ? -127 : q > 127 ? 127 : q;
-            dd = 1.0f / iscale;
-        }
-        /* bsums: lanes 0-15 and 16-31 are two sub-blocks of 16 */
-        int b = q;
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) b += __shfl_xor_sync(0xffffffffu, b, o);
-        if (valid) {
-            qs[t * n_in + e] = (int8_t)q;
-            if ((lane & 15) == 0) s[t * ns + e / 16] = b;
-            if (threadIdx.x == 0) d[t * nd + e / 256] = dd;
-        }
-    }
+    q8_quant_elem<K>(v, valid, t, e, n_in, qs, d, s, nd, ns, shf);
 }
 
 /* ---- the int8 matvec ----------------------------------------------------
