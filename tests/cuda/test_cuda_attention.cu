@@ -141,6 +141,7 @@ int main(void) {
     if (tcu_small()) {
         run({2, 6, 2, 64, 300, 200, 0});    /* decode, several splits */
         run({1, 8, 2, 64, 700, 650, 0});    /* decode, splits, rows of 512: both partners */
+        run({1, 4, 1, 64, 10000, 9000, 0}); /* 79 splits: the fused merge's second term per thread */
         run({1, 4, 1, 256, 70, 40, 16});    /* decode, head_dim 256, window */
         run({12, 6, 3, 128, 48, 20, 0});    /* prefill */
         return tu_finish();
@@ -155,6 +156,7 @@ int main(void) {
     run({3, 4, 1, 256, 1024, 700, 512}); /* Gemma 3 270M, sliding window */
     run({1, 4, 1, 256, 600, 599, 17});
     run({5, 8, 8, 64, 333, 40, 0});      /* no GQA, odd n_ctx */
+    run({1, 4, 1, 64, 10000, 9000, 0});  /* 79 splits: the fused merge's second term per thread */
     run({9, 9, 3, 64, 64, 0, 0});        /* prefill from 0 */
     run({33, 12, 2, 128, 256, 100, 0});  /* prefill after a prefix */
     run({200, 28, 4, 128, 512, 0, 0});

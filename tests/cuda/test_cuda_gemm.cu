@@ -11,7 +11,9 @@
  * (b) the exact double dot: the rounding of the inputs dominates, ~2^-11
  * relative per element for F16 and 2^-8 for BF16, averaging down over the
  * dot: thresholds 2e-3 (F16) and 1.5e-2 (BF16), the ranges METHOD.md gives.
- * Small scratch forces several row tiles; bias and accumulate are checked. */
+ * Small scratch forces several row tiles; bias and accumulate are checked.
+ * Weights already in the compute type (F16 with F16, BF16 with BF16) are
+ * multiplied in place, with no dequantized copy: the same checks. */
 #include <cublas_v2.h>
 
 #include "cuda_test_util.h"
@@ -119,6 +121,7 @@ int main(void) {
         test_dequant(TS_TYPE_Q5_K, 512, 4);
         test_gemm(TS_TYPE_Q4_K, 256, 130, 9, TS_TYPE_F16, true, false, 128);
         test_gemm(TS_TYPE_F32, 96, 70, 9, TS_TYPE_F16, true, true, 128);
+        test_gemm(TS_TYPE_F16, 96, 70, 9, TS_TYPE_F16, true, true, 128); /* in place: no dequantized copy */
         cublasDestroy(g_cublas);
         return tu_finish();
     }

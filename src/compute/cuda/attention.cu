@@ -275,53 +275,63 @@ __global__ void __launch_bounds__(128)
 /* The combine above fused with the quantization of its output for the next
  * int8 matvec: grid (n_in / 256 rounded up, n_tok), 256 threads, thread =
  * element of the (n_head * hd) row, so the block holds 256 / hd heads (one
- * for hd = 256) and is one Q8_K block / 8 Q8_0 blocks. Each head's split
- * weights and sum come from threads 0..127 in attn_combine's order (so the
- * merged values are its bit for bit), then every thread merges its element
- * and q8_quant_elem quantizes it. */
+ * for hd = 256) and is one Q8_K block / 8 Q8_0 blocks. The heads' split
+ * weights and sums are formed side by side, 64 or 128 threads a head, each
+ * thread standing for attn_combine's threads i and i + 64 when there are 64:
+ * the same terms in the same order, so the merged values are attn_combine's
+ * bit for bit. (Heads one after the other, with 128 threads each, made the
+ * SmolLM2 token 8% slower than the two kernels: two L2 round trips a head.)
+ * Then every thread merges its element and q8_quant_elem quantizes it. */
 template <bool K>
 __global__ void __launch_bounds__(256)
     attn_combine_q8(const float *ml, const float *acc, int n_split, int hd, int n_head, float *out, int8_t *qs, float *qd,
                     int32_t *qsum, int64_t nd, int64_t ns) {
     ts_pdl_enter();
     __shared__ float w[4][ATT_MAX_SPLIT];
-    __shared__ float red[4], Ls[4], shf[8];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __shared__ float red[4][4], Ls[4], shf[8];
+    const int lane = threadIdx.x & 31;
     const int64_t t = blockIdx.y, n_in = (int64_t)n_head * hd, e0 = (int64_t)blockIdx.x * 256;
     const int hb0 = (int)(e0 / hd), nh = hd >= 256 ? 1 : 256 / hd;
-    for (int j = 0; j < nh && hb0 + j < n_head; j++) {
-        const float *m = ml + (t * n_head + hb0 + j) * n_split * 2;
-        float M = -INFINITY;
-        if (threadIdx.x < 128)
-            for (int s = threadIdx.x; s < n_split; s += 128) M = fmaxf(M, m[2 * s]);
-        M = warp_max(M);
-        if (lane == 0 && warp < 4) red[warp] = M;
-        __syncthreads();
-        M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
-        __syncthreads();
+    const int tph = nh >= 4 ? 64 : 128;          /* threads per head */
+    const int vk = 128 / tph;                    /* attn_combine threads per thread: 1 or 2 */
+    const int j = threadIdx.x / tph, i = threadIdx.x % tph;
+    const bool mine = j < nh && hb0 + j < n_head; /* whole warps */
+    const float *m = ml + (t * n_head + hb0 + (mine ? j : 0)) * n_split * 2;
+    float M = -INFINITY;
+    for (int k = 0; k < 2; k++) {
+        float v = -INFINITY;
+        if (mine && k < vk)
+            for (int s = i + k * tph; s < n_split; s += 128) v = fmaxf(v, m[2 * s]);
+        v = warp_max(v);
+        if (mine && k < vk && lane == 0) red[j][(i >> 5) + k * (tph >> 5)] = v;
+    }
+    __syncthreads();
+    if (mine) M = fmaxf(fmaxf(red[j][0], red[j][1]), fmaxf(red[j][2], red[j][3]));
+    __syncthreads();
+    for (int k = 0; k < 2; k++) {
         float L = 0.0f;
-        if (threadIdx.x < 128)
-            for (int s = threadIdx.x; s < n_split; s += 128) {
+        if (mine && k < vk)
+            for (int s = i + k * tph; s < n_split; s += 128) {
                 const float f = (M != -INFINITY && m[2 * s] != -INFINITY) ? expf(m[2 * s] - M) : 0.0f;
                 w[j][s] = f;
                 L += f * m[2 * s + 1];
             }
         L = warp_sum(L);
-        if (lane == 0 && warp < 4) red[warp] = L;
-        __syncthreads();
-        if (threadIdx.x == 0) Ls[j] = red[0] + red[1] + red[2] + red[3];
-        __syncthreads();
+        if (mine && k < vk && lane == 0) red[j][(i >> 5) + k * (tph >> 5)] = L;
     }
+    __syncthreads();
+    if (mine && i == 0) Ls[j] = red[j][0] + red[j][1] + red[j][2] + red[j][3];
+    __syncthreads();
     const int64_t e = e0 + threadIdx.x;
     const bool valid = e < n_in; /* whole warps: n_in % 32 == 0 */
     float v = 0.0f;
     if (valid) {
-        const int h = (int)(e / hd), d = (int)(e % hd), j = h - hb0;
+        const int h = (int)(e / hd), d = (int)(e % hd), jj = h - hb0;
         const int64_t row = t * n_head + h;
         float A = 0.0f;
         for (int s = 0; s < n_split; s++)
-            if (w[j][s] != 0.0f) A += w[j][s] * acc[(row * n_split + s) * hd + d];
-        v = Ls[j] > 0.0f ? A / Ls[j] : 0.0f;
+            if (w[jj][s] != 0.0f) A += w[jj][s] * acc[(row * n_split + s) * hd + d];
+        v = Ls[jj] > 0.0f ? A / Ls[jj] : 0.0f;
         out[t * n_in + e] = v;
     }
     q8_quant_elem<K>(v, valid, t, e, n_in, qs, qd, qsum, nd, ns, shf);

@@ -194,7 +194,14 @@ ts_status ts_cuda_gemm(void *stream, void *cublas, const ts_cuda_mat *w, float *
     if (tile > 65535) tile = 65535; /* grid y of the dequantizer */
     if (tile > w->n_out) tile = w->n_out;
     const cudaDataType_t dt = compute_type == TS_TYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
-    for (int64_t r0 = 0; r0 < w->n_out && w->type != TS_TYPE_F32; r0 += tile) {
+    if (w->type == compute_type) {
+        /* the weights are already what the tensor cores take: no copy */
+        cs = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n_tok, (int)w->n_in, &one, w->data, dt, (int)w->n_in, xs, dt,
+                          (int)w->n_in, accumulate ? &one : &zero, y, CUDA_R_32F, (int)w->n_out, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
+        if (cs != CUBLAS_STATUS_SUCCESS) return ts_fail(TS_ERR_DEVICE, "cuda gemm: cublasGemmEx (in place): %s", cublas_name(cs));
+    }
+    for (int64_t r0 = 0; r0 < w->n_out && w->type != TS_TYPE_F32 && w->type != compute_type; r0 += tile) {
         const int64_t mt = w->n_out - r0 < tile ? w->n_out - r0 : tile;
         st = ts_cuda_dequant(stream, w, r0, mt, ws, compute_type);
         if (st != TS_OK) return st;
