@@ -24,6 +24,7 @@
  * x shared and per expert. Experts are allocated one by one at their exact
  * size, so an over-read shows under the emulation's ASan and compute-sanitizer.
  *
+ * moe_gemm_items (the tensor-core grouped prefill): see run_items.
  * moe_matvec_q8_items (grouped prefill rows): the same references and
  * threshold per row; 37 and 100 rows tiled by items of 1..8 rows of random
  * experts (repeated across items, uploaded shuffled), one and two sets (and
@@ -264,9 +265,32 @@ static MoeCase two(MoeCase c, uint32_t type1, int64_t n_out1) {
  * half the items only (a streamed pass runs the experts it fetched: the
  * other rows stay poison).
  * Every other row against ref_rank (ts_vec_dot_ref on the CPU's partner
- * rows), 1e-5. */
+ * rows), 1e-5.
+ * gemm: the tensor-core path (ts_cuda_moe_gemm_items) instead, items of
+ * 1..64 rows, x in F16; reference: ts_dequant_row_ref rounded to F16 times
+ * the F16-rounded x, in double, 1e-4 (float accumulation in the mma's
+ * order: ~1e-6 expected; a wrong tile, row or unit position is O(1)). A
+ * fifth call splits the same expert runs into other items: every row must
+ * come out bit for bit as in the first (streamed passes group rows
+ * differently from resident ones). */
+static void ref_gemm_rows(const Experts &E, int32_t id, const float *x16r, int64_t n_in, float *out) {
+    if (id < 0 || id >= E.m.n_expert) {
+        for (int64_t r = 0; r < E.m.n_out; r++) out[r] = 0.0f;
+        return;
+    }
+    float *wf = (float *)malloc(sizeof(float) * n_in);
+    for (int64_t r = 0; r < E.m.n_out; r++) {
+        ts_dequant_row_ref((ts_type)E.m.type, E.host[id] + (uint64_t)r * E.m.row_bytes, wf, n_in);
+        double v = 0;
+        for (int64_t i = 0; i < n_in; i++) v += (double)ts_f16_to_f32(ts_f32_to_f16(wf[i])) * (double)x16r[i];
+        out[r] = (float)v;
+    }
+    free(wf);
+}
+
 static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, int64_t n_out0, int64_t n_out1,
-                      int n_expert, int n_rows) {
+                      int n_expert, int n_rows, bool gemm = false) {
+    const int max_nt = gemm ? TS_CUDA_MOE_GEMM_ROWS : TS_CUDA_MAX_DECODE_TOK;
     MoeCase c = two(one(true, type0, n_in, n_out0, n_expert, 1, true), type1, n_out1);
     c.n_set = n_set;
     Experts E[2];
@@ -289,21 +313,34 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
     void *dq8 = tcu_dalloc(qb);
     tcu_up(dq8, hq, qb);
     free(hq);
+    /* the F16 activations of the gemm path, and their values as floats */
+    uint16_t *x16 = (uint16_t *)malloc(2 * (size_t)n_in * n_rows);
+    float *x16r = (float *)malloc(sizeof(float) * (size_t)n_in * n_rows);
+    for (int64_t i = 0; i < n_in * n_rows; i++) x16[i] = ts_f32_to_f16(x[i]), x16r[i] = ts_f16_to_f32(x16[i]);
+    void *dx16 = tcu_dalloc(2 * (size_t)n_in * n_rows);
+    tcu_up(dx16, x16, 2 * (size_t)n_in * n_rows);
+    float *first[2] = {NULL, NULL}; /* gemm: call 0's outputs */
 
-    /* items: runs of one expert (1..20 rows) split into 1..8-row items */
-    int32_t *it = (int32_t *)malloc(sizeof(int32_t) * 3 * n_rows);
-    int n_item = 0;
+    /* items: runs of one expert (1..20 rows, 1..150 for the gemm) split into 1..max_nt-row items */
+    int32_t *it = (int32_t *)malloc(sizeof(int32_t) * 3 * n_rows), *it2 = (int32_t *)malloc(sizeof(int32_t) * 3 * n_rows);
+    int32_t *runs = (int32_t *)malloc(sizeof(int32_t) * 3 * n_rows); /* {expert, first row, rows} per run */
+    int n_item = 0, n_item2 = 0, n_run = 0;
     for (int r = 0; r < n_rows;) {
         const int32_t e = (int32_t)(tcu_u64() % (uint64_t)n_expert);
-        int run = 1 + (int)(tcu_u64() % 20);
+        int run = 1 + (int)(tcu_u64() % (gemm ? 150 : 20));
         if (run > n_rows - r) run = n_rows - r;
-        while (run > 0) {
-            int nt = 1 + (int)(tcu_u64() % TS_CUDA_MAX_DECODE_TOK);
-            if (nt > run) nt = run;
-            it[3 * n_item] = e, it[3 * n_item + 1] = r, it[3 * n_item + 2] = nt;
-            n_item++, r += nt, run -= nt;
-        }
+        runs[3 * n_run] = e, runs[3 * n_run + 1] = r, runs[3 * n_run + 2] = run, n_run++;
+        r += run;
     }
+    for (int pass = 0; pass < 2; pass++) /* two splits of the same runs */
+        for (int q = 0; q < n_run; q++)
+            for (int r = runs[3 * q + 1], left = runs[3 * q + 2]; left > 0;) {
+                int nt = 1 + (int)(tcu_u64() % (uint64_t)max_nt);
+                if (nt > left) nt = left;
+                int32_t *d = pass ? it2 + 3 * n_item2++ : it + 3 * n_item++;
+                d[0] = runs[3 * q], d[1] = r, d[2] = nt;
+                r += nt, left -= nt;
+            }
     for (int j = n_item - 1; j > 0; j--) { /* shuffled: the kernel must not assume row order */
         const int i = (int)(tcu_u64() % (uint64_t)(j + 1));
         for (int q = 0; q < 3; q++) {
@@ -314,14 +351,31 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
     int32_t *dit = (int32_t *)tcu_dalloc(sizeof(int32_t) * 3 * n_item);
 
     char base[160];
-    int len = snprintf(base, sizeof base, "moe_matvec_q8_items");
+    int len = snprintf(base, sizeof base, gemm ? "moe_gemm_items" : "moe_matvec_q8_items");
     for (int s = 0; s < n_set; s++)
         len += snprintf(base + len, sizeof base - len, "%s%s", s ? "+" : " ", ts_type_name(c.type[s]));
     snprintf(base + len, sizeof base - len, " %lldx%lld E=%d rows=%d items=%d", (long long)n_in,
              (long long)c.n_out[0], n_expert, n_rows, n_item);
 
     int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * n_rows); /* expert of each row, as uploaded */
-    for (int call = 0; call < 4; call++) {
+    int32_t *dit2 = (int32_t *)tcu_dalloc(sizeof(int32_t) * 3 * n_item2);
+    tcu_up(dit2, it2, sizeof(int32_t) * 3 * n_item2);
+    for (int call = 0; call < (gemm ? 5 : 4); call++) {
+        if (call == 4) { /* the same rows in other items: bit for bit call 0's */
+            for (int s = 0; s < n_set; s++) tcu_poison(dy[s], sizeof(float) * n_rows * c.n_out[s]);
+            TCU_OK(ts_cuda_moe_gemm_items(NULL, n_set, m, dy, dit2, n_item2, dx16, n_rows, derr), base);
+            tcu_sync(base);
+            for (int s = 0; s < n_set; s++) {
+                const size_t ny = (size_t)n_rows * c.n_out[s];
+                float *got = (float *)malloc(sizeof(float) * ny);
+                tcu_down(got, dy[s], sizeof(float) * ny);
+                const bool same = memcmp(got, first[s], sizeof(float) * ny) == 0;
+                printf("%-60s %s\n", "  regrouped rows (other items)", same ? "bit-identical" : "DIFFER");
+                CHECKF(same, "%s: regrouped into %d items, rows differ from %d items", base, n_item2, n_item);
+                free(got);
+            }
+            continue;
+        }
         const int n_use = call == 3 ? (n_item + 1) / 2 : n_item;
         int32_t *cit = (int32_t *)malloc(sizeof(int32_t) * 3 * n_item);
         memcpy(cit, it, sizeof(int32_t) * 3 * n_item);
@@ -337,7 +391,8 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
         snprintf(what, sizeof what, "%s call %d%s", base, call,
                  call == 1 ? " bad id" : call == 2 ? " bad item" : "");
         if (call == 3) snprintf(what, sizeof what, "%s call 3 (%d of the items)", base, n_use);
-        TCU_OK(ts_cuda_moe_matvec_q8_items(NULL, n_set, m, dy, dit, n_use, partner, dq8, n_rows, derr), what);
+        if (gemm) TCU_OK(ts_cuda_moe_gemm_items(NULL, n_set, m, dy, dit, n_use, dx16, n_rows, derr), what);
+        else TCU_OK(ts_cuda_moe_matvec_q8_items(NULL, n_set, m, dy, dit, n_use, partner, dq8, n_rows, derr), what);
         tcu_sync(what);
         unsigned err = 0;
         tcu_down(&err, derr, sizeof err);
@@ -349,7 +404,14 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
             const size_t ny = (size_t)n_rows * no;
             float *got = (float *)malloc(sizeof(float) * ny), *ref = (float *)malloc(sizeof(float) * ny);
             tcu_down(got, dy[s], sizeof(float) * ny);
-            for (int r = 0; r < n_rows; r++) ref_rank(c, E[s], ids[r], NULL, xq + r * xqb, ref + (size_t)r * no);
+            for (int r = 0; r < n_rows; r++) {
+                if (gemm) ref_gemm_rows(E[s], ids[r], x16r + (size_t)r * n_in, n_in, ref + (size_t)r * no);
+                else ref_rank(c, E[s], ids[r], NULL, xq + r * xqb, ref + (size_t)r * no);
+            }
+            if (gemm && call == 0) {
+                first[s] = (float *)malloc(sizeof(float) * ny);
+                memcpy(first[s], got, sizeof(float) * ny);
+            }
             size_t nonzero = 0, poison = 0;
             if (call == 1)
                 for (size_t i = (size_t)br0 * no; i < (size_t)(br0 + brn) * no; i++) nonzero += not_plus_zero(got[i]);
@@ -370,7 +432,7 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
             }
             char w2[240];
             snprintf(w2, sizeof w2, "%s%s", what, n_set > 1 ? (s ? " [1]" : " [0]") : "");
-            tcu_report(w2, tcu_rel_err(got, ref, ny), 1e-5, tcu_unwritten(got, ny, 4));
+            tcu_report(w2, tcu_rel_err(got, ref, ny), gemm ? 1e-4 : 1e-5, tcu_unwritten(got, ny, 4));
             CHECKF(nonzero == 0, "%s: %zu elements of the bad item's rows are not +0", w2, nonzero);
             if (call == 2)
                 CHECKF(poison == (size_t)brn * no, "%s: %zu of the skipped item's %lld elements written", w2,
@@ -379,9 +441,9 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
         }
         free(cit);
     }
-    for (int s = 0; s < n_set; s++) experts_free(E[s]), cudaFree(dy[s]);
-    free(x), free(xq), free(it), free(ids);
-    cudaFree(dq8), cudaFree(dit), cudaFree(derr);
+    for (int s = 0; s < n_set; s++) experts_free(E[s]), cudaFree(dy[s]), free(first[s]);
+    free(x), free(xq), free(it), free(it2), free(runs), free(ids), free(x16), free(x16r);
+    cudaFree(dq8), cudaFree(dit), cudaFree(dit2), cudaFree(derr), cudaFree(dx16);
 }
 
 /* ------------------------------------------------------------ element-wise */
@@ -601,6 +663,19 @@ int main(void) {
         run_items(TS_TYPE_Q4_K, TS_TYPE_Q4_K, 2, 256, small ? 90 : 400, small ? 90 : 400, 5, 100);
         if (!small) /* the 30B-A3B shapes, scaled down in rows */
             run_items(TS_TYPE_Q4_K, TS_TYPE_Q4_K, 2, 2048, 768, 768, MAX_EXPERT, 100);
+    }
+    /* grouped prefill on the tensor cores: items of up to 64 rows */
+    {
+        const uint32_t gt[] = {TS_TYPE_Q4_0, TS_TYPE_Q8_0, TS_TYPE_Q4_K, TS_TYPE_Q6_K};
+        for (uint32_t t : gt)
+            run_items(t, t, 2, 256, small ? 70 : 131, small ? 70 : 131, small ? 3 : 16, small ? 90 : 300, true);
+        run_items(TS_TYPE_Q4_K, TS_TYPE_Q6_K, 2, 512, 33, 97, 4, small ? 70 : 200, true); /* two launches, partial tiles */
+        if (!small) {
+            for (size_t ti = 0; ti < TCU_N_TYPES; ti++)
+                if (ts_cuda_moe_gemm_type(tcu_all_types[ti])) run_items(tcu_all_types[ti], tcu_all_types[ti], 1, 768, 100, 0, 8, 150, true);
+            run_items(TS_TYPE_Q4_K, TS_TYPE_Q4_K, 2, 2048, 768, 768, MAX_EXPERT, 600, true); /* the 30B-A3B shapes */
+            run_items(TS_TYPE_Q6_K, TS_TYPE_Q6_K, 1, 768, 2048, 0, MAX_EXPERT, 600, true);
+        }
     }
 
     /* element-wise */

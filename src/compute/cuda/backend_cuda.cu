@@ -48,6 +48,11 @@ extern "C" {
 }
 
 #define CUDA_FLOAT_MATVEC_MAX 64                /* tokens up to which F32/F16/BF16 weights skip the GEMM */
+/* Prefill of int8-path experts on the tensor cores (ts_cuda_moe_gemm_items)
+ * rather than the dp4a items kernel; -DCUDA_MOE_GEMM=0 for the latter. */
+#ifndef CUDA_MOE_GEMM
+#define CUDA_MOE_GEMM 1
+#endif
 #define CUDA_GEMM_TILE_BYTES ((size_t)32 << 20) /* dequantized weight tile room beyond the minimum */
 #define CUDA_WEIGHT_SLACK 16                    /* bytes after each weight: the byte readers read one word past */
 
@@ -81,6 +86,7 @@ typedef struct cuda_stream {
     /* moe_matmul_grouped (prefill through the expert tables) */
     void *q8g;              /* (q8g_bytes) partner-format activations of max_expert_rows rows */
     size_t q8g_bytes;
+    void *xg16;             /* (max_expert_rows, max_in) F16 activations of the tensor-core path */
     int64_t max_expert_rows;
     int32_t *items;         /* (max_expert_rows, 3) device: {expert, first row, rows} per item */
     int32_t *items_host;    /* (max_expert_rows, 3) pinned: what items holds */
@@ -406,6 +412,7 @@ static void cuda_stream_free(ts_stream *st) {
     cudaFree(c->attn);
     cudaFree(c->pos);
     cudaFree(c->q8g);
+    cudaFree(c->xg16);
     cudaFree(c->items);
     if (c->items_host) cudaFreeHost(c->items_host);
     cudaFree(c->smp_scratch);
@@ -486,9 +493,10 @@ static ts_status cuda_reserve(ts_stream *st, const ts_backend_reserve *r) {
     size_t need = 2 * c->q8_stride + c->gemm_bytes + sizeof(int32_t) * (size_t)r->max_tokens;
     /* the grouped expert matmul: every (token, rank) row of a prefill chunk */
     cudaFree(c->q8g);
+    cudaFree(c->xg16);
     cudaFree(c->items);
     if (c->items_host) cudaFreeHost(c->items_host);
-    c->q8g = NULL;
+    c->q8g = c->xg16 = NULL;
     c->items = c->items_host = NULL;
     c->n_items = 0;
     c->max_expert_rows = r->max_expert_rows;
@@ -497,9 +505,11 @@ static ts_status cuda_reserve(ts_stream *st, const ts_backend_reserve *r) {
         size_t gb = ts_cuda_q8_bytes(TS_TYPE_Q8_K, n_in, (int)r->max_expert_rows);
         c->q8g_bytes = align256(ga > gb ? ga : gb);
         const size_t ib = sizeof(int32_t) * 3 * (size_t)r->max_expert_rows;
+        const size_t xb = align256((size_t)r->max_expert_rows * (size_t)n_in * 2);
         if ((e = cudaMalloc(&c->q8g, c->q8g_bytes)) != cudaSuccess || (e = cudaMalloc((void **)&c->items, ib)) != cudaSuccess ||
-            (e = cudaHostAlloc((void **)&c->items_host, ib, cudaHostAllocDefault)) != cudaSuccess) {
-            if (e == cudaErrorMemoryAllocation) return oom(c->q8g_bytes + 2 * ib, "a session's expert scratch");
+            (e = cudaHostAlloc((void **)&c->items_host, ib, cudaHostAllocDefault)) != cudaSuccess ||
+            (CUDA_MOE_GEMM && !c->exact_act && (e = cudaMalloc(&c->xg16, xb)) != cudaSuccess)) {
+            if (e == cudaErrorMemoryAllocation) return oom(c->q8g_bytes + 2 * ib + xb, "a session's expert scratch");
             return cuda_err(e, "cudaMalloc (expert scratch)");
         }
     }
@@ -991,6 +1001,26 @@ static void cuda_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const fl
  * TS_CUDA_MAX_DECODE_TOK rows of one expert, all in one launch per set pair
  * (ts_cuda_moe_matvec_q8_items); other types, and --precise, run each group
  * as a plain matmul of that expert (the host table gives its address). */
+/* The groups as items of at most max_rows rows, in c->items; returns their
+ * count. The down projection of a layer reuses its gate/up's items (the
+ * same groups), which are then not copied again. */
+static int group_items(cuda_stream *c, const ts_expert_groups *g, int max_rows) {
+    int n = 0;
+    bool same = true;
+    for (int j = 0; j < g->n_group; j++)
+        for (int r = 0; r < g->cnt[j]; r += max_rows, n++) {
+            const int32_t it[3] = {g->id[j], g->off[j] + r, g->cnt[j] - r < max_rows ? g->cnt[j] - r : max_rows};
+            same = same && n < c->n_items && !memcmp(c->items_host + 3 * n, it, sizeof it);
+            if (!same) memcpy(c->items_host + 3 * n, it, sizeof it);
+        }
+    if (!same || n != c->n_items) {
+        c->n_items = n;
+        note_cuda(c, cudaMemcpyAsync(c->items, c->items_host, sizeof(int32_t) * 3 * (size_t)n, cudaMemcpyHostToDevice, c->s),
+                  "moe_matmul_grouped (items)");
+    }
+    return n;
+}
+
 static void cuda_moe_matmul_grouped(ts_stream *st, int n_set, const ts_expert_mat *const *w, float *const *y, const ts_expert_groups *g,
                                     const float *x) {
     cuda_stream *c = cst(st);
@@ -1017,23 +1047,19 @@ static void cuda_moe_matmul_grouped(ts_stream *st, int n_set, const ts_expert_ma
         }
         return;
     }
-    /* the items; the down projection of a layer reuses its gate/up's (the
-     * same groups), which are then not copied again */
-    int n = 0;
-    bool same = true;
-    for (int j = 0; j < g->n_group; j++)
-        for (int r = 0; r < g->cnt[j]; r += TS_CUDA_MAX_DECODE_TOK, n++) {
-            const int32_t it[3] = {g->id[j], g->off[j] + r, g->cnt[j] - r < TS_CUDA_MAX_DECODE_TOK ? g->cnt[j] - r : TS_CUDA_MAX_DECODE_TOK};
-            same = same && n < c->n_items && !memcmp(c->items_host + 3 * n, it, sizeof it);
-            if (!same) memcpy(c->items_host + 3 * n, it, sizeof it);
-        }
-    if (!same || n != c->n_items) {
-        c->n_items = n;
-        note_cuda(c, cudaMemcpyAsync(c->items, c->items_host, sizeof(int32_t) * 3 * (size_t)n, cudaMemcpyHostToDevice, c->s),
-                  "moe_matmul_grouped (items)");
-    }
     ts_cuda_moe_mat m[2];
     for (int s = 0; s < n_set; s++) m[s] = cmoe(w[s]);
+    bool tc = c->xg16 && m[0].n_in % 128 == 0;
+    for (int s = 0; s < n_set; s++) tc = tc && ts_cuda_moe_gemm_type(m[s].type);
+    const int n = group_items(c, g, tc ? TS_CUDA_MOE_GEMM_ROWS : TS_CUDA_MAX_DECODE_TOK);
+    if (tc) {
+        if (c->err == TS_OK)
+            OP(c, ts_cuda_convert_f32(c->s, x, (int64_t)g->n_rows * m[0].n_in, c->xg16, TS_TYPE_F16), "moe_matmul_grouped (x to F16)");
+        if (c->err == TS_OK)
+            OP(c, ts_cuda_moe_gemm_items(c->s, n_set, m, y, c->items, n, c->xg16, g->n_rows, c->err_dev),
+               "moe_matmul_grouped (tensor cores)");
+        return;
+    }
     if (c->err == TS_OK)
         OP(c, ts_cuda_quantize_q8(c->s, partner, x, m[0].n_in, g->n_rows, NULL, 0.0f, c->q8g), "moe_matmul_grouped (quantize)");
     if (c->err == TS_OK)

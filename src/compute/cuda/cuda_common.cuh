@@ -114,6 +114,15 @@ TS_HD float h2f(uint16_t h) {
 #endif
 }
 
+/* f32 -> f16 bits, round to nearest even (ts_f32_to_f16). */
+TS_HD uint16_t f2h(float f) {
+#if TS_DEVICE_PATH
+    return __half_as_ushort(__float2half_rn(f));
+#else
+    return ts_f32_to_f16(f);
+#endif
+}
+
 TS_HD float bf2f(uint16_t h) { return bits_to_f32((uint32_t)h << 16); }
 
 /* 2^(e-128), the halved E8M0 scale of MXFP4 (ts_e8m0_half_to_f32). */

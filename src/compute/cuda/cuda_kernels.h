@@ -315,6 +315,19 @@ ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *
 ts_status ts_cuda_moe_matvec_q8_items(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y,
                                       const int32_t *items, int n_item, uint32_t partner, const void *q8, int n_rows,
                                       unsigned *err);
+/* The same grouped product on the tensor cores (qgemm.cuh), for items of
+ * 1..TS_CUDA_MOE_GEMM_ROWS rows: x16 is x (n_rows, n_in) in F16
+ * (ts_cuda_convert_f32, 16-byte aligned), the weights are dequantized to F16
+ * in shared memory (ts_dequant_row's values rounded to nearest even, as
+ * ts_cuda_gemm multiplies them), sums in float. A row's result does not
+ * depend on the item it is in. Quantized types only
+ * (ts_cuda_moe_gemm_type), n_in a multiple of 128; at most 65535 items.
+ * Otherwise as ts_cuda_moe_matvec_q8_items (bad ids: zero rows and
+ * TS_CUDA_ERR_EXPERT; bad items: skipped with the same bit). */
+#define TS_CUDA_MOE_GEMM_ROWS 64
+bool ts_cuda_moe_gemm_type(uint32_t type);
+ts_status ts_cuda_moe_gemm_items(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *items,
+                                 int n_item, const void *x16, int n_rows, unsigned *err);
 /* out (n_tok, n): for each t, out[t] = w[t][0] * y[r0]; then out[t] += w[t][i] * y[ri]
  * for i = 1..k-1 in that order (mul and add rounded separately, no FMA: the
  * CPU's scale and scale_add), ri = rows[t * k + i], or t * k + i when rows is NULL. */

@@ -20,8 +20,8 @@ template <int OUT> TS_DEV void store4(void *dst, int64_t e, float4 v) {
     if (OUT == TS_TYPE_F32) {
         *(float4 *)((float *)dst + e) = v;
     } else if (OUT == TS_TYPE_F16) {
-        const uint32_t a = (uint32_t)__half_as_ushort(__float2half_rn(v.x)) | (uint32_t)__half_as_ushort(__float2half_rn(v.y)) << 16;
-        const uint32_t b = (uint32_t)__half_as_ushort(__float2half_rn(v.z)) | (uint32_t)__half_as_ushort(__float2half_rn(v.w)) << 16;
+        const uint32_t a = (uint32_t)f2h(v.x) | (uint32_t)f2h(v.y) << 16;
+        const uint32_t b = (uint32_t)f2h(v.z) | (uint32_t)f2h(v.w) << 16;
         *(uint2 *)((uint16_t *)dst + e) = make_uint2(a, b);
     } else {
         const uint32_t a = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(v.x)) |
@@ -79,7 +79,7 @@ template <int OUT> __global__ void __launch_bounds__(256) convert_kernel(const f
             store4<OUT>(dst, i, *(const float4 *)(x + i));
         } else {
             for (int64_t j = i; j < n; j++) {
-                if (OUT == TS_TYPE_F16) ((uint16_t *)dst)[j] = __half_as_ushort(__float2half_rn(x[j]));
+                if (OUT == TS_TYPE_F16) ((uint16_t *)dst)[j] = f2h(x[j]);
                 else ((uint16_t *)dst)[j] = __bfloat16_as_ushort(__float2bfloat16_rn(x[j]));
             }
         }

@@ -55,6 +55,7 @@
 #include <limits.h>
 
 #include "compute/cuda/matvec_common.cuh"
+#include "compute/cuda/qgemm.cuh"
 
 namespace {
 
@@ -840,6 +841,34 @@ ts_status moe_launches(int n_set, const ts_cuda_moe_mat *w, float *const *y, Moe
     return TS_OK;
 }
 
+/* Grouped prefill on the tensor cores (qgemm.cuh): grid (row tiles of the
+ * widest set, items, sets); block (tile, item j, set s) multiplies rows
+ * tile * QG_BM.. of expert items[3j] of set s with the item's x rows. An
+ * item whose rows are not 1..QG_BN inside [0, n_rows) is skipped with
+ * TS_CUDA_ERR_EXPERT; an expert id outside the table writes zero rows with
+ * the same bit. */
+template <int T>
+__global__ void __launch_bounds__(QG_THREADS)
+    moe_gemm(const ts_cuda_moe_mat w0, const ts_cuda_moe_mat w1, float *y0, float *y1, const int32_t *items, const uint16_t *x,
+             int n_rows, unsigned *err) {
+    ts_pdl_enter();
+    __shared__ __align__(16) QgSmem s;
+    const ts_cuda_moe_mat &m = blockIdx.z ? w1 : w0;
+    const int32_t *it = items + 3 * (int64_t)blockIdx.y;
+    const int32_t id = it[0], r0 = it[1], nr = it[2];
+    const bool report = err && blockIdx.x == 0 && threadIdx.x == 0;
+    if (nr < 1 || nr > QG_BN || r0 < 0 || r0 > n_rows - nr) {
+        if (report) atomicOr(err, TS_CUDA_ERR_EXPERT);
+        return;
+    }
+    const int64_t row0 = (int64_t)blockIdx.x * QG_BM;
+    if (row0 >= m.n_out) return; /* the grid covers the widest set */
+    const bool bad = id < 0 || id >= m.n_expert;
+    if (bad && report) atomicOr(err, TS_CUDA_ERR_EXPERT);
+    const uint8_t *wm = bad ? NULL : (const uint8_t *)m.table[id];
+    qg_tile<T>(s, wm, m.row_bytes, m.n_out, row0, x, m.n_in, r0, nr, blockIdx.z ? y1 : y0, m.n_out, bad);
+}
+
 } // namespace
 
 ts_status ts_cuda_moe_route(void *stream, const float *r, int n_tok, int n_expert, int k, bool renorm, int32_t *ids,
@@ -979,4 +1008,51 @@ ts_status ts_cuda_gated_add(void *stream, float *x, const float *y, const float 
     ts_launch(&gated_add_kernel, moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream))(x, y, g, n_tok, n);
     TS_CUDA_LAUNCHED("gated_add");
     return TS_OK;
+}
+
+ts_status ts_cuda_moe_gemm_items(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *items,
+                                 int n_item, const void *x16, int n_rows, unsigned *err) {
+    ts_status st = moe_check_sets("moe_gemm_items", n_set, w, y);
+    if (st != TS_OK) return st;
+    TS_ARG_CHECK(items && x16 && ((uintptr_t)x16 & 15) == 0, "cuda moe_gemm_items: NULL items, or x NULL or not 16-byte aligned");
+    TS_ARG_CHECK(n_item >= 0 && n_item <= 65535 && n_rows >= n_item, "cuda moe_gemm_items: %d items of 1..%d rows, %d rows",
+                 n_item, QG_BN, n_rows);
+    for (int s = 0; s < n_set; s++)
+        TS_ARG_CHECK(ts_cuda_moe_gemm_type(w[s].type) && w[s].n_in % QG_BK == 0,
+                     "cuda moe_gemm_items: set %d: %s rows of %lld (quantized types, n_in a multiple of %d)", s,
+                     ts_type_name(w[s].type), (long long)w[s].n_in, QG_BK);
+    if (n_item == 0) return TS_OK;
+    cudaStream_t cs = ts_stream(stream);
+    const uint16_t *x = (const uint16_t *)x16;
+    auto launch = [&](int s0, int ns) -> ts_status {
+        const int64_t n_out = ns == 2 && w[1].n_out > w[0].n_out ? w[1].n_out : w[s0].n_out;
+        const dim3 grid((unsigned)((n_out + QG_BM - 1) / QG_BM), (unsigned)n_item, (unsigned)ns);
+        const ts_cuda_moe_mat &a = w[s0], &b = ns == 2 ? w[1] : w[s0];
+        float *ya = y[s0], *yb = ns == 2 ? y[1] : y[s0];
+        switch (w[s0].type) {
+#define Q(T) \
+    case T: ts_launch(&moe_gemm<T>, grid, QG_THREADS, 0, cs)(a, b, ya, yb, items, x, n_rows, err); break;
+            TS_FOR_QTYPES(Q)
+#undef Q
+        default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda moe_gemm_items: type %s", ts_type_name(w[s0].type));
+        }
+        TS_CUDA_LAUNCHED("moe_gemm_items");
+        return TS_OK;
+    };
+    if (n_set == 2 && w[1].type == w[0].type) return launch(0, 2);
+    for (int s = 0; s < n_set; s++) {
+        st = launch(s, 1);
+        if (st != TS_OK) return st;
+    }
+    return TS_OK;
+}
+
+bool ts_cuda_moe_gemm_type(uint32_t type) {
+    switch (type) {
+#define Q(T) \
+    case T: return true;
+        TS_FOR_QTYPES(Q)
+#undef Q
+    default: return false;
+    }
 }

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #undef __shared__
@@ -166,5 +167,59 @@ inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Warp-level matrix multiply (mma.h's wmma), for the tensor-core kernels:
+ * every thread holds the whole fragment (the hardware spreads it over the
+ * warp), loads and multiplies it itself, and lane 0 stores it between two
+ * warp barriers. Sums run in k order in float; the hardware's order is not
+ * specified, so the tests compare with a tolerance. Only what the kernels
+ * use: 16x16x16, __half inputs, float accumulators. */
+namespace nvcuda {
+namespace wmma {
+struct row_major {};
+struct col_major {};
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+enum layout_t { mem_row_major, mem_col_major };
+template <typename Use, int M, int N, int K, typename T, typename L = void> struct fragment {
+    float v[16 * 16]; /* a: (m, k), b: (k, n), accumulator: (m, n), row-major */
+};
+template <typename Use, int M, int N, int K, typename T, typename L>
+inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, float x) {
+    for (float &e : f.v) e = x;
+}
+inline float emu_h2f(const __half *p) { return __half2float(*p); }
+template <typename L> inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, __half, L> &f, const __half *p, unsigned ldm) {
+    for (int m = 0; m < 16; m++)
+        for (int k = 0; k < 16; k++)
+            f.v[m * 16 + k] = emu_h2f(std::is_same<L, row_major>::value ? p + m * ldm + k : p + k * ldm + m);
+}
+template <typename L> inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, __half, L> &f, const __half *p, unsigned ldm) {
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 16; n++)
+            f.v[k * 16 + n] = emu_h2f(std::is_same<L, row_major>::value ? p + k * ldm + n : p + n * ldm + k);
+}
+template <typename LA, typename LB>
+inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, __half, LA> &a,
+                     const fragment<matrix_b, 16, 16, 16, __half, LB> &b, const fragment<accumulator, 16, 16, 16, float> &c) {
+    float r[256];
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            float acc = c.v[m * 16 + n];
+            for (int k = 0; k < 16; k++) acc += a.v[m * 16 + k] * b.v[k * 16 + n];
+            r[m * 16 + n] = acc;
+        }
+    memcpy(d.v, r, sizeof r);
+}
+inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t l) {
+    __syncwarp();
+    if (emu::ctx.lane == 0)
+        for (int m = 0; m < 16; m++)
+            for (int n = 0; n < 16; n++) p[l == mem_row_major ? m * ldm + n : n * ldm + m] = f.v[m * 16 + n];
+    __syncwarp();
+}
+} // namespace wmma
+} // namespace nvcuda
 
 #endif
