@@ -303,7 +303,8 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
 
     float *x = (float *)malloc(sizeof(float) * n_in * n_rows);
     tcu_fill_normal(x, (size_t)(n_in * n_rows), 1.0f);
-    const uint32_t partner = ts_cuda_q8_partner(type0);
+    /* the gemm path takes types without an int8 path too (IQ4_NL, MXFP4): their q8 rows are made but unused */
+    const uint32_t partner = ts_cuda_q8_partner(type0) != TS_TYPE_COUNT ? ts_cuda_q8_partner(type0) : (uint32_t)TS_TYPE_Q8_0;
     const uint64_t xqb = ts_type_row_bytes(partner, (uint64_t)n_in);
     uint8_t *xq = (uint8_t *)malloc(xqb * n_rows);
     for (int t = 0; t < n_rows; t++) ts_quantize_row_ref((ts_type)partner, x + t * n_in, xq + t * xqb, n_in);
@@ -670,6 +671,7 @@ int main(void) {
         for (uint32_t t : gt)
             run_items(t, t, 2, 256, small ? 70 : 131, small ? 70 : 131, small ? 3 : 16, small ? 90 : 300, true);
         run_items(TS_TYPE_Q4_K, TS_TYPE_Q6_K, 2, 512, 33, 97, 4, small ? 70 : 200, true); /* two launches, partial tiles */
+        run_items(TS_TYPE_MXFP4, TS_TYPE_MXFP4, 1, 128, 20, 0, 2, 30, true); /* no int8 path; 17-byte blocks */
         if (!small) {
             for (size_t ti = 0; ti < TCU_N_TYPES; ti++)
                 if (ts_cuda_moe_gemm_type(tcu_all_types[ti])) run_items(tcu_all_types[ti], tcu_all_types[ti], 1, 768, 100, 0, 8, 150, true);
