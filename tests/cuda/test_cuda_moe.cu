@@ -273,19 +273,29 @@ static MoeCase two(MoeCase c, uint32_t type1, int64_t n_out1) {
  * fifth call splits the same expert runs into other items: every row must
  * come out bit for bit as in the first (streamed passes group rows
  * differently from resident ones). */
-static void ref_gemm_rows(const Experts &E, int32_t id, const float *x16r, int64_t n_in, float *out) {
-    if (id < 0 || id >= E.m.n_expert) {
-        for (int64_t r = 0; r < E.m.n_out; r++) out[r] = 0.0f;
-        return;
-    }
-    float *wf = (float *)malloc(sizeof(float) * n_in);
+/* Expert e's weights as ts_dequant_row_ref gives them, rounded to F16 and
+ * back (n_out, n_in): made once per test, not per x row. */
+static float *ref_gemm_weights(const Experts &E, int32_t e, int64_t n_in) {
+    float *wf = (float *)malloc(sizeof(float) * (size_t)(n_in * E.m.n_out));
     for (int64_t r = 0; r < E.m.n_out; r++) {
-        ts_dequant_row_ref((ts_type)E.m.type, E.host[id] + (uint64_t)r * E.m.row_bytes, wf, n_in);
+        float *w = wf + r * n_in;
+        ts_dequant_row_ref((ts_type)E.m.type, E.host[e] + (uint64_t)r * E.m.row_bytes, w, n_in);
+        for (int64_t i = 0; i < n_in; i++) w[i] = ts_f16_to_f32(ts_f32_to_f16(w[i]));
+    }
+    return wf;
+}
+
+static void ref_gemm_rows(const Experts &E, float *const *wf16, int32_t id, const float *x16r, int64_t n_in, float *out) {
+    for (int64_t r = 0; r < E.m.n_out; r++) {
+        if (id < 0 || id >= E.m.n_expert) {
+            out[r] = 0.0f;
+            continue;
+        }
+        const float *w = wf16[id] + r * n_in;
         double v = 0;
-        for (int64_t i = 0; i < n_in; i++) v += (double)ts_f16_to_f32(ts_f32_to_f16(wf[i])) * (double)x16r[i];
+        for (int64_t i = 0; i < n_in; i++) v += (double)w[i] * (double)x16r[i];
         out[r] = (float)v;
     }
-    free(wf);
 }
 
 static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, int64_t n_out0, int64_t n_out1,
@@ -321,6 +331,9 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
     void *dx16 = tcu_dalloc(2 * (size_t)n_in * n_rows);
     tcu_up(dx16, x16, 2 * (size_t)n_in * n_rows);
     float *first[2] = {NULL, NULL}; /* gemm: call 0's outputs */
+    float *wf16[2][MAX_EXPERT] = {};  /* gemm: the F16-rounded weights per set and expert */
+    for (int s = 0; gemm && s < n_set; s++)
+        for (int e = 0; e < n_expert; e++) wf16[s][e] = ref_gemm_weights(E[s], e, n_in);
 
     /* items: runs of one expert (1..20 rows, 1..150 for the gemm) split into 1..max_nt-row items */
     int32_t *it = (int32_t *)malloc(sizeof(int32_t) * 3 * n_rows), *it2 = (int32_t *)malloc(sizeof(int32_t) * 3 * n_rows);
@@ -406,7 +419,7 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
             float *got = (float *)malloc(sizeof(float) * ny), *ref = (float *)malloc(sizeof(float) * ny);
             tcu_down(got, dy[s], sizeof(float) * ny);
             for (int r = 0; r < n_rows; r++) {
-                if (gemm) ref_gemm_rows(E[s], ids[r], x16r + (size_t)r * n_in, n_in, ref + (size_t)r * no);
+                if (gemm) ref_gemm_rows(E[s], wf16[s], ids[r], x16r + (size_t)r * n_in, n_in, ref + (size_t)r * no);
                 else ref_rank(c, E[s], ids[r], NULL, xq + r * xqb, ref + (size_t)r * no);
             }
             if (gemm && call == 0) {
@@ -442,7 +455,10 @@ static void run_items(uint32_t type0, uint32_t type1, int n_set, int64_t n_in, i
         }
         free(cit);
     }
-    for (int s = 0; s < n_set; s++) experts_free(E[s]), cudaFree(dy[s]), free(first[s]);
+    for (int s = 0; s < n_set; s++) {
+        for (int e = 0; e < n_expert; e++) free(wf16[s][e]);
+        experts_free(E[s]), cudaFree(dy[s]), free(first[s]);
+    }
     free(x), free(xq), free(it), free(it2), free(runs), free(ids), free(x16), free(x16r);
     cudaFree(dq8), cudaFree(dit), cudaFree(dit2), cudaFree(derr), cudaFree(dx16);
 }
