@@ -38,7 +38,7 @@ INLINE __m256i ld(const uint8_t *p) { return _mm256_load_si256((const __m256i *)
  * the scale pair: |pair| <= 2*qmax*127, so DEPTH = 32767 / (2*qmax*127)
  * cannot wrap (Q4_K 8, Q5_K 4, Q6_K 2, Q2_K/Q3_K >= 4 = a whole sub-block). */
 INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int NT, const int DEPTH, const uint8_t *const *xr,
-               float *out, int64_t os, __m256i m0, __m256i m1, int first) {
+               float *out, int64_t os, __m256i m0, __m256i m1, int full, int first) {
     const size_t sbb = TS_GP_SB_BYTES(NSUB);
     const int GPS = 64 / NSUB;
     for (int s = 0; s < ns; s++) {
@@ -94,7 +94,15 @@ INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int N
             __m256 f0 = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sb0[t]), d0), _mm256_mul_ps(_mm256_cvtepi32_ps(c0), dm0));
             __m256 f1 = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sb1[t]), d1), _mm256_mul_ps(_mm256_cvtepi32_ps(c1), dm1));
             float *o = out + t * os;
-            if (first && s == 0) { /* the row's first super-block: no zeroing pass over the output */
+            if (full) { /* all 16 rows: plain loads and stores (Zen's masked ymm stores are microcoded) */
+                if (first && s == 0) { /* the row's first super-block: no zeroing pass over the output */
+                    _mm256_storeu_ps(o, _mm256_mul_ps(f0, dx));
+                    _mm256_storeu_ps(o + 8, _mm256_mul_ps(f1, dx));
+                } else {
+                    _mm256_storeu_ps(o, _mm256_fmadd_ps(f0, dx, _mm256_loadu_ps(o)));
+                    _mm256_storeu_ps(o + 8, _mm256_fmadd_ps(f1, dx, _mm256_loadu_ps(o + 8)));
+                }
+            } else if (first && s == 0) {
                 _mm256_maskstore_ps(o, m0, _mm256_mul_ps(f0, dx));
                 _mm256_maskstore_ps(o + 8, m1, _mm256_mul_ps(f1, dx));
             } else {
@@ -121,7 +129,7 @@ static inline __m256i rmask8(int64_t nr, int base) {
 #define AK_FN(T, NSUB, DEPTH, NT)                                                                                \
     static void ak_##T##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, float *out,          \
                               int64_t os, int64_t nr, int first) {                                              \
-        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, out, os, rmask8(nr, 0), rmask8(nr, 8), first);                  \
+        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, out, os, rmask8(nr, 0), rmask8(nr, 8), nr >= 16, first);        \
     }
 #define AK_T(T, NSUB, DEPTH) AK_FN(T, NSUB, DEPTH, 1) AK_FN(T, NSUB, DEPTH, 2)
 AK_T(Q2_K, 16, 4)
