@@ -817,6 +817,12 @@ static void cuda_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_at
     OP(c, ts_cuda_rope_kv_store(c->s, &a), "rope + kv store");
 }
 
+/* The F16 cache and a head_dim the tiled kernels take (ts_cuda_attention);
+ * anything else runs the generic kernel. */
+static bool attn_fast(const ts_attn_desc *d) {
+    return d->kv_type == TS_TYPE_F16 && (d->head_dim == 64 || d->head_dim == 128 || d->head_dim == 256);
+}
+
 /* The split-K scratch for a, grown (outside a recording) to what it needs. */
 static bool attn_scratch_ready(cuda_stream *c, const ts_cuda_attn *a, const char *op) {
     size_t need = ts_cuda_attn_scratch_bytes(a);
@@ -855,8 +861,7 @@ static void cuda_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_d
         return;
     }
     const int32_t *pos = desc_pos(c, d);
-    bool fast = d->kv_type == TS_TYPE_F16 && (d->head_dim == 64 || d->head_dim == 128 || d->head_dim == 256);
-    if (!fast) {
+    if (!attn_fast(d)) {
         int rows = d->n_tok * d->n_head;
         if (d->kv_type == TS_TYPE_F16)
             ts_launch(&attn_generic_kernel<true>, grid_1d(rows, 4), 128, 0, c->s)(q, kv->k, kv->v, out, d->n_tok, d->n_head, d->n_head_kv,
@@ -880,8 +885,7 @@ static void cuda_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_
     cuda_stream *c = cst(st);
     if (!live(c)) return;
     const uint32_t partner = ts_cuda_q8_partner(w->type);
-    const bool fused = d->kv_type == TS_TYPE_F16 && (d->head_dim == 64 || d->head_dim == 128 || d->head_dim == 256) &&
-                       d->n_tok <= TS_CUDA_MAX_DECODE_TOK && d->n_tok <= c->max_tokens && d->n_head_kv >= 1 &&
+    const bool fused = attn_fast(d) && d->n_tok <= TS_CUDA_MAX_DECODE_TOK && d->n_tok <= c->max_tokens && d->n_head_kv >= 1 &&
                        d->n_head % d->n_head_kv == 0 && matmul_path(c, w->type, d->n_tok) == 0 &&
                        w->n_in == (int64_t)d->n_head * d->head_dim && ts_cuda_q8_bytes(partner, w->n_in, d->n_tok) > 0;
     if (!fused) {
