@@ -9,6 +9,7 @@
 #   scripts/gpu-check.sh                 # the whole check, budgeted to ~7.5 min
 #   GPU_CHECK_SKIP_BENCH=1 ...           # tests only
 #   GPU_CHECK_SKIP_SAN=1 ...             # no compute-sanitizer runs (the summary says "skipped"): a quick recheck
+#   GPU_CHECK_SAN_ONLY=test_cuda_matvec,...  # sanitizers on the named tests only (the others: "skipped")
 #   GPU_CHECK_ONLY_BUILD=1 ...           # the build (deps unpacked), nothing run: for a call that benchmarks
 #   GPU_CHECK_FULL=0 ...                 # build just the kernels (no engine, CLI or backend test)
 #   GPU_CHECK_BUDGET_S=420 GPU_CHECK_JOBS=16 GPU_CHECK_BUILD=build-cuda
@@ -209,9 +210,11 @@ elif [ -z "$SAN" ]; then
     echo "compute-sanitizer: not found" | tee -a "$OUT_DIR/sanitizer.log"
 else
     tmp=$(mktemp -d)
+    san_on() { [ -z "${GPU_CHECK_SAN_ONLY:-}" ] || [[ ",$GPU_CHECK_SAN_ONLY," == *",$1,"* ]]; }
     for t in $TESTS; do
         name=$(basename "$t")
         [ "$name" = test_cuda_decode ] && continue # host-only
+        san_on "$name" || continue
         for tool in memcheck racecheck; do
             # the backend test under a sanitizer: the tiny fixtures only (a real model is too slow there)
             # (it runs every tiny fixture, streamed experts too: racecheck needs more than 200 s for it)
@@ -226,6 +229,7 @@ else
     for t in $TESTS; do
         name=$(basename "$t")
         [ "$name" = test_cuda_decode ] && continue
+        if ! san_on "$name"; then SRES[$name.memcheck]=skipped; SRES[$name.racecheck]=skipped; continue; fi
         for tool in memcheck racecheck; do
             rc=$(cat "$tmp/$name.$tool.rc" 2>/dev/null || echo "?")
             f="$tmp/$name.$tool"

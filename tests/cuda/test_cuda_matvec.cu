@@ -103,6 +103,39 @@ static void run_case(const Case &c) {
         tcu_poison(dq8, qb);
         TCU_OK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, nt, c.rms ? dnw : NULL, EPS, dq8), what);
         TCU_OK(ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate), what);
+        tcu_sync(what);
+        /* the register loaders and the cp.async ring, forced in turn: bit for
+         * bit what the launch's own choice gave */
+        float *first[TS_CUDA_MAX_MATS];
+        for (int i = 0; i < c.n_w; i++) {
+            const size_t ny = (size_t)(c.n_out[i] * nt);
+            first[i] = (float *)malloc(sizeof(float) * ny);
+            tcu_down(first[i], dy[i], sizeof(float) * ny);
+        }
+        for (int mode = 0; mode < 2; mode++) {
+            for (int i = 0; i < c.n_w; i++) {
+                const size_t ny = (size_t)(c.n_out[i] * nt);
+                if (c.accumulate) tcu_up(dy[i], hy0[i], sizeof(float) * ny);
+                else tcu_poison(dy[i], sizeof(float) * ny);
+            }
+            ts_cuda_matvec_q8_force_loader(mode);
+            const ts_status st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate);
+            ts_cuda_matvec_q8_force_loader(-1);
+            TCU_OK(st, what);
+            tcu_sync(what);
+            size_t diff = 0;
+            for (int i = 0; i < c.n_w; i++) {
+                const size_t ny = (size_t)(c.n_out[i] * nt);
+                float *again = (float *)malloc(sizeof(float) * ny);
+                tcu_down(again, dy[i], sizeof(float) * ny);
+                for (size_t j = 0; j < ny; j++) diff += memcmp(&again[j], &first[i][j], sizeof(float)) != 0;
+                free(again);
+            }
+            printf("%-60s %s loaders: %zu outputs differ %s\n", what, mode ? "cp.async" : "register", diff,
+                   diff ? "FAIL" : "ok");
+            CHECKF(diff == 0, "%s: the %s loaders differ in %zu outputs", what, mode ? "cp.async" : "register", diff);
+        }
+        for (int i = 0; i < c.n_w; i++) free(first[i]);
     } else {
         if (c.rms) TCU_OK(ts_cuda_rms_inv(NULL, dx, n_in, nt, EPS, dinv), what);
         TCU_OK(ts_cuda_matvec(NULL, c.n_w, m, dy, dx, nt, c.rms ? dinv : NULL, c.rms ? dnw : NULL, c.accumulate), what);

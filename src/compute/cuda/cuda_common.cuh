@@ -240,6 +240,34 @@ TS_DEV void ts_pdl_enter() {
 #endif
 }
 
+/* Asynchronous global -> shared copies (sm_80+ cp.async, bypassing L1): 16
+ * bytes to a 16-aligned shared address, of which the first n (1..16) come
+ * from src and the rest are zeros (src + n may be the end of an allocation:
+ * nothing past it is read). A thread's copies since its last commit form one
+ * group; ts_cp_async_wait<N> returns when at most N of its groups are still
+ * in flight. Other threads see the bytes only after a barrier that follows
+ * their writers' waits (__syncwarp within a warp). The emulation and host
+ * compiles copy at once. */
+TS_DEV void ts_cp_async16(void *dst, const void *src, int n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
+#else
+    memcpy(dst, src, (size_t)n);
+    if (n < 16) memset((char *)dst + n, 0, (size_t)(16 - n));
+#endif
+}
+TS_DEV void ts_cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N> TS_DEV void ts_cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 /* An L2 prefetch of the 128-byte line at p (a hint: never changes results). */
 TS_DEV void ts_prefetch_l2(const void *p) {
 #if defined(__CUDA_ARCH__)

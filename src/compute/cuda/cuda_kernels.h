@@ -110,6 +110,11 @@ ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const
  * w[i] must have that partner. */
 ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
                             const void *q8, int n_tok, bool accumulate);
+/* Test hook (not thread-safe; set before launches): which weight loader
+ * ts_cuda_matvec_q8 uses: -1 its own choice per launch (the default), 0 the
+ * register loaders, 1 the cp.async ring. Every loader sums in the same order,
+ * so results are bit-identical whichever runs. */
+void ts_cuda_matvec_q8_force_loader(int mode);
 
 /* ---- 2. prefill GEMM ----------------------------------------------------- */
 

@@ -135,6 +135,22 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #ifndef MVQ_PREFETCH
 #define MVQ_PREFETCH 4096 /* bytes of its run each warp prefetches to L2 before it waits on the previous kernel */
 #endif
+#ifndef MVQ_ASYNC
+/* which launches stream weights global -> shared with cp.async into a ring of
+ * MVQ_ASYNC_BYTES per warp (QAsync below: the loads in flight cost no
+ * registers, so the ring can be deeper than the register one): 0 none, 1
+ * all, 2 all but the direct-loaded Q4_K/Q5_K */
+#define MVQ_ASYNC 2
+#endif
+#ifndef MVQ_ASYNC_BYTES
+#define MVQ_ASYNC_BYTES 8192 /* shared bytes per warp for the cp.async ring (its depth: 2..MVQ_ASYNC_DEP items) */
+#endif
+#ifndef MVQ_ASYNC_DEP
+#define MVQ_ASYNC_DEP 4
+#endif
+#ifndef MVQ_ASYNC_MIN_ITEMS
+#define MVQ_ASYNC_MIN_ITEMS 4 /* items per warp below which a launch keeps the register loaders (mvq_async) */
+#endif
 #ifndef MVQ_LDG
 #define MVQ_LDG 1 /* weight loads: 0 = ld.global.nc, 1 = + L1::no_allocate, 2 = + L2::256B prefetch */
 #endif
@@ -147,6 +163,13 @@ static_assert(MVQ_SM_WARPS >= MVQ_WARPS && MVQ_SM_WARPS_B >= MVQ_WARPS && MVQ_WA
               "MVQ_SM_WARPS(_B) >= MVQ_WARPS, MVQ_WAVES >= 1");
 
 static constexpr int mvq_min_blocks(int nt) { return (nt == 1 ? MVQ_SM_WARPS : MVQ_SM_WARPS_B) / MVQ_WARPS; }
+
+/* The weight of a team's run, with 32-bit row counts (checked on the host). */
+struct QMat {
+    const uint8_t *w, *end; /* rows, and their end */
+    uint32_t rb;            /* bytes per row */
+    int n_out;              /* rows */
+};
 
 /* 16 weight bytes from a 16-aligned address, read once: no L1 allocation
  * (the emulation and host compiles read plainly). */
@@ -168,13 +191,6 @@ TS_DEV uint4 ldw16(const uint8_t *p) {
 #endif
 }
 
-/* The weight of a team's run, with 32-bit row counts (checked on the host). */
-struct QMat {
-    const uint8_t *w, *end; /* rows, and their end */
-    uint32_t rb;            /* bytes per row */
-    int n_out;              /* rows */
-};
-
 /* Staged loader (any type): an item's chunk of each row in registers
  * (Stage's words, ldw16), realigned through the warp's shared buffer when it
  * is decoded. */
@@ -183,10 +199,11 @@ template <int T, int R> struct QStaged {
     typedef Geo<T> G;
     static constexpr int SMEM = R * G::SROW; /* shared bytes per warp */
     static constexpr int WORDS = R * G::WPL;  /* 16-byte registers per lane per item */
+    static constexpr bool ASYNC = false;
     uint4 v[R][G::WPL];
     int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words loaded (bits 4-) */
 
-    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane) {
+    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
         const int b0 = c * G::CB;
         const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
 #pragma unroll
@@ -227,12 +244,12 @@ template <int T, int R> struct QStaged {
 /* Direct loader (Q4_K, Q5_K): each lane's unit words straight from global
  * memory; no shared memory, no warp synchronization. */
 template <int T, int R> struct QDirect;
-#if MVQ_DIRECT /* unused otherwise, and -Werror refuses unused members */
 template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
     typedef Dec<TS_TYPE_Q4_K> D;
     static constexpr int SMEM = 0, WORDS = 2 * R;
+    static constexpr bool ASYNC = false;
     uint4 hd[R], q[R];
-    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane) {
+    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
         const int bl = c * Geo<TS_TYPE_Q4_K>::CB + lane / D::NU;
         if (bl >= nb) return;
         const int u = lane % D::NU;
@@ -250,8 +267,9 @@ template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
 template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
     typedef Dec<TS_TYPE_Q5_K> D;
     static constexpr int SMEM = 0, WORDS = 3 * R;
+    static constexpr bool ASYNC = false;
     uint4 hd[R], h[R], q[R];
-    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane) {
+    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
         const int bl = c * Geo<TS_TYPE_Q5_K>::CB + lane / D::NU;
         if (bl >= nb) return;
         const int u = lane % D::NU;
@@ -267,13 +285,65 @@ template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
     TS_DEV void stage(uint8_t *, int, int) const {}
     TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, s); }
 };
-#endif
 
-template <int T, int R, bool DIRECT = MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K)> struct QLoader {
+/* Asynchronous loader (any type, MVQ_ASYNC): the staged loader's layout,
+ * but each ring slot is its own shared buffer filled by cp.async, so an item
+ * in flight holds no registers and the ring runs DEP - 1 items ahead (the
+ * register ring measured best at depth 1: deeper ones cost occupancy).
+ * Protocol (kernel side): one commit group per ring step, empty or not, so
+ * item i is always group i; a slot is refilled only after the warp's lanes
+ * are past decoding it (__syncwarp before the issue). */
+template <int T, int R> struct QAsync {
+    typedef Dec<T> D;
+    typedef Geo<T> G;
+    static constexpr int SMEM = R * G::SROW; /* shared bytes per warp and slot */
+    static constexpr bool ASYNC = true;
+    static constexpr int d0 = MVQ_ASYNC_BYTES / SMEM;
+    static constexpr int DEP = d0 < 2 ? 2 : d0 > MVQ_ASYNC_DEP ? MVQ_ASYNC_DEP : d0;
+    int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3) */
+
+    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *sm) {
+        const int b0 = c * G::CB;
+        const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            dn[r] = 0;
+            if (r >= nr) continue;
+            const uint8_t *start = row + (size_t)r * m.rb + b0 * D::BB;
+            const uint8_t *a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
+            const int delta = (int)(start - a0), nw = (delta + nbytes + 15) >> 4;
+            dn[r] = delta;
+#pragma unroll
+            for (int i = 0; i < G::WPL; i++) {
+                const int k = lane + 32 * i;
+                const uint8_t *p = a0 + 16 * k;
+                /* the matrix's last word may be partial: only its bytes are read */
+                const ptrdiff_t left = m.end - p;
+                if (k < nw) ts_cp_async16(sm + r * G::SROW + 16 * k, p, left < 16 ? (int)left : 16);
+            }
+        }
+    }
+    /* Whole warp: this slot's item has landed and every lane sees it. */
+    TS_DEV void stage(uint8_t *, int, int) const {
+        ts_cp_async_wait<DEP - 1>();
+        __syncwarp();
+    }
+    TS_DEV void unit(const uint8_t *sm, int r, int lane, int u, typename D::UI &s) const {
+        D::iload(sm + r * G::SROW + dn[r] + (lane / D::NU) * D::BB, u, s);
+    }
+};
+
+/* Loader kinds: 0 staged through registers, 1 direct (Q4_K/Q5_K only), 2
+ * asynchronous. Which one a launch uses is mvq_kind's choice. */
+template <int T, int R, int KIND> struct QLoader;
+template <int T, int R> struct QLoader<T, R, 0> {
     typedef QStaged<T, R> L;
 };
-template <int T, int R> struct QLoader<T, R, true> {
+template <int T, int R> struct QLoader<T, R, 1> {
     typedef QDirect<T, R> L;
+};
+template <int T, int R> struct QLoader<T, R, 2> {
+    typedef QAsync<T, R> L;
 };
 
 /* Ring depth of a loader: as many items as MVQ_RING words allow, 1..3
@@ -281,9 +351,15 @@ template <int T, int R> struct QLoader<T, R, true> {
  * depth 1; Q2_K 2: depth 3), so the bytes in flight per warp are alike for
  * every type and the registers stay under the launch bounds (depth 4 spilled
  * for Q2_K/Q3_K). */
-template <typename L, int NT> struct QDepth {
+template <typename L, int NT, bool ASYNC = L::ASYNC> struct QDepthR {
     static constexpr int d = (NT == 1 ? MVQ_RING : MVQ_RING_B) / L::WORDS;
     static constexpr int DEP = d < 1 ? 1 : d > 3 ? 3 : d;
+};
+template <typename L, int NT> struct QDepthR<L, NT, true> {
+    static constexpr int DEP = L::DEP;
+};
+template <typename L, int NT> struct QDepth {
+    static constexpr int DEP = QDepthR<L, NT>::DEP;
     static constexpr int B = (MVQ_BATCH + DEP - 1) / DEP * DEP; /* groups per batch: a multiple of DEP */
 };
 
@@ -295,13 +371,14 @@ TS_DEV void mvq_out(const MvMat &m, int accumulate, int t, int row, float v) {
 }
 
 /* Quantized weights, int8 activations: the rows of each team's run. */
-template <int T, int NT, int R>
+template <int T, int NT, int R, int KIND>
 __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(const MvArgs a) {
     typedef Dec<T> D;
     typedef Geo<T> G;
-    typedef typename QLoader<T, R>::L L;
+    typedef typename QLoader<T, R, KIND>::L L;
     constexpr int DEP = QDepth<L, NT>::DEP, B = QDepth<L, NT>::B;
-    __shared__ __align__(16) uint8_t sm[MVQ_WARPS][L::SMEM > 0 ? L::SMEM : 16];
+    constexpr int SLOT = L::ASYNC ? L::SMEM : 0; /* shared bytes between two ring slots */
+    __shared__ __align__(16) uint8_t sm[MVQ_WARPS][L::SMEM > 0 ? L::SMEM * (L::ASYNC ? DEP : 1) : 16];
     __shared__ float red[2][B][MVQ_WARPS][R][NT]; /* kw > 1: per-warp partials of a batch's groups */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int kw = a.kw, phase = warp % kw;
@@ -338,14 +415,18 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
     /* the load cursor runs DEP - 1 items ahead of the decode cursor */
     L ring[DEP];
     int lg = 0, lj = 0;
-    auto issue = [&](L &st) {
+    auto issue = [&](int slot) {
+        if (L::ASYNC) __syncwarp(); /* the slot's previous item is decoded by every lane */
         const int row0 = (gs + lg) * R;
-        st.load(m, m.w + (size_t)row0 * m.rb, m.n_out - row0 < R ? m.n_out - row0 : R, phase + lj * kw, nb, lane);
+        ring[slot].load(m, m.w + (size_t)row0 * m.rb, m.n_out - row0 < R ? m.n_out - row0 : R, phase + lj * kw, nb,
+                        lane, buf + slot * SLOT);
         if (++lj == cpw) lj = 0, lg++;
     };
 #pragma unroll
-    for (int s = 0; s + 1 < DEP; s++)
-        if (s < nitems) issue(ring[s]);
+    for (int s = 0; s + 1 < DEP; s++) {
+        if (s < nitems) issue(s);
+        if (L::ASYNC) ts_cp_async_commit(); /* item s is group s, even when there is none */
+    }
 
     float acc[R][NT];
 #pragma unroll
@@ -364,7 +445,8 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
 #pragma unroll
             for (int s = 0; s < DEP; s++) {
                 if (k + s >= kend) continue; /* the run's last items */
-                if (k + s + DEP - 1 < nitems) issue(ring[(s + DEP - 1) % DEP]);
+                if (k + s + DEP - 1 < nitems) issue((s + DEP - 1) % DEP);
+                if (L::ASYNC) ts_cp_async_commit();
                 const int row0 = (gs + cg) * R;
                 const int nr = m.n_out - row0 < R ? m.n_out - row0 : R;
                 const int bl = (phase + cj * kw) * G::CB + lane / D::NU;
@@ -376,14 +458,15 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                     XSide<T>::xwords(a.xq + (int64_t)bl * D::QK, u, X0);
                     XSide<T>::xscale(a.xd, a.xs, bl, u, xs0);
                 }
-                ring[s].stage(buf, nr, lane);
+                uint8_t *sbuf = buf + s * SLOT; /* this item's bytes (the staging buffer: SLOT 0) */
+                ring[s].stage(sbuf, nr, lane);
                 if (on && NT == 1) {
                     /* one row's decoded unit live at a time */
 #pragma unroll
                     for (int r = 0; r < R; r++) {
                         if (r >= nr) continue;
                         typename D::UI w;
-                        ring[s].unit(buf, r, lane, u, w);
+                        ring[s].unit(sbuf, r, lane, u, w);
                         acc[r][0] += D::idot(w, u, X0, xs0);
                     }
                 } else if (on) {
@@ -391,7 +474,7 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                     typename D::UI w[R];
 #pragma unroll
                     for (int r = 0; r < R; r++)
-                        if (r < nr) ring[s].unit(buf, r, lane, u, w[r]);
+                        if (r < nr) ring[s].unit(sbuf, r, lane, u, w[r]);
 #pragma unroll
                     for (int t = 0; t < NT; t++) {
                         if (t >= a.n_tok) continue;
@@ -447,10 +530,37 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
     }
 }
 
-template <int NT, int R> ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks) {
+/* Whether a launch streams its weights with cp.async (QAsync) or through
+ * registers (QDirect for Q4_K/Q5_K, QStaged for the rest). Measured on the
+ * H200 (bench/results/2026-12-02-h200-s8/): the cp.async ring is faster for
+ * the staged types on big launches (bench_matvec 7B: Q8_0 +13-18%, Q6_K
+ * +2-9%, Q4_0 +1-3%; tg128 7B Q4_0 +3%, 1.5B +1.5%), slower for Q4_K's
+ * direct loads (-10 to -16%), and slower for small launches within a token:
+ * SmolLM2 (Q4_1, one or two items per warp) tg128 1,175 -> 985, because its
+ * blocks' larger shared footprint takes SM room that programmatic dependent
+ * launch needs to start them under their predecessor. Hence: staged types,
+ * at least MVQ_ASYNC_MIN_ITEMS items per warp. */
+int mvq_force = -1; /* ts_cuda_matvec_q8_force_loader */
+
+static bool mvq_async(uint32_t type, int64_t items_per_warp) {
+    if (mvq_force >= 0) return mvq_force == 1;
+    const bool direct = MVQ_DIRECT && (type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K);
+    if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct)) return false;
+    return items_per_warp >= MVQ_ASYNC_MIN_ITEMS;
+}
+
+template <int T, int NT, int R> void launch_t(cudaStream_t s, bool async, const MvArgs &a, int64_t blocks) {
+    constexpr int REG = MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K) ? 1 : 0;
+    if (async) ts_launch(&mv_q_q8<T, NT, R, 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
+    else ts_launch(&mv_q_q8<T, NT, R, REG>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
+}
+
+template <int NT, int R>
+ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks, int64_t items_per_warp) {
+    const bool async = mvq_async(type, items_per_warp);
     switch (type) {
 #define Q(T) \
-    case T: ts_launch(&mv_q_q8<T, NT, R>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a); break;
+    case T: launch_t<T, NT, R>(s, async, a, blocks); break;
         TS_FOR_INT8_TYPES(Q)
 #undef Q
     default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8: type %s has no int8 path", ts_type_name(type));
@@ -492,6 +602,8 @@ int64_t mvq_plan(MvArgs &a, int sms, int R) {
 }
 
 } // namespace
+
+void ts_cuda_matvec_q8_force_loader(int mode) { mvq_force = mode; }
 
 uint32_t ts_cuda_q8_partner(uint32_t wtype) {
     switch (wtype) {
@@ -581,11 +693,12 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
         const int64_t blocks = mvq_plan(a, sms, rows);
         TS_ARG_CHECK(blocks < (1ll << 31), "cuda matvec_q8: %lld blocks", (long long)blocks);
         cudaStream_t s = ts_stream(stream);
-        ts_status r = n_tok > 4    ? launch_nt<8, MVQ_R>(s, w[i].type, a, blocks)
-                      : n_tok > 2  ? launch_nt<4, MVQ_R>(s, w[i].type, a, blocks)
-                      : n_tok > 1  ? launch_nt<2, MVQ_R>(s, w[i].type, a, blocks)
-                      : rows == MVQ_R1_BIG ? launch_nt<1, MVQ_R1_BIG>(s, w[i].type, a, blocks)
-                                           : launch_nt<1, MVQ_R1>(s, w[i].type, a, blocks);
+        const int64_t nchunks = (a.n_in / 32 + 31) / 32, ipw = a.gpt * ((nchunks + a.kw - 1) / a.kw);
+        ts_status r = n_tok > 4    ? launch_nt<8, MVQ_R>(s, w[i].type, a, blocks, ipw)
+                      : n_tok > 2  ? launch_nt<4, MVQ_R>(s, w[i].type, a, blocks, ipw)
+                      : n_tok > 1  ? launch_nt<2, MVQ_R>(s, w[i].type, a, blocks, ipw)
+                      : rows == MVQ_R1_BIG ? launch_nt<1, MVQ_R1_BIG>(s, w[i].type, a, blocks, ipw)
+                                           : launch_nt<1, MVQ_R1>(s, w[i].type, a, blocks, ipw);
         if (r != TS_OK) return r;
     }
     return TS_OK;
