@@ -242,8 +242,8 @@ TS_DEV void ts_pdl_enter() {
 
 /* Asynchronous global -> shared copies (sm_80+ cp.async, bypassing L1): 16
  * bytes to a 16-aligned shared address, of which the first n (1..16) come
- * from src and the rest are zeros (src + n may be the end of an allocation:
- * nothing past it is read). A thread's copies since its last commit form one
+ * from src and the rest are zeros. All 16 source bytes must be readable:
+ * compute-sanitizer counts a 16-byte read whatever n. A thread's copies since its last commit form one
  * group; ts_cp_async_wait<N> returns when at most N of its groups are still
  * in flight. Other threads see the bytes only after a barrier that follows
  * their writers' waits (__syncwarp within a warp). The emulation and host

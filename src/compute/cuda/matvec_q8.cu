@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
  * MVQ_ASYNC_BYTES per warp (QAsync below: the loads in flight cost no
  * registers, so the ring can be deeper than the register one): 0 none, 1
  * all, 2 all but the direct-loaded Q4_K/Q5_K */
-#define MVQ_ASYNC 2
+#define MVQ_ASYNC 0
 #endif
 #ifndef MVQ_ASYNC_BYTES
 #define MVQ_ASYNC_BYTES 8192 /* shared bytes per warp for the cp.async ring (its depth: 2..MVQ_ASYNC_DEP items) */
@@ -317,9 +317,14 @@ template <int T, int R> struct QAsync {
             for (int i = 0; i < G::WPL; i++) {
                 const int k = lane + 32 * i;
                 const uint8_t *p = a0 + 16 * k;
-                /* the matrix's last word may be partial: only its bytes are read */
-                const ptrdiff_t left = m.end - p;
-                if (k < nw) ts_cp_async16(sm + r * G::SROW + 16 * k, p, left < 16 ? (int)left : 16);
+                /* the matrix's last word may be partial: cp.async reads all 16
+                 * bytes whatever its source size (compute-sanitizer memcheck
+                 * flagged it), so that word is read byte by byte and stored
+                 * plainly (visible to the warp after stage's __syncwarp) */
+                if (k < nw) {
+                    if (p + 16 <= m.end) ts_cp_async16(sm + r * G::SROW + 16 * k, p, 16);
+                    else *(uint4 *)(sm + r * G::SROW + 16 * k) = ld_weight_word(p, m.end);
+                }
             }
         }
     }
@@ -532,14 +537,12 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
 
 /* Whether a launch streams its weights with cp.async (QAsync) or through
  * registers (QDirect for Q4_K/Q5_K, QStaged for the rest). Measured on the
- * H200 (bench/results/2026-12-02-h200-s8/): the cp.async ring is faster for
- * the staged types on big launches (bench_matvec 7B: Q8_0 +13-18%, Q6_K
- * +2-9%, Q4_0 +1-3%; tg128 7B Q4_0 +3%, 1.5B +1.5%), slower for Q4_K's
- * direct loads (-10 to -16%), and slower for small launches within a token:
- * SmolLM2 (Q4_1, one or two items per warp) tg128 1,175 -> 985, because its
- * blocks' larger shared footprint takes SM room that programmatic dependent
- * launch needs to start them under their predecessor. Hence: staged types,
- * at least MVQ_ASYNC_MIN_ITEMS items per warp. */
+ * H200 (bench/results/2026-12-02-h200-s8/, docs/KERNELS.md): the ring is
+ * faster for the staged types on long launches (bench_matvec 7B: Q8_0
+ * +13-18%, Q6_K +2-9%; tg128 7B Q4_0 +1.5%) and slower for Q4_K's direct
+ * loads, hence MVQ_ASYNC 2's rule (staged types, >= MVQ_ASYNC_MIN_ITEMS
+ * items per warp); but with that rule SmolLM2's tg128 fell 1,176 -> 975 for
+ * reasons not yet found, so the default is MVQ_ASYNC 0 (registers only). */
 int mvq_force = -1; /* ts_cuda_matvec_q8_force_loader */
 
 static bool mvq_async(uint32_t type, int64_t items_per_warp) {
