@@ -191,6 +191,22 @@ TS_DEV uint4 ldw16(const uint8_t *p) {
 #endif
 }
 
+/* Row r of an item, chunk from block b0 (nbytes): the 16-aligned address
+ * at or below its start, the start's offset from it, and the 16-byte words
+ * that cover it (the staged and asynchronous loaders read these words). */
+struct QSpan {
+    const uint8_t *a0;
+    int delta, nw;
+};
+template <int T> TS_DEV QSpan q_span(const QMat &m, const uint8_t *row, int r, int b0, int nbytes) {
+    const uint8_t *start = row + (size_t)r * m.rb + b0 * Dec<T>::BB;
+    QSpan s;
+    s.a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
+    s.delta = (int)(start - s.a0);
+    s.nw = (s.delta + nbytes + 15) >> 4;
+    return s;
+}
+
 /* Staged loader (any type): an item's chunk of each row in registers
  * (Stage's words, ldw16), realigned through the warp's shared buffer when it
  * is decoded. */
@@ -210,10 +226,10 @@ template <int T, int R> struct QStaged {
         for (int r = 0; r < R; r++) {
             dn[r] = 0;
             if (r >= nr) continue;
-            const uint8_t *start = row + (size_t)r * m.rb + b0 * D::BB;
-            const uint8_t *a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
-            const int delta = (int)(start - a0), nw = (delta + nbytes + 15) >> 4;
-            dn[r] = delta | nw << 4;
+            const QSpan sp = q_span<T>(m, row, r, b0, nbytes);
+            const uint8_t *a0 = sp.a0;
+            const int nw = sp.nw;
+            dn[r] = sp.delta | nw << 4;
 #pragma unroll
             for (int i = 0; i < G::WPL; i++) {
                 const int k = lane + 32 * i;
@@ -309,10 +325,10 @@ template <int T, int R> struct QAsync {
         for (int r = 0; r < R; r++) {
             dn[r] = 0;
             if (r >= nr) continue;
-            const uint8_t *start = row + (size_t)r * m.rb + b0 * D::BB;
-            const uint8_t *a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
-            const int delta = (int)(start - a0), nw = (delta + nbytes + 15) >> 4;
-            dn[r] = delta;
+            const QSpan sp = q_span<T>(m, row, r, b0, nbytes);
+            const uint8_t *a0 = sp.a0;
+            const int nw = sp.nw;
+            dn[r] = sp.delta;
 #pragma unroll
             for (int i = 0; i < G::WPL; i++) {
                 const int k = lane + 32 * i;
