@@ -47,6 +47,42 @@ static size_t q8_bytes_differ(uint32_t partner, int64_t n_in, int nt, const uint
     return bad;
 }
 
+/* ts_cuda_matvec_q8 with the register loaders and with the cp.async ring,
+ * each forced, on the same inputs: they sum in the same order, so their
+ * outputs must be equal bit for bit. Leaves the ring's output in dy, which
+ * run_case checks against the CPU reference (so both loaders are checked;
+ * a launch's own choice is one of the two). */
+static void check_loaders_agree(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, uint32_t partner,
+                                const void *dq8, const char *what) {
+    const int nt = c.n_tok;
+    float *out[2][TS_CUDA_MAX_MATS];
+    for (int mode = 0; mode < 2; mode++) {
+        for (int i = 0; i < c.n_w; i++) {
+            const size_t ny = (size_t)(c.n_out[i] * nt);
+            if (c.accumulate) tcu_up(dy[i], hy0[i], sizeof(float) * ny);
+            else tcu_poison(dy[i], sizeof(float) * ny);
+        }
+        ts_cuda_matvec_q8_force_loader(mode);
+        const ts_status st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate);
+        ts_cuda_matvec_q8_force_loader(-1);
+        TCU_OK(st, what);
+        tcu_sync(what);
+        for (int i = 0; i < c.n_w; i++) {
+            const size_t ny = (size_t)(c.n_out[i] * nt);
+            out[mode][i] = (float *)malloc(sizeof(float) * ny);
+            tcu_down(out[mode][i], dy[i], sizeof(float) * ny);
+        }
+    }
+    size_t diff = 0;
+    for (int i = 0; i < c.n_w; i++) {
+        const size_t ny = (size_t)(c.n_out[i] * nt);
+        for (size_t j = 0; j < ny; j++) diff += memcmp(&out[0][i][j], &out[1][i][j], sizeof(float)) != 0;
+        free(out[0][i]), free(out[1][i]);
+    }
+    printf("%-60s register vs cp.async loaders: %zu outputs differ %s\n", what, diff, diff ? "FAIL" : "ok");
+    CHECKF(diff == 0, "%s: the register and cp.async loaders differ in %zu outputs", what, diff);
+}
+
 static void run_case(const Case &c) {
     const int64_t n_in = c.n_in;
     const int nt = c.n_tok;
@@ -102,40 +138,7 @@ static void run_case(const Case &c) {
         dq8 = tcu_dalloc(qb);
         tcu_poison(dq8, qb);
         TCU_OK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, nt, c.rms ? dnw : NULL, EPS, dq8), what);
-        TCU_OK(ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate), what);
-        tcu_sync(what);
-        /* the register loaders and the cp.async ring, forced in turn: bit for
-         * bit what the launch's own choice gave */
-        float *first[TS_CUDA_MAX_MATS];
-        for (int i = 0; i < c.n_w; i++) {
-            const size_t ny = (size_t)(c.n_out[i] * nt);
-            first[i] = (float *)malloc(sizeof(float) * ny);
-            tcu_down(first[i], dy[i], sizeof(float) * ny);
-        }
-        for (int mode = 0; mode < 2; mode++) {
-            for (int i = 0; i < c.n_w; i++) {
-                const size_t ny = (size_t)(c.n_out[i] * nt);
-                if (c.accumulate) tcu_up(dy[i], hy0[i], sizeof(float) * ny);
-                else tcu_poison(dy[i], sizeof(float) * ny);
-            }
-            ts_cuda_matvec_q8_force_loader(mode);
-            const ts_status st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate);
-            ts_cuda_matvec_q8_force_loader(-1);
-            TCU_OK(st, what);
-            tcu_sync(what);
-            size_t diff = 0;
-            for (int i = 0; i < c.n_w; i++) {
-                const size_t ny = (size_t)(c.n_out[i] * nt);
-                float *again = (float *)malloc(sizeof(float) * ny);
-                tcu_down(again, dy[i], sizeof(float) * ny);
-                for (size_t j = 0; j < ny; j++) diff += memcmp(&again[j], &first[i][j], sizeof(float)) != 0;
-                free(again);
-            }
-            printf("%-60s %s loaders: %zu outputs differ %s\n", what, mode ? "cp.async" : "register", diff,
-                   diff ? "FAIL" : "ok");
-            CHECKF(diff == 0, "%s: the %s loaders differ in %zu outputs", what, mode ? "cp.async" : "register", diff);
-        }
-        for (int i = 0; i < c.n_w; i++) free(first[i]);
+        check_loaders_agree(c, m, dy, hy0, partner, dq8, what); /* runs the matvec (both loaders) */
     } else {
         if (c.rms) TCU_OK(ts_cuda_rms_inv(NULL, dx, n_in, nt, EPS, dinv), what);
         TCU_OK(ts_cuda_matvec(NULL, c.n_w, m, dy, dx, nt, c.rms ? dinv : NULL, c.rms ? dnw : NULL, c.accumulate), what);

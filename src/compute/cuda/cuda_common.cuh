@@ -241,20 +241,18 @@ TS_DEV void ts_pdl_enter() {
 }
 
 /* Asynchronous global -> shared copies (sm_80+ cp.async, bypassing L1): 16
- * bytes to a 16-aligned shared address, of which the first n (1..16) come
- * from src and the rest are zeros. All 16 source bytes must be readable:
- * compute-sanitizer counts a 16-byte read whatever n. A thread's copies since its last commit form one
- * group; ts_cp_async_wait<N> returns when at most N of its groups are still
- * in flight. Other threads see the bytes only after a barrier that follows
+ * bytes between 16-aligned addresses (all 16 source bytes must be readable).
+ * A thread's copies since its last commit form one group;
+ * ts_cp_async_wait<N> returns when at most N of its groups are still in
+ * flight. Other threads see the bytes only after a barrier that follows
  * their writers' waits (__syncwarp within a warp). The emulation and host
  * compiles copy at once. */
-TS_DEV void ts_cp_async16(void *dst, const void *src, int n) {
+TS_DEV void ts_cp_async16(void *dst, const void *src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 #else
-    memcpy(dst, src, (size_t)n);
-    if (n < 16) memset((char *)dst + n, 0, (size_t)(16 - n));
+    memcpy(dst, src, 16);
 #endif
 }
 TS_DEV void ts_cp_async_commit() {

@@ -191,20 +191,32 @@ TS_DEV uint4 ldw16(const uint8_t *p) {
 #endif
 }
 
-/* Row r of an item, chunk from block b0 (nbytes): the 16-aligned address
- * at or below its start, the start's offset from it, and the 16-byte words
- * that cover it (the staged and asynchronous loaders read these words). */
-struct QSpan {
-    const uint8_t *a0;
-    int delta, nw;
-};
-template <int T> TS_DEV QSpan q_span(const QMat &m, const uint8_t *row, int r, int b0, int nbytes) {
-    const uint8_t *start = row + (size_t)r * m.rb + b0 * Dec<T>::BB;
-    QSpan s;
-    s.a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
-    s.delta = (int)(start - s.a0);
-    s.nw = (s.delta + nbytes + 15) >> 4;
-    return s;
+/* The 16-byte words an item reads (chunk c of rows row.. up to nr of them),
+ * shared by the staged and asynchronous loaders: sets dn[r] = the chunk
+ * start's offset from the 16-aligned word at or below it (bits 0-3) | its
+ * word count (bits 4-), and calls word(r, i, k, p) for each word k = lane +
+ * 32 i of row r that this lane reads, at p (the matrix's last word may pass
+ * m.end: the caller reads only its bytes). */
+template <int T, int R, typename F>
+TS_DEV void q_item_words(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, int (&dn)[R], F word) {
+    typedef Dec<T> D;
+    typedef Geo<T> G;
+    const int b0 = c * G::CB;
+    const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        dn[r] = 0;
+        if (r >= nr) continue;
+        const uint8_t *start = row + (size_t)r * m.rb + b0 * D::BB;
+        const uint8_t *a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
+        const int delta = (int)(start - a0), nw = (delta + nbytes + 15) >> 4;
+        dn[r] = delta | nw << 4;
+#pragma unroll
+        for (int i = 0; i < G::WPL; i++) {
+            const int k = lane + 32 * i;
+            if (k < nw) word(r, i, k, a0 + 16 * k);
+        }
+    }
 }
 
 /* Staged loader (any type): an item's chunk of each row in registers
@@ -220,23 +232,9 @@ template <int T, int R> struct QStaged {
     int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words loaded (bits 4-) */
 
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
-        const int b0 = c * G::CB;
-        const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            dn[r] = 0;
-            if (r >= nr) continue;
-            const QSpan sp = q_span<T>(m, row, r, b0, nbytes);
-            const uint8_t *a0 = sp.a0;
-            const int nw = sp.nw;
-            dn[r] = sp.delta | nw << 4;
-#pragma unroll
-            for (int i = 0; i < G::WPL; i++) {
-                const int k = lane + 32 * i;
-                const uint8_t *p = a0 + 16 * k;
-                if (k < nw) v[r][i] = p + 16 <= m.end ? ldw16(p) : ld_weight_word(p, m.end);
-            }
-        }
+        q_item_words<T, R>(m, row, nr, c, nb, lane, dn, [&](int r, int i, int, const uint8_t *p) {
+            v[r][i] = p + 16 <= m.end ? ldw16(p) : ld_weight_word(p, m.end);
+        });
     }
     /* Whole warp: the words into sm (the warp's SMEM bytes), ready to decode. */
     TS_DEV void stage(uint8_t *sm, int nr, int lane) const {
@@ -316,33 +314,17 @@ template <int T, int R> struct QAsync {
     static constexpr bool ASYNC = true;
     static constexpr int d0 = MVQ_ASYNC_BYTES / SMEM;
     static constexpr int DEP = d0 < 2 ? 2 : d0 > MVQ_ASYNC_DEP ? MVQ_ASYNC_DEP : d0;
-    int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3) */
+    int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words (bits 4-): q_item_words */
 
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *sm) {
-        const int b0 = c * G::CB;
-        const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            dn[r] = 0;
-            if (r >= nr) continue;
-            const QSpan sp = q_span<T>(m, row, r, b0, nbytes);
-            const uint8_t *a0 = sp.a0;
-            const int nw = sp.nw;
-            dn[r] = sp.delta;
-#pragma unroll
-            for (int i = 0; i < G::WPL; i++) {
-                const int k = lane + 32 * i;
-                const uint8_t *p = a0 + 16 * k;
-                /* the matrix's last word may be partial: cp.async reads all 16
-                 * bytes whatever its source size (compute-sanitizer memcheck
-                 * flagged it), so that word is read byte by byte and stored
-                 * plainly (visible to the warp after stage's __syncwarp) */
-                if (k < nw) {
-                    if (p + 16 <= m.end) ts_cp_async16(sm + r * G::SROW + 16 * k, p, 16);
-                    else *(uint4 *)(sm + r * G::SROW + 16 * k) = ld_weight_word(p, m.end);
-                }
-            }
-        }
+        q_item_words<T, R>(m, row, nr, c, nb, lane, dn, [&](int r, int, int k, const uint8_t *p) {
+            uint8_t *d = sm + r * G::SROW + 16 * k;
+            /* cp.async reads all 16 bytes (compute-sanitizer memcheck counts
+             * them), so the matrix's partial last word is read byte by byte
+             * and stored plainly (visible to the warp after stage's __syncwarp) */
+            if (p + 16 <= m.end) ts_cp_async16(d, p);
+            else *(uint4 *)d = ld_weight_word(p, m.end);
+        });
     }
     /* Whole warp: this slot's item has landed and every lane sees it. */
     TS_DEV void stage(uint8_t *, int, int) const {
@@ -350,7 +332,7 @@ template <int T, int R> struct QAsync {
         __syncwarp();
     }
     TS_DEV void unit(const uint8_t *sm, int r, int lane, int u, typename D::UI &s) const {
-        D::iload(sm + r * G::SROW + dn[r] + (lane / D::NU) * D::BB, u, s);
+        D::iload(sm + r * G::SROW + (dn[r] & 15) + (lane / D::NU) * D::BB, u, s);
     }
 };
 
