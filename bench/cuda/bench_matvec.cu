@@ -7,7 +7,9 @@
  *   bench_matvec [model-substring[,substring...]] [type...]     (BENCH_QUICK=1: fewer reps)
  *
  * BENCH_MATVEC_PATHS=int8 (or f32) times one path only; BENCH_MATVEC_BATCH=0
- * skips the 4- and 8-token runs (bench/cuda/sweep_matvec.sh uses both). */
+ * skips the 4- and 8-token runs (bench/cuda/sweep_matvec.sh uses both).
+ * BENCH_MATVEC_KW1=0|1 forces the int8 path's split of a row group's chunks
+ * (ts_cuda_matvec_q8_force_kw1; the rows then say "kw1=0|1"). */
 #include "bench_util.h"
 
 struct Mat {
@@ -87,7 +89,9 @@ static void bench_shape(const Model &M, const Mat &mat, uint32_t type, int n_tok
             BOK(ts_cuda_quantize_q8(NULL, partner, dx, mat.n_in, n_tok, NULL, 1e-6f, q8));
             BOK(ts_cuda_matvec_q8(NULL, mat.n_w, m, dy, partner, q8, n_tok, false));
         });
-        snprintf(var, sizeof var, "%s int8 t=%d", ts_type_name(type), n_tok);
+        const char *kw1 = getenv("BENCH_MATVEC_KW1");
+        snprintf(var, sizeof var, "%s int8 t=%d%s%s", ts_type_name(type), n_tok, kw1 && *kw1 ? " kw1=" : "",
+                 kw1 && *kw1 ? kw1 : "");
         bench_result("matvec", shape, var, bytes, us8, extra);
         cudaFree(q8);
     }
@@ -101,6 +105,8 @@ int main(int argc, char **argv) {
     bench_copy_gbs();
     const char *only = argc > 1 ? argv[1] : NULL;
     const char *batch = getenv("BENCH_MATVEC_BATCH");
+    const char *kw1 = getenv("BENCH_MATVEC_KW1");
+    if (kw1 && *kw1) ts_cuda_matvec_q8_force_kw1(atoi(kw1) ? 1 : 0);
     std::vector<uint32_t> types = {TS_TYPE_Q4_K, TS_TYPE_Q6_K, TS_TYPE_Q4_0, TS_TYPE_Q8_0, TS_TYPE_F16};
     if (argc > 2) {
         types.clear();

@@ -33,6 +33,7 @@ struct Case {
 };
 
 static const float EPS = 1e-6f;
+static int g_kw1 = -1; /* ts_cuda_matvec_q8_force_kw1 for the int8 cases run_case runs */
 
 /* Bytes of a quantized activation buffer that differ from the CPU's,
  * comparing only the defined parts (the 256-byte alignment pads are not
@@ -63,8 +64,10 @@ static void check_loaders_agree(const Case &c, const ts_cuda_mat *m, float *cons
             else tcu_poison(dy[i], sizeof(float) * ny);
         }
         ts_cuda_matvec_q8_force_loader(mode);
+        ts_cuda_matvec_q8_force_kw1(g_kw1);
         const ts_status st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate);
         ts_cuda_matvec_q8_force_loader(-1);
+        ts_cuda_matvec_q8_force_kw1(-1);
         TCU_OK(st, what);
         tcu_sync(what);
         for (int i = 0; i < c.n_w; i++) {
@@ -128,8 +131,9 @@ static void run_case(const Case &c) {
     char what[160];
     int len = snprintf(what, sizeof what, "%s", c.int8 ? "matvec_q8" : "matvec");
     for (int i = 0; i < c.n_w; i++) len += snprintf(what + len, sizeof what - len, "%s%s", i ? "+" : " ", ts_type_name(c.type[i]));
-    snprintf(what + len, sizeof what - len, " %lldx%lld t=%d%s%s%s", (long long)n_in, (long long)c.n_out[0], nt,
-             c.bias ? " bias" : "", c.accumulate ? " acc" : "", c.rms ? " rms" : "");
+    snprintf(what + len, sizeof what - len, " %lldx%lld t=%d%s%s%s%s", (long long)n_in, (long long)c.n_out[0], nt,
+             c.bias ? " bias" : "", c.accumulate ? " acc" : "", c.rms ? " rms" : "",
+             !c.int8 || g_kw1 < 0 ? "" : g_kw1 ? " kw=1" : " teams");
 
     uint32_t partner = c.int8 ? ts_cuda_q8_partner(c.type[0]) : (uint32_t)TS_TYPE_COUNT;
     void *dq8 = NULL;
@@ -307,6 +311,12 @@ int main(void) {
         s.n_w = 3, s.type[1] = TS_TYPE_Q4_K, s.type[2] = TS_TYPE_Q6_K, s.n_out[1] = 16, s.n_out[2] = 16;
         run_case(s);
         run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true)); /* 4 rows per group, a partial last group */
+        /* both splits of a group's chunks (MVQ_KW1), whichever the rule picks above */
+        for (g_kw1 = 0; g_kw1 < 2; g_kw1++) {
+            run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true));
+            run_case(one(TS_TYPE_Q5_K, 1024, 37, 3, true, false, true, true));
+        }
+        g_kw1 = -1;
         check_quantize_act(TS_TYPE_Q8_0, 0, 576, 1);
         check_quantize_act(TS_TYPE_Q8_K, 1, 512, 2);
         return tu_finish();
@@ -326,6 +336,12 @@ int main(void) {
             run_case(one(t, 4096, 37, 8, true, true, false, true));
             /* enough rows for 4 per group at one token (MVQ_R1_BIG), the last group partial */
             run_case(one(t, 4096, 2643, 1, true, true, false, true));
+            /* both splits of a group's chunks (MVQ_KW1), whichever the rule picks above */
+            for (g_kw1 = 0; g_kw1 < 2; g_kw1++) {
+                run_case(one(t, 2816, 301, 1, false, false, false, true));
+                run_case(one(t, 4096, 37, 8, true, true, false, true));
+            }
+            g_kw1 = -1;
         }
     }
     /* several weights sharing x: Q/K/V of a Q4_K_M model (V in Q6_K), gate/up */

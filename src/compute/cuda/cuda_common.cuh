@@ -179,6 +179,53 @@ TS_HD int dp4a(uint32_t a, uint32_t b, int c) {
 #endif
 }
 
+/* c + the dot product of a's four unsigned bytes with b's four signed ones
+ * (dp4a's mixed-sign form: weights 0..255 against int8 activations). */
+TS_HD int dp4a_us(uint32_t a, uint32_t b, int c) {
+#if defined(__CUDA_ARCH__)
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    for (int i = 0; i < 4; i++) c += (int)(uint8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+#endif
+}
+
+/* c + a.lo16 * b.byte0 + a.hi16 * b.byte1 (dp2a_lo) or bytes 2, 3 of b
+ * (dp2a_hi), all signed: two 16-bit values scaled by two int8 in one op. */
+TS_HD int dp2a_lo(uint32_t a, uint32_t b, int c) {
+#if TS_DEVICE_PATH
+    return __dp2a_lo((int)a, (int)b, c);
+#else
+    return c + (int)(int16_t)a * (int)(int8_t)b + (int)(int16_t)(a >> 16) * (int)(int8_t)(b >> 8);
+#endif
+}
+TS_HD int dp2a_hi(uint32_t a, uint32_t b, int c) {
+#if TS_DEVICE_PATH
+    return __dp2a_hi((int)a, (int)b, c);
+#else
+    return dp2a_lo(a, b >> 16, c);
+#endif
+}
+
+/* Bytes of {a, b} (a's 0-3, b's 4-7) picked by the selector's four nibbles,
+ * each 0..7 (bit 3, prmt's sign replication, must be clear). */
+TS_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+    /* prmt itself: __byte_perm masks the selector to its 3-bit fields first,
+     * an op per call when the selector is not a constant */
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+#else
+    const uint64_t v = (uint64_t)b << 32 | a;
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) r |= (uint32_t)((v >> (8 * ((sel >> (4 * i)) & 7))) & 255) << (8 * i);
+    return r;
+#endif
+}
+
 /* ---- warp reductions ---- */
 #if defined(__CUDACC__) || defined(TS_CUDA_EMU)
 TS_DEV float warp_sum(float v) {
@@ -200,6 +247,35 @@ TS_DEV int warp_sum_i(int v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+template <int N> struct Log2 {
+    static constexpr int v = N <= 1 ? 0 : 1 + Log2<N / 2>::v;
+};
+template <> struct Log2<1> {
+    static constexpr int v = 0;
+};
+/* Sums of the warp's N lane values v[0..N-1] (N a power of 2 <= 32) with
+ * N - 1 + 5 - log2 N shuffles instead of 5 N (N = 4: 6 instead of 20; N =
+ * 16: 16 instead of 80): each halving step keeps one half of the values in a
+ * lane and sends the other half to its partner. The additions are warp_sum's
+ * (partners 16, 8, 4, 2, 1, each sum a + b with a the lane's own), so every
+ * sum is bit-identical to warp_sum(v[j]). Value j's sum ends in lanes
+ * j << (5 - log2 N) up to the next value's (returned there); v is clobbered. */
+template <int N> TS_DEV float warp_sum_n(float (&v)[N], int lane) {
+    static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "warp_sum_n: N a power of 2 <= 32");
+#pragma unroll
+    for (int h = N / 2, o = 16; h >= 1; h >>= 1, o >>= 1) {
+        const bool up = (lane & o) != 0;
+#pragma unroll
+        for (int i = 0; i < h; i++) {
+            const float keep = up ? v[i + h] : v[i], send = up ? v[i] : v[i + h];
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+    }
+    float t = v[0];
+#pragma unroll
+    for (int o = 16 / N; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    return t;
 }
 #endif
 

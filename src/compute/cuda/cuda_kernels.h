@@ -115,6 +115,11 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
  * register loaders, 1 the cp.async ring. Every loader sums in the same order,
  * so results are bit-identical whichever runs. */
 void ts_cuda_matvec_q8_force_loader(int mode);
+/* Test and benchmark hook (the same caveats): how ts_cuda_matvec_q8 splits a
+ * row group's chunks: -1 by its rule (MVQ_KW1), 0 never one warp per group
+ * where a team would take it, 1 always one warp per group. The sums' order
+ * differs between the two splits; each is checked against the CPU. */
+void ts_cuda_matvec_q8_force_kw1(int mode);
 
 /* ---- 2. prefill GEMM ----------------------------------------------------- */
 

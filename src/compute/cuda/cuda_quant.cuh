@@ -589,14 +589,26 @@ TS_HD void k4_scale_min(const uint8_t *q, int j, int &sc, int &mn) {
     }
 }
 
-/* The same scale and min from the super-block's first 16 bytes held in
- * registers (y, z, w = bytes 4-7, 8-11, 12-15: the packed scales), for
- * decoders that load whole 16-byte words instead of bytes. */
-TS_HD void k4_scale_min_w(uint32_t y, uint32_t z, uint32_t w, int j, int &sc, int &mn) {
-    const int sh = 8 * (j & 3);
-    const uint32_t by = (y >> sh) & 255, bz = (z >> sh) & 255, bw = (w >> sh) & 255;
-    sc = (int)(j < 4 ? by & 63 : (bw & 15) | (by >> 6) << 4);
-    mn = (int)(j < 4 ? bz & 63 : (bw >> 4) | (bz >> 6) << 4);
+/* The scales and mins of sub-blocks 2g and 2g + 1 (g = u / 2: unit u's
+ * pair) from the super-block's first 16 bytes held in registers (y, z, w =
+ * bytes 4-7, 8-11, 12-15: the packed scales), as bytes [sc0, sc1, mn0, mn1].
+ * Bytes i0, i0 + 1 (i0 = 2 (g & 1) = u & 2) of y and z hold the pair's low
+ * 6 bits for g < 2; for g >= 2 the low 4 come from w's bytes (scale: low
+ * nibble, min: high) and the top 2 from bits 6-7 of y's and z's. Every
+ * selector and mask is the same for a lane from item to item (u is lane %
+ * 8), so per row this is 2 byte permutes, 2 shifts and 2-3 logic ops
+ * instead of ~30 instructions of byte-at-a-time extraction. Same values as
+ * k4_scale_min. */
+TS_HD uint32_t k4_scale_min_pair(uint32_t y, uint32_t z, uint32_t w, int u) {
+    /* the selectors: cheap to rebuild, since the compiler rematerializes them per row */
+    const uint32_t i0 = (uint32_t)u & 2u;
+    const bool hi = u >= 4;
+    const uint32_t syz = 0x5410u + 0x1111u * i0;   /* bytes i0, i0 + 1 of y, then of z */
+    const uint32_t sw = hi ? syz + 0x44u : 0x3210u; /* bytes i0, i0 + 1 of w, twice */
+    const uint32_t yz = byte_perm(y, z, syz); /* [y_i0, y_i0+1, z_i0, z_i0+1] */
+    const uint32_t l = byte_perm(yz, w, sw);  /* the same, or w's bytes twice */
+    if (!hi) return l & 0x3f3f3f3fu;
+    return (l & 0x00000f0fu) | ((l >> 4) & 0x0f0f0000u) | ((yz >> 2) & 0x30303030u);
 }
 
 template <> struct Dec<TS_TYPE_Q4_K> {
@@ -633,40 +645,45 @@ template <> struct Dec<TS_TYPE_Q4_K> {
     struct UI {
         float d, dmin;
         uint32_t W[8];
-        int sc[2], mn[2];
+        uint32_t sm; /* bytes [sc0, sc1, mn0, mn1] of the unit's two sub-blocks (k4_scale_min_pair) */
     };
     /* Offsets of the 16-byte words unit u needs (super-blocks are 16-byte
      * aligned in a row, so these are aligned loads): the header (d, dmin,
      * scales) and the unit's quant bytes. */
     TS_HD static int qoff(int u) { return 16 + 32 * (u >> 1) + 16 * (u & 1); }
     TS_HD static void iload_w(const uint4 &hd, const uint4 &q, int u, UI &s) {
-        const int g = u >> 1;
         s.d = h2f((uint16_t)(hd.x & 0xffff));
         s.dmin = h2f((uint16_t)(hd.x >> 16));
-#pragma unroll
-        for (int k = 0; k < 2; k++) k4_scale_min_w(hd.y, hd.z, hd.w, 2 * g + k, s.sc[k], s.mn[k]);
+        s.sm = k4_scale_min_pair(hd.y, hd.z, hd.w, u);
+        /* W[4..7]: the high nibbles left in place (16 q, as unsigned bytes): idot divides by 16 */
         s.W[0] = q.x & 0x0f0f0f0fu, s.W[1] = q.y & 0x0f0f0f0fu, s.W[2] = q.z & 0x0f0f0f0fu, s.W[3] = q.w & 0x0f0f0f0fu;
-        s.W[4] = (q.x >> 4) & 0x0f0f0f0fu, s.W[5] = (q.y >> 4) & 0x0f0f0f0fu;
-        s.W[6] = (q.z >> 4) & 0x0f0f0f0fu, s.W[7] = (q.w >> 4) & 0x0f0f0f0fu;
+        s.W[4] = q.x & 0xf0f0f0f0u, s.W[5] = q.y & 0xf0f0f0f0u, s.W[6] = q.z & 0xf0f0f0f0u, s.W[7] = q.w & 0xf0f0f0f0u;
     }
     TS_HD static void iload(const uint8_t *b, int u, UI &s) { iload_w(ld_u4(b), ld_u4(b + qoff(u)), u, s); }
+    /* x.s[0]: the bsums of the unit's two 32-element sub-blocks as 16-bit
+     * halves (|sum| <= 32 * 127), for dp2a against the mins; 0 for the odd
+     * half, since the even half counts the mins of both (it has the bsums). */
     TS_HD static void xscale(const float *xd, const int32_t *xs, int64_t blk, int u, XScale &x) {
         x.d = xd[blk];
-#pragma unroll
-        for (int k = 0; k < 4; k++) x.s[k] = xs[blk * 16 + 4 * (u >> 1) + k];
+        const uint4 b = ld_u4(xs + blk * 16 + 4 * (u >> 1)); /* 16-aligned: blk * 64 + 16 g bytes */
+        const uint32_t lo = (uint32_t)((int)b.x + (int)b.y), hi = (uint32_t)((int)b.z + (int)b.w);
+        x.s[0] = (u & 1) ? 0 : (int)((lo & 0xffffu) | hi << 16);
+        x.s[1] = x.s[2] = x.s[3] = 0;
     }
     TS_HD static void xwords(const int8_t *xb, int u, uint32_t X[8]) { xwords_group(xb, u, X); }
-    TS_HD static float idot(const UI &s, int u, const uint32_t X[8], const XScale &x) {
-        int s0 = 0, s1 = 0;
+    TS_HD static float idot(const UI &s, int, const uint32_t X[8], const XScale &x) {
+        int s0 = 0, s16 = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             s0 = dp4a(s.W[k], X[k], s0);
-            s1 = dp4a(s.W[4 + k], X[4 + k], s1);
+            s16 = dp4a_us(s.W[4 + k], X[4 + k], s16);
         }
-        const int sumi = s.sc[0] * s0 + s.sc[1] * s1;
-        /* the even half counts the mins of both sub-blocks, whose bsums it has */
-        const int summ = (u & 1) ? 0 : s.mn[0] * (x.s[0] + x.s[1]) + s.mn[1] * (x.s[2] + x.s[3]);
-        return fmul_rn(s.d, x.d) * (float)sumi - fmul_rn(s.dmin, x.d) * (float)summ;
+        const int s1 = s16 >> 4; /* exact: s16 = 16 s1 */
+        /* |s0|, |s1| <= 16 * 15 * 127 < 2^15: both fit a dp2a's 16-bit halves */
+        const int sumi = dp2a_lo(byte_perm((uint32_t)s0, (uint32_t)s1, 0x5410u), s.sm, 0);
+        const int summ = dp2a_hi((uint32_t)x.s[0], s.sm, 0);
+        /* x.d once (the caller's add fuses with it): 2 float ops fewer than d x.d sumi - dmin x.d summ */
+        return x.d * fmaf(s.d, (float)sumi, -(s.dmin * (float)summ));
     }
 };
 
@@ -708,7 +725,7 @@ template <> struct Dec<TS_TYPE_Q5_K> {
     struct UI {
         float d, dmin;
         uint32_t W[8];
-        int sc[2], mn[2];
+        uint32_t sm; /* bytes [sc0, sc1, mn0, mn1] (k4_scale_min_pair) */
     };
     /* 16-byte words of unit u (aligned, as Q4_K's): header, high bits, quants */
     TS_HD static int hoff(int u) { return 16 + 16 * (u & 1); }
@@ -718,8 +735,7 @@ template <> struct Dec<TS_TYPE_Q5_K> {
         const int g = u >> 1;
         s.d = h2f((uint16_t)(hd.x & 0xffff));
         s.dmin = h2f((uint16_t)(hd.x >> 16));
-#pragma unroll
-        for (int k = 0; k < 2; k++) k4_scale_min_w(hd.y, hd.z, hd.w, 2 * g + k, s.sc[k], s.mn[k]);
+        s.sm = k4_scale_min_pair(hd.y, hd.z, hd.w, u);
         const uint32_t qw[4] = {q.x, q.y, q.z, q.w}, hw[4] = {h.x, h.y, h.z, h.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -731,16 +747,18 @@ template <> struct Dec<TS_TYPE_Q5_K> {
         Dec<TS_TYPE_Q4_K>::xscale(xd, xs, blk, u, x);
     }
     TS_HD static void xwords(const int8_t *xb, int u, uint32_t X[8]) { xwords_group(xb, u, X); }
-    TS_HD static float idot(const UI &s, int u, const uint32_t X[8], const XScale &x) {
+    TS_HD static float idot(const UI &s, int, const uint32_t X[8], const XScale &x) {
         int s0 = 0, s1 = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             s0 = dp4a(s.W[k], X[k], s0);
             s1 = dp4a(s.W[4 + k], X[4 + k], s1);
         }
-        const int sumi = s.sc[0] * s0 + s.sc[1] * s1;
-        const int summ = (u & 1) ? 0 : s.mn[0] * (x.s[0] + x.s[1]) + s.mn[1] * (x.s[2] + x.s[3]);
-        return fmul_rn(s.d, x.d) * (float)sumi - fmul_rn(s.dmin, x.d) * (float)summ;
+        /* 5-bit quants: s0, s1 can pass 2^15, so the scales are multiplied in full */
+        const int sumi = (int)(s.sm & 255) * s0 + (int)((s.sm >> 8) & 255) * s1;
+        const int summ = dp2a_hi((uint32_t)x.s[0], s.sm, 0);
+        /* x.d once (the caller's add fuses with it): 2 float ops fewer than d x.d sumi - dmin x.d summ */
+        return x.d * fmaf(s.d, (float)sumi, -(s.dmin * (float)summ));
     }
 };
 

@@ -151,6 +151,17 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #ifndef MVQ_ASYNC_MIN_ITEMS
 #define MVQ_ASYNC_MIN_ITEMS 4 /* items per warp below which a launch keeps the register loaders (mvq_async) */
 #endif
+#ifndef MVQ_KW1
+/* 1: a launch with at least one row group for every resident warp gives
+ * each group to one warp (kw = 1), which walks all the row's chunks and
+ * reduces once per group, instead of a team of up to 4 warps that reduce
+ * after every chunk and again across warps in shared memory (7B rows of
+ * 3584: 4 chunks, so a butterfly and a block barrier every item). Launches
+ * with fewer groups keep the teams: there the split is what keeps warps
+ * busy. The sums are added in another order than with teams (each team
+ * warp's partial first), so outputs are not bit-identical across the knob. */
+#define MVQ_KW1 1
+#endif
 #ifndef MVQ_LDG
 #define MVQ_LDG 1 /* weight loads: 0 = ld.global.nc, 1 = + L1::no_allocate, 2 = + L2::256B prefetch */
 #endif
@@ -266,13 +277,13 @@ template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
         const int bl = c * Geo<TS_TYPE_Q4_K>::CB + lane / D::NU;
         if (bl >= nb) return;
-        const int u = lane % D::NU;
+        /* two pointers stepped by a row: 4 integer ops a row for its 2 loads */
+        const uint8_t *b = row + (size_t)bl * D::BB, *bq = b + D::qoff(lane % D::NU);
 #pragma unroll
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < R; r++, b += m.rb, bq += m.rb) {
             if (r >= nr) continue;
-            const uint8_t *b = row + (size_t)r * m.rb + bl * D::BB;
             hd[r] = ldw16(b);
-            q[r] = ldw16(b + D::qoff(u));
+            q[r] = ldw16(bq);
         }
     }
     TS_DEV void stage(uint8_t *, int, int) const {}
@@ -287,13 +298,13 @@ template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
         const int bl = c * Geo<TS_TYPE_Q5_K>::CB + lane / D::NU;
         if (bl >= nb) return;
         const int u = lane % D::NU;
+        const uint8_t *b = row + (size_t)bl * D::BB, *bh = b + D::hoff(u), *bq = b + D::qoff(u);
 #pragma unroll
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < R; r++, b += m.rb, bh += m.rb, bq += m.rb) {
             if (r >= nr) continue;
-            const uint8_t *b = row + (size_t)r * m.rb + bl * D::BB;
             hd[r] = ldw16(b);
-            h[r] = ldw16(b + D::hoff(u));
-            q[r] = ldw16(b + D::qoff(u));
+            h[r] = ldw16(bh);
+            q[r] = ldw16(bq);
         }
     }
     TS_DEV void stage(uint8_t *, int, int) const {}
@@ -497,20 +508,22 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                     }
                 }
                 if (++cj == cpw) { /* the warp's part of this group is done */
+                    /* value j = r * NT + t, its sum (bit-identical to warp_sum's) in lane j << sh */
+                    constexpr int sh = 5 - Log2<R * NT>::v;
+                    float v[R * NT];
 #pragma unroll
                     for (int r = 0; r < R; r++)
 #pragma unroll
-                        for (int t = 0; t < NT; t++) {
-                            const float v = warp_sum(acc[r][t]);
-                            acc[r][t] = 0.0f;
-                            if (lane == r * NT + t) {
-                                if (kw > 1) {
-                                    red[bt & 1][cg - bt * B][warp][r][t] = v;
-                                } else if (r < nr && t < a.n_tok) {
-                                    mvq_out(a.m[wi], a.accumulate, t, row0 + r, 0.0f + v); /* 0 + v: as the kw > 1 sum */
-                                }
-                            }
+                        for (int t = 0; t < NT; t++) v[r * NT + t] = acc[r][t], acc[r][t] = 0.0f;
+                    const float sum = warp_sum_n<R * NT>(v, lane);
+                    const int j = lane >> sh, r = j / NT, t = j % NT;
+                    if ((lane & ((1 << sh) - 1)) == 0) {
+                        if (kw > 1) {
+                            red[bt & 1][cg - bt * B][warp][r][t] = sum;
+                        } else if (r < nr && t < a.n_tok) {
+                            mvq_out(a.m[wi], a.accumulate, t, row0 + r, 0.0f + sum); /* 0 + sum: as the kw > 1 sum */
                         }
+                    }
                     cj = 0;
                     cg++;
                 }
@@ -541,7 +554,8 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
  * loads, hence MVQ_ASYNC 2's rule (staged types, >= MVQ_ASYNC_MIN_ITEMS
  * items per warp); but with that rule SmolLM2's tg128 fell 1,176 -> 975 for
  * reasons not yet found, so the default is MVQ_ASYNC 0 (registers only). */
-int mvq_force = -1; /* ts_cuda_matvec_q8_force_loader */
+int mvq_force = -1;     /* ts_cuda_matvec_q8_force_loader */
+int mvq_force_kw1 = -1; /* ts_cuda_matvec_q8_force_kw1 */
 
 static bool mvq_async(uint32_t type, int64_t items_per_warp) {
     if (mvq_force >= 0) return mvq_force == 1;
@@ -590,6 +604,8 @@ int mvq_rows(MvArgs &a, int sms, uint32_t type) {
  * weight, sized for MVQ_SM_WARPS resident warps per SM and MVQ_WAVES waves. */
 int64_t mvq_plan(MvArgs &a, int sms, int R) {
     const int64_t groups = mv_split(a, (a.n_in / 32 + 31) / 32, R);
+    const int64_t warps = (int64_t)sms * mvq_min_blocks(a.n_tok) * MVQ_WAVES * MVQ_WARPS;
+    if (mvq_force_kw1 == 1 || (mvq_force_kw1 < 0 && MVQ_KW1 && groups >= warps)) a.kw = 1; /* see MVQ_KW1 */
     const int64_t tpb = MVQ_WARPS / a.kw;
     const int64_t slots = mvq_slots(a, sms);
     a.gpt = (groups + slots - 1) / slots;
@@ -605,6 +621,7 @@ int64_t mvq_plan(MvArgs &a, int sms, int R) {
 } // namespace
 
 void ts_cuda_matvec_q8_force_loader(int mode) { mvq_force = mode; }
+void ts_cuda_matvec_q8_force_kw1(int mode) { mvq_force_kw1 = mode; }
 
 uint32_t ts_cuda_q8_partner(uint32_t wtype) {
     switch (wtype) {

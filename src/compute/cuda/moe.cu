@@ -392,33 +392,6 @@ template <int T> struct MQ8Loader<T, true> {
     typedef MDirect<T> L;
 };
 
-/* Sums of the warp's N lane values v[0..N-1] (N a power of 2 <= 32) with
- * N - 1 + 5 - log2 N shuffles instead of 5 N (N = 16: 16 instead of 80):
- * each halving step keeps one half of the values in a lane and sends the
- * other half to its partner. Value j's sum ends in lanes j << (5 - log2 N)
- * up to the next value's (returned there); v is clobbered. */
-template <int N> TS_DEV float warp_sum_n(float (&v)[N], int lane) {
-#pragma unroll
-    for (int h = N / 2, o = 16; h >= 1; h >>= 1, o >>= 1) {
-        const bool up = (lane & o) != 0;
-#pragma unroll
-        for (int i = 0; i < h; i++) {
-            const float keep = up ? v[i + h] : v[i], send = up ? v[i] : v[i + h];
-            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-        }
-    }
-    float t = v[0];
-#pragma unroll
-    for (int o = 16 / N; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    return t;
-}
-template <int N> struct Log2 {
-    static constexpr int v = N <= 1 ? 0 : 1 + Log2<N / 2>::v;
-};
-template <> struct Log2<1> {
-    static constexpr int v = 0;
-};
-
 /* Walks a quantized run item by item (group x chunk) with a ring of L::RING
  * loaders: the item's bytes are staged, the next item's loads issued, then
  * unit(cur, buf, nr, bl, u, acc) runs for the lanes with a block (bl: block
@@ -458,15 +431,8 @@ TS_DEV void moe_walk_q(const MoeRun &run, int64_t n_in, uint8_t *buf, int lane, 
             const int bl = cc * G::CB + lane / D::NU;
             if (bl < nb) unit(cur, (const uint8_t *)buf, nr, bl, lane % D::NU, acc);
             if (++cc == nch) {
-                if (NT == 1) {
-#pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        const float v = warp_sum(acc[r][0]);
-                        acc[r][0] = 0.0f;
-                        if (lane == r && r < nr) run.y[row0 + r] = v;
-                    }
-                } else {
-                    /* value j = r * NT + t, its sum in lane j << sh */
+                {
+                    /* value j = r * NT + t, its sum (bit-identical to warp_sum's) in lane j << sh */
                     constexpr int sh = 5 - Log2<R * NT>::v;
                     float v[R * NT];
 #pragma unroll

@@ -163,6 +163,10 @@ inline int __dp4a(int a, int b, int c) {
     for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
     return c;
 }
+inline int __dp2a_lo(int a, int b, int c) {
+    return c + (int)(int16_t)a * (int)(int8_t)b + (int)(int16_t)((unsigned)a >> 16) * (int)(int8_t)((unsigned)b >> 8);
+}
+inline int __dp2a_hi(int a, int b, int c) { return __dp2a_lo(a, (int)((unsigned)b >> 16), c); }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
