@@ -140,18 +140,23 @@ TS_HD int rne_int(float v) {
 /* ---- byte readers ----
  * Quantized blocks sit at any byte offset (18-, 34-, 210-byte blocks), so
  * reads go through these. A is the alignment of p the caller can guarantee;
- * on the device an unaligned 32-bit read is two aligned reads and a funnel
- * shift (the word after p is read: buffers keep 4 bytes of slack). */
+ * on the device a 2-aligned 32-bit read is two 16-bit reads, an unaligned
+ * one two aligned reads and a funnel shift (the word after p is read:
+ * buffers keep 4 bytes of slack). The aligned address is p minus its
+ * misalignment, pointer arithmetic on p: a pointer rebuilt from an integer
+ * loses its address space, and the decoders' reads of the shared-memory
+ * staging then compile to generic 64-bit loads (LD.E, with their address
+ * arithmetic: ~8 instructions a word) instead of LDS. */
 TS_HD uint32_t rd8(const uint8_t *p) { return p[0]; }
 TS_HD uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 
 template <int A> TS_HD uint32_t rd32(const uint8_t *p) {
 #if TS_DEVICE_PATH
     if (A % 4 == 0) return *(const uint32_t *)p;
-    const uintptr_t a = (uintptr_t)p;
-    const uint32_t *w = (const uint32_t *)(a & ~(uintptr_t)3);
-    const uint32_t sh = (uint32_t)(a & 3) * 8;
-    return __funnelshift_r(w[0], w[1], sh);
+    if (A % 2 == 0) return (uint32_t)*(const uint16_t *)p | (uint32_t)*(const uint16_t *)(p + 2) << 16;
+    const uint32_t mis = (uint32_t)(uintptr_t)p & 3u;
+    const uint32_t *w = (const uint32_t *)(p - mis);
+    return __funnelshift_r(w[0], w[1], mis * 8);
 #else
     uint32_t v;
     memcpy(&v, p, 4);
@@ -160,16 +165,6 @@ template <int A> TS_HD uint32_t rd32(const uint8_t *p) {
 }
 
 /* Per-byte helpers for the int8 path (host fallbacks for the host checks). */
-TS_HD uint32_t vsub4(uint32_t a, uint32_t b) {
-#if TS_DEVICE_PATH
-    return __vsub4(a, b);
-#else
-    uint32_t r = 0;
-    for (int i = 0; i < 4; i++) r |= (uint32_t)(uint8_t)((a >> (8 * i)) - (b >> (8 * i))) << (8 * i);
-    return r;
-#endif
-}
-
 TS_HD int dp4a(uint32_t a, uint32_t b, int c) {
 #if TS_DEVICE_PATH
     return __dp4a((int)a, (int)b, c);

@@ -64,7 +64,9 @@ TS_HD uint2 ld_u2(const void *p) {
 
 /* Scales of the activation for one unit: d_x, and the integer sums its min
  * or offset term needs (Q8_0 partner: the block's sum of quants in s[0];
- * Q8_K partner: the bsums of the sub-blocks the unit owns). */
+ * Q8_K partner: from the bsums of the sub-blocks the unit owns, in the form
+ * its idot takes: Q2_K the bsums, Q4_K/Q5_K two 16-bit pair sums in s[0],
+ * Q3_K/Q6_K -offset x the bsums). */
 struct XScale {
     float d;
     int s[4];
@@ -177,12 +179,13 @@ template <> struct Dec<TS_TYPE_Q4_0> {
 #pragma unroll
         for (int p = 0; p < 4; p++) {
             const uint32_t q = rd32<2>(b + 2 + 4 * p);
-            s.W[2 * p] = vsub4(q & 0x0f0f0f0fu, 0x08080808u);
-            s.W[2 * p + 1] = vsub4((q >> 4) & 0x0f0f0f0fu, 0x08080808u);
+            s.W[2 * p] = q & 0x0f0f0f0fu; /* 0..15: the -8 is applied through x's block sum in idot */
+            s.W[2 * p + 1] = (q >> 4) & 0x0f0f0f0fu;
         }
     }
     TS_HD static float idot(const UI &s, int, const uint32_t X[8], const XScale &x) {
-        int sumi = 0;
+        /* sum (q - 8) x = sum q x - 8 sum x, exactly: no per-byte subtraction per row */
+        int sumi = -8 * x.s[0];
 #pragma unroll
         for (int k = 0; k < 8; k++) sumi = dp4a(s.W[k], X[k], sumi);
         return fmul_rn(s.d, x.d) * (float)sumi;
@@ -278,12 +281,12 @@ template <> struct Dec<TS_TYPE_Q5_0> {
 #pragma unroll
         for (int p = 0; p < 4; p++) {
             const uint32_t q = rd32<2>(b + 6 + 4 * p);
-            s.W[2 * p] = vsub4((q & 0x0f0f0f0fu) | spread4((qh >> (4 * p)) & 15), 0x10101010u);
-            s.W[2 * p + 1] = vsub4(((q >> 4) & 0x0f0f0f0fu) | spread4((qh >> (16 + 4 * p)) & 15), 0x10101010u);
+            s.W[2 * p] = (q & 0x0f0f0f0fu) | spread4((qh >> (4 * p)) & 15); /* 0..31: -16 in idot */
+            s.W[2 * p + 1] = ((q >> 4) & 0x0f0f0f0fu) | spread4((qh >> (16 + 4 * p)) & 15);
         }
     }
     TS_HD static float idot(const UI &s, int, const uint32_t X[8], const XScale &x) {
-        int sumi = 0;
+        int sumi = -16 * x.s[0]; /* sum (q - 16) x = sum q x - 16 sum x */
 #pragma unroll
         for (int k = 0; k < 8; k++) sumi = dp4a(s.W[k], X[k], sumi);
         return fmul_rn(s.d, x.d) * (float)sumi;
@@ -449,6 +452,21 @@ TS_HD void xwords_group(const int8_t *xb, int u, uint32_t X[8]) {
     X[0] = a.x, X[1] = a.y, X[2] = a.z, X[3] = a.w, X[4] = c.x, X[5] = c.y, X[6] = c.z, X[7] = c.w;
 }
 
+/* x side of the plane-type units whose quants carry an offset (Q3_K: -4,
+ * Q6_K: -32): x.s[p] = -off * the bsum of pair p's 16-element sub-block, so
+ * idot starts pair p's dot product there and the weights need no per-byte
+ * subtraction. The two units of a sub-block (column chunks c, c ^ 1) share
+ * it: the even one counts it, the odd one gets 0. */
+TS_HD void xscale_plane_off(const float *xd, const int32_t *xs, int64_t blk, int u, int off, XScale &x) {
+    x.d = xd[blk];
+    const int32_t *b = xs + blk * 16 + 8 * (u >> 2); /* the half's 8 sub-blocks: 16-aligned */
+    const uint4 a = ld_u4(b), c = ld_u4(b + 4);
+    const bool odd = (u >> 1) & 1; /* c / 2: which sub-block of each plane pair */
+    const int m = (u & 1) ? 0 : -off;
+    x.s[0] = m * (int)(odd ? a.y : a.x), x.s[1] = m * (int)(odd ? a.w : a.z);
+    x.s[2] = m * (int)(odd ? c.y : c.x), x.s[3] = m * (int)(odd ? c.w : c.z);
+}
+
 template <> struct Dec<TS_TYPE_Q2_K> {
     static constexpr int QK = 256, BB = 84, NU = 8, PARTNER = TS_TYPE_Q8_K;
     static constexpr bool INT8 = true;
@@ -561,19 +579,19 @@ template <> struct Dec<TS_TYPE_Q3_K> {
         for (int p = 0; p < 4; p++) {
             s.sc[p] = t.sc[p];
             const uint32_t h0 = (t.m0 >> (4 * h + p)) & 0x01010101u, h1 = (t.m1 >> (4 * h + p)) & 0x01010101u;
-            s.W[2 * p] = vsub4(((t.q0 >> (2 * p)) & 0x03030303u) | h0 << 2, 0x04040404u);
-            s.W[2 * p + 1] = vsub4(((t.q1 >> (2 * p)) & 0x03030303u) | h1 << 2, 0x04040404u);
+            s.W[2 * p] = ((t.q0 >> (2 * p)) & 0x03030303u) | h0 << 2; /* 0..7: the -4 comes from x.s (idot) */
+            s.W[2 * p + 1] = ((t.q1 >> (2 * p)) & 0x03030303u) | h1 << 2;
         }
     }
-    TS_HD static void xscale(const float *xd, const int32_t *, int64_t blk, int, XScale &x) {
-        x.d = xd[blk];
-        x.s[0] = x.s[1] = x.s[2] = x.s[3] = 0;
+    TS_HD static void xscale(const float *xd, const int32_t *xs, int64_t blk, int u, XScale &x) {
+        xscale_plane_off(xd, xs, blk, u, 4, x);
     }
     TS_HD static void xwords(const int8_t *xb, int u, uint32_t X[8]) { xwords_plane(xb, u, X); }
     TS_HD static float idot(const UI &s, int, const uint32_t X[8], const XScale &x) {
         int sumi = 0;
 #pragma unroll
-        for (int p = 0; p < 4; p++) sumi += s.sc[p] * dp4a(s.W[2 * p + 1], X[2 * p + 1], dp4a(s.W[2 * p], X[2 * p], 0));
+        for (int p = 0; p < 4; p++)
+            sumi += s.sc[p] * dp4a(s.W[2 * p + 1], X[2 * p + 1], dp4a(s.W[2 * p], X[2 * p], x.s[p]));
         return fmul_rn(s.d, x.d) * (float)sumi;
     }
 };
@@ -810,19 +828,20 @@ template <> struct Dec<TS_TYPE_Q6_K> {
             s.sc[p] = t.sc[p];
             const uint32_t l0 = (p & 1) ? t.b0 : t.a0, l1 = (p & 1) ? t.b1 : t.a1;
             const int sh = 4 * (p >> 1);
-            s.W[2 * p] = vsub4(((l0 >> sh) & 0x0f0f0f0fu) | (((t.h0 >> (2 * p)) & 0x03030303u) << 4), 0x20202020u);
-            s.W[2 * p + 1] = vsub4(((l1 >> sh) & 0x0f0f0f0fu) | (((t.h1 >> (2 * p)) & 0x03030303u) << 4), 0x20202020u);
+            /* 0..63 (positive int8 for dp4a): the -32 comes from x.s (idot) */
+            s.W[2 * p] = ((l0 >> sh) & 0x0f0f0f0fu) | (((t.h0 >> (2 * p)) & 0x03030303u) << 4);
+            s.W[2 * p + 1] = ((l1 >> sh) & 0x0f0f0f0fu) | (((t.h1 >> (2 * p)) & 0x03030303u) << 4);
         }
     }
-    TS_HD static void xscale(const float *xd, const int32_t *, int64_t blk, int, XScale &x) {
-        x.d = xd[blk];
-        x.s[0] = x.s[1] = x.s[2] = x.s[3] = 0;
+    TS_HD static void xscale(const float *xd, const int32_t *xs, int64_t blk, int u, XScale &x) {
+        xscale_plane_off(xd, xs, blk, u, 32, x);
     }
     TS_HD static void xwords(const int8_t *xb, int u, uint32_t X[8]) { xwords_plane(xb, u, X); }
     TS_HD static float idot(const UI &s, int, const uint32_t X[8], const XScale &x) {
         int sumi = 0;
 #pragma unroll
-        for (int p = 0; p < 4; p++) sumi += s.sc[p] * dp4a(s.W[2 * p + 1], X[2 * p + 1], dp4a(s.W[2 * p], X[2 * p], 0));
+        for (int p = 0; p < 4; p++)
+            sumi += s.sc[p] * dp4a(s.W[2 * p + 1], X[2 * p + 1], dp4a(s.W[2 * p], X[2 * p], x.s[p]));
         return fmul_rn(s.d, x.d) * (float)sumi;
     }
 };
