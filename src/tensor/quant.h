@@ -120,6 +120,15 @@ typedef float (*ts_q_dot_fn)(int64_t n, const void *w, const void *x);
 #define TS_Q_MAXCOLS 4
 typedef void (*ts_q_dotc_fn)(int64_t n, const void *w, const void *x, uint64_t x_stride, int ncols, float *out, int64_t out_stride);
 typedef void (*ts_q_conv_fn)(const void *src, float *dst, int64_t n);
+
+/* Decode (one column) streams each thread's rows from memory once, and the
+ * hardware prefetchers alone leave a core short of its read bandwidth: the
+ * K-quant dot kernels (AVX2 and AVX-512) prefetch each super-block's bytes
+ * this far ahead (rows are contiguous, so it runs on into the next row).
+ * Measured in quant_avx2.c's comment; 0 turns it off (-DTS_K_PREFETCH=0). */
+#ifndef TS_K_PREFETCH
+#define TS_K_PREFETCH 2048
+#endif
 typedef void (*ts_q_quant_fn)(const float *src, void *dst, int64_t n);
 
 /* whole-call kernels, optional: they may precompute per-call state (e.g. the

@@ -473,19 +473,14 @@ INLINE __m128i q3k_scales(const uint8_t *p) {
     }
 #define KC_OUT(c) if (NC_ > (c)) out[(c) * os] = hsum8(_mm256_sub_ps(acc##c, cc0));
 
-/* Decode (one column) streams each thread's rows from memory once: the
- * hardware prefetchers alone left a Zen 3 core at 6.3-8.8 GB/s (median 7.8)
- * on the Q4_K dot against 7-10 GB/s of plain reads. Prefetching every
- * super-block's bytes TS_K_PREFETCH ahead (rows are contiguous, so this runs
- * on into the next row) took it to 8.1-10.7 (median 9.7; bench_kernels,
- * 256 MB, 1 thread, 12 alternating runs) and
- * the 7B Q4_K_M tg64 with 2 threads from 2.52 to 3.01 tok/s (5 groups,
- * bench/results/2026-12-02-zen3-s8/). 1 KB gained less; 3-4 KB the same.
- * Multi-column calls (prefill tiles) reuse each block for every column and
- * are not memory-bound: no prefetch. 0 turns it off. */
-#ifndef TS_K_PREFETCH
-#define TS_K_PREFETCH 2048
-#endif
+/* Decode prefetch (TS_K_PREFETCH, quant.h): the hardware prefetchers alone
+ * left a Zen 3 core at 6.3-8.8 GB/s (median 7.8) on the Q4_K dot against
+ * 7-10 GB/s of plain reads. Prefetching every super-block's bytes 2 KB ahead
+ * took it to 8.1-10.7 (median 9.7; bench_kernels, 256 MB, 1 thread, 12
+ * alternating runs) and the 7B Q4_K_M tg64 with 2 threads from 2.52 to 3.01
+ * tok/s (5 groups, bench/results/2026-12-02-zen3-s8/). 1 KB gained less;
+ * 3-4 KB the same. Multi-column calls (prefill tiles) reuse each block for
+ * every column and are not memory-bound: no prefetch. */
 #define K_PREFETCH(blk, BYTES)                                                                                \
     if (TS_K_PREFETCH > 0 && NC_ == 1)                                                                        \
         for (int pf_ = 0; pf_ < (BYTES); pf_ += 64) _mm_prefetch((const char *)(blk) + TS_K_PREFETCH + pf_, _MM_HINT_T0);
