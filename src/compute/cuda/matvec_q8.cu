@@ -62,8 +62,9 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
  * a fraction of its short life: the activation loads, the decode, the
  * reductions and the block turnover all run with nothing outstanding.
  *
- * So a team of kw warps (the same kw and lane -> unit mapping as the F32
- * path: the sums are added in the same order whatever the knobs below) walks
+ * So a team of kw warps (the same lane -> unit mapping as the F32 path; the
+ * sums are added in the same order whatever the knobs below but MVQ_KW1,
+ * which sets kw) walks
  * a run of `gpt` consecutive row groups, and each warp keeps its weight loads
  * MVQ_DEPTH items ahead of the item it decodes (an item = MVQ_R rows x one
  * chunk of 32 units, its loads held in registers), across group boundaries,
