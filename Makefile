@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_RUNS ?= 20000
 BUILD ?= build
 
-.PHONY: all deps build test asan tsan fuzz demo models clean
+.PHONY: all deps build test cuda-emu asan tsan fuzz demo models clean
 
 all: build
 
@@ -20,6 +20,13 @@ build: deps
 test: build
 	@scripts/fetch_models.sh --ci
 	scripts/ctest_summary.sh $(BUILD) $(JOBS)
+
+# The CUDA kernel tests without a GPU (where `make test` can only skip them):
+# tests/cuda/emu runs each kernel's source on host threads, under
+# AddressSanitizer, in the tests' small mode, against the same CPU references.
+# Needs nvcc's include directory (the CUDA headers); no GPU, no driver.
+cuda-emu:
+	EMU_JOBS=$(JOBS) tests/cuda/emu/run.sh
 
 # Sanitizer trees build the library, the CLI and the tests only (TS_FUZZ off:
 # no harnesses; there are no bench programs in CMake), at -O1 with line
