@@ -120,16 +120,21 @@ typedef float (*ts_q_dot_fn)(int64_t n, const void *w, const void *x);
 #define TS_Q_MAXCOLS 4
 typedef void (*ts_q_dotc_fn)(int64_t n, const void *w, const void *x, uint64_t x_stride, int ncols, float *out, int64_t out_stride);
 typedef void (*ts_q_conv_fn)(const void *src, float *dst, int64_t n);
+typedef void (*ts_q_quant_fn)(const float *src, void *dst, int64_t n);
 
 /* Decode (one column) streams each thread's rows from memory once, and the
  * hardware prefetchers alone leave a core short of its read bandwidth: the
  * K-quant dot kernels (AVX2 and AVX-512) prefetch each super-block's bytes
- * this far ahead (rows are contiguous, so it runs on into the next row).
- * Measured in quant_avx2.c's comment; 0 turns it off (-DTS_K_PREFETCH=0). */
+ * this far ahead into L1 (rows are contiguous, so it runs on into the next
+ * row; past a thread's share it is wasted, never a fault). Measured in
+ * quant_avx2.c's comment; 0 turns it off (-DTS_K_PREFETCH=0). */
 #ifndef TS_K_PREFETCH
 #define TS_K_PREFETCH 2048
 #endif
-typedef void (*ts_q_quant_fn)(const float *src, void *dst, int64_t n);
+static inline void ts_q_prefetch_ahead(const void *blk, int bytes) {
+    for (int o = 0; TS_K_PREFETCH > 0 && o < bytes; o += 64)
+        __builtin_prefetch((const char *)blk + TS_K_PREFETCH + o, 0, 3); /* prefetcht0 */
+}
 
 /* whole-call kernels, optional: they may precompute per-call state (e.g. the
  * activation scales) once for all rows. Same contracts as ts_vec_dot_rows /

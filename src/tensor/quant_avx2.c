@@ -473,7 +473,7 @@ INLINE __m128i q3k_scales(const uint8_t *p) {
     }
 #define KC_OUT(c) if (NC_ > (c)) out[(c) * os] = hsum8(_mm256_sub_ps(acc##c, cc0));
 
-/* Decode prefetch (TS_K_PREFETCH, quant.h): the hardware prefetchers alone
+/* Decode prefetch (ts_q_prefetch_ahead, quant.h): the hardware prefetchers alone
  * left a Zen 3 core at 6.3-8.8 GB/s (median 7.8) on the Q4_K dot against
  * 7-10 GB/s of plain reads. Prefetching every super-block's bytes 2 KB ahead
  * took it to 8.1-10.7 (median 9.7; bench_kernels, 256 MB, 1 thread, 12
@@ -481,9 +481,6 @@ INLINE __m128i q3k_scales(const uint8_t *p) {
  * tok/s (5 groups, bench/results/2026-12-02-zen3-s8/). 1 KB gained less;
  * 3-4 KB the same. Multi-column calls (prefill tiles) reuse each block for
  * every column and are not memory-bound: no prefetch. */
-#define K_PREFETCH(blk, BYTES)                                                                                \
-    if (TS_K_PREFETCH > 0 && NC_ == 1)                                                                        \
-        for (int pf_ = 0; pf_ < (BYTES); pf_ += 64) _mm_prefetch((const char *)(blk) + TS_K_PREFETCH + pf_, _MM_HINT_T0);
 #define K_KERNEL_NC(NAME, P, BYTES, NC)                                                      \
     static void NAME##_k##NC(int64_t n, const void *w, const void *x, uint64_t xs, float *out, int64_t os) {  \
         enum { NC_ = NC };                                                                                    \
@@ -491,7 +488,7 @@ INLINE __m128i q3k_scales(const uint8_t *p) {
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, cc0 = acc0;                 \
         for (int64_t i = 0; i < n / 256; i++) {                                                               \
             const uint8_t *blk = pw + i * BYTES;                                                              \
-            K_PREFETCH(blk, BYTES)                                                                            \
+            if (NC_ == 1) ts_q_prefetch_ahead(blk, BYTES);                                                   \
             P##_HEAD                                                                                          \
             const uint8_t *xb0 = px + i * sizeof(ts_block_q8_K), *xb1 = xb0 + xs, *xb2 = xb1 + xs,            \
                           *xb3 = xb2 + xs;                                                                    \

@@ -104,8 +104,7 @@ INLINE __m512i idx_rep(int a, int b, int c, int d, int per) {
         for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps(), accc[c] = _mm256_setzero_ps();   \
         for (int64_t i = 0; i < n / 256; i++) {                                                       \
             const uint8_t *blk = pw + i * BYTES;                                                      \
-            if (TS_K_PREFETCH > 0 && nc == 1) /* decode: see TS_K_PREFETCH (quant.h) */               \
-                for (int pf = 0; pf < BYTES; pf += 64) _mm_prefetch((const char *)blk + TS_K_PREFETCH + pf, _MM_HINT_T0); \
+            if (nc == 1) ts_q_prefetch_ahead(blk, BYTES); /* decode (quant.h) */                         \
             const uint8_t *xb[TS_Q_MAXCOLS]; /* ts_block_q8_K */                                                    \
             __m512i si[TS_Q_MAXCOLS];                                                                 \
             for (int c = 0; c < nc; c++) xb[c] = px + c * xs + i * sizeof(ts_block_q8_K), si[c] = _mm512_setzero_si512(); \
