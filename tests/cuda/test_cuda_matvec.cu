@@ -314,7 +314,7 @@ int main(void) {
         /* both splits of a group's chunks (MVQ_KW1), whichever the rule picks above */
         for (g_kw1 = 0; g_kw1 < 2; g_kw1++) {
             run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true));
-            run_case(one(TS_TYPE_Q5_K, 1024, 37, 3, true, false, true, true));
+            run_case(one(TS_TYPE_Q5_K, 2048, 37, 3, true, false, true, true)); /* 2 chunks: 1024 had 1, no split */
         }
         g_kw1 = -1;
         check_quantize_act(TS_TYPE_Q8_0, 0, 576, 1);
