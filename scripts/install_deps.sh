@@ -8,7 +8,8 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 # that test then skips the render, or fails under CI=true).
 render_pkgs="chromium fonts-dejavu-core"
 [ "${TS_NO_CHROMIUM:-}" = "1" ] && render_pkgs=""
-for p in cmake make gcc pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev clang libclang-rt-14-dev python3 python3-venv curl $render_pkgs ${TS_EXTRA_PKGS:-}; do
+# g++: nvcc's host compiler and the CUDA kernel emulation's (make cuda-emu, .ci/run)
+for p in cmake make gcc g++ pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev clang libclang-rt-14-dev python3 python3-venv curl $render_pkgs ${TS_EXTRA_PKGS:-}; do
   have_pkg "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
