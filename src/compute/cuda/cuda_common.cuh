@@ -148,7 +148,16 @@ TS_HD int rne_int(float v) {
  * staging then compile to generic 64-bit loads (LD.E, with their address
  * arithmetic: ~8 instructions a word) instead of LDS. */
 TS_HD uint32_t rd8(const uint8_t *p) { return p[0]; }
-TS_HD uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+/* p 2-aligned on the device: every block type with 16-bit fields has an even
+ * block size and rows start 16-aligned (one 16-bit load, not two bytes and a
+ * permute) */
+TS_HD uint32_t rd16(const uint8_t *p) {
+#if TS_DEVICE_PATH
+    return *(const uint16_t *)p;
+#else
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+#endif
+}
 
 template <int A> TS_HD uint32_t rd32(const uint8_t *p) {
 #if TS_DEVICE_PATH

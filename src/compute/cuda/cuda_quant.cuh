@@ -440,15 +440,17 @@ TS_HD int kpos_group(int u, int p) { return 64 * (u >> 1) + 32 * (p >> 1) + 16 *
 
 /* x words of a plane-type unit: pair p's 8 elements are contiguous. */
 TS_HD void xwords_plane(const int8_t *xb, int u, uint32_t X[8]) {
+    xb += kpos_plane(u, 0); /* then constant offsets: one address, not four */
 #pragma unroll
     for (int p = 0; p < 4; p++) {
-        const uint2 v = ld_u2(xb + kpos_plane(u, p));
+        const uint2 v = ld_u2(xb + 32 * p);
         X[2 * p] = v.x, X[2 * p + 1] = v.y;
     }
 }
 /* group-type unit: pairs 0,1 are 16 contiguous elements, pairs 2,3 too. */
 TS_HD void xwords_group(const int8_t *xb, int u, uint32_t X[8]) {
-    const uint4 a = ld_u4(xb + kpos_group(u, 0)), c = ld_u4(xb + kpos_group(u, 2));
+    xb += kpos_group(u, 0); /* pairs 2, 3 are 32 elements on */
+    const uint4 a = ld_u4(xb), c = ld_u4(xb + 32);
     X[0] = a.x, X[1] = a.y, X[2] = a.z, X[3] = a.w, X[4] = c.x, X[5] = c.y, X[6] = c.z, X[7] = c.w;
 }
 

@@ -109,6 +109,73 @@ TS_DEV uint4 ld_weight_word(const uint8_t *p, const uint8_t *end) {
     return make_uint4((uint32_t)lo, (uint32_t)(lo >> 32), (uint32_t)hi, (uint32_t)(hi >> 32));
 }
 
+#ifndef MVQ_LDG
+#define MVQ_LDG 1 /* weight loads of the int8 kernels: 0 = ld.global.nc, 1 = + L1::no_allocate, 2 = + L2::256B prefetch */
+#endif
+
+/* 16 weight bytes from a 16-aligned address, read once: no L1 allocation, so
+ * the weights streaming through do not evict x, which every item reads again
+ * (the emulation and host compiles read plainly). */
+TS_DEV uint4 ldw16(const uint8_t *p) {
+#if defined(__CUDA_ARCH__) && MVQ_LDG == 1
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+#elif defined(__CUDA_ARCH__) && MVQ_LDG == 2
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+#else
+    return __ldg((const uint4 *)p);
+#endif
+}
+
+/* A compile-time bool passed to a generic lambda. */
+template <bool B> struct Flag {
+    static constexpr bool value = B;
+};
+
+template <int T, int R, bool INSIDE, typename F>
+TS_DEV void q_item_rows(const uint8_t *start, uint32_t rb, int nr, int nbytes, int lane, int (&dn)[R], F &word) {
+#pragma unroll
+    for (int r = 0; r < R; r++, start += rb) {
+        dn[r] = 0;
+        if (r >= nr) continue;
+        const int delta = (int)((uintptr_t)start & 15), nw = (delta + nbytes + 15) >> 4;
+        const uint8_t *a0 = start - delta + 16 * lane;
+        dn[r] = delta | nw << 4;
+#pragma unroll
+        for (int i = 0; i < Geo<T>::WPL; i++)
+            if (lane + 32 * i < nw) word(r, i, lane + 32 * i, a0 + 512 * i, Flag<INSIDE>());
+    }
+}
+
+/* The 16-byte words of one item of the int8 kernels (matvec_q8.cu, moe.cu):
+ * chunk c (of a row's nb blocks) of nr >= 1 rows starting at row, rb bytes
+ * apart, of a matrix ending at end. Sets dn[r] = the chunk start's offset
+ * from the 16-aligned word at or below it (bits 0-3) | its word count (bits
+ * 4-), and calls word(r, i, k, p, inside) for each word k = lane + 32 i of
+ * row r that this lane reads, at p. inside (a Flag) is whether the whole item
+ * lies inside the matrix, tested once per item: when it is not, the matrix's
+ * last word may pass end and the caller must read only its bytes
+ * (ld_weight_word). */
+template <int T, int R, typename F>
+TS_DEV void q_item_words(const uint8_t *row, uint32_t rb, const uint8_t *end, int nr, int c, int nb, int lane, int (&dn)[R],
+                         F word) {
+    typedef Dec<T> D;
+    typedef Geo<T> G;
+    const int b0 = c * G::CB;
+    const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
+    const uint8_t *start = row + (size_t)b0 * D::BB;
+    const uint8_t *last = start + (size_t)(nr - 1) * rb + nbytes; /* one past the item's last byte */
+    if (last + ((0u - (uint32_t)(uintptr_t)last) & 15u) <= end) q_item_rows<T, R, true>(start, rb, nr, nbytes, lane, dn, word);
+    else q_item_rows<T, R, false>(start, rb, nr, nbytes, lane, dn, word);
+}
+
 /* Register-side of the staging: a chunk of R rows in flight. */
 template <int T, int R> struct Stage {
     typedef Geo<T> G;

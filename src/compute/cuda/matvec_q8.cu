@@ -163,9 +163,7 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
  * warp's partial first), so outputs are not bit-identical across the knob. */
 #define MVQ_KW1 1
 #endif
-#ifndef MVQ_LDG
-#define MVQ_LDG 1 /* weight loads: 0 = ld.global.nc, 1 = + L1::no_allocate, 2 = + L2::256B prefetch */
-#endif
+/* MVQ_LDG (weight loads): matvec_common.cuh */
 
 static_assert(MVQ_WARPS % 4 == 0 && MVQ_WARPS >= 4 && MVQ_WARPS <= 32, "MVQ_WARPS: 4, 8, ... 32");
 static_assert(MVQ_R >= 1 && MVQ_R * TS_CUDA_MAX_DECODE_TOK <= 32, "MVQ_R: 1..4 (a lane per row and token)");
@@ -183,54 +181,6 @@ struct QMat {
     int n_out;              /* rows */
 };
 
-/* 16 weight bytes from a 16-aligned address, read once: no L1 allocation
- * (the emulation and host compiles read plainly). */
-TS_DEV uint4 ldw16(const uint8_t *p) {
-#if defined(__CUDA_ARCH__) && MVQ_LDG == 1
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-#elif defined(__CUDA_ARCH__) && MVQ_LDG == 2
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-#else
-    return __ldg((const uint4 *)p);
-#endif
-}
-
-/* The 16-byte words an item reads (chunk c of rows row.. up to nr of them),
- * shared by the staged and asynchronous loaders: sets dn[r] = the chunk
- * start's offset from the 16-aligned word at or below it (bits 0-3) | its
- * word count (bits 4-), and calls word(r, i, k, p) for each word k = lane +
- * 32 i of row r that this lane reads, at p (the matrix's last word may pass
- * m.end: the caller reads only its bytes). */
-template <int T, int R, typename F>
-TS_DEV void q_item_words(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, int (&dn)[R], F word) {
-    typedef Dec<T> D;
-    typedef Geo<T> G;
-    const int b0 = c * G::CB;
-    const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        dn[r] = 0;
-        if (r >= nr) continue;
-        const uint8_t *start = row + (size_t)r * m.rb + b0 * D::BB;
-        const uint8_t *a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
-        const int delta = (int)(start - a0), nw = (delta + nbytes + 15) >> 4;
-        dn[r] = delta | nw << 4;
-#pragma unroll
-        for (int i = 0; i < G::WPL; i++) {
-            const int k = lane + 32 * i;
-            if (k < nw) word(r, i, k, a0 + 16 * k);
-        }
-    }
-}
-
 /* Staged loader (any type): an item's chunk of each row in registers
  * (Stage's words, ldw16), realigned through the warp's shared buffer when it
  * is decoded. */
@@ -244,8 +194,8 @@ template <int T, int R> struct QStaged {
     int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words loaded (bits 4-) */
 
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
-        q_item_words<T, R>(m, row, nr, c, nb, lane, dn, [&](int r, int i, int, const uint8_t *p) {
-            v[r][i] = p + 16 <= m.end ? ldw16(p) : ld_weight_word(p, m.end);
+        q_item_words<T, R>(row, m.rb, m.end, nr, c, nb, lane, dn, [&](int r, int i, int, const uint8_t *p, auto inside) {
+            v[r][i] = decltype(inside)::value ? ldw16(p) : ld_weight_word(p, m.end);
         });
     }
     /* Whole warp: the words into sm (the warp's SMEM bytes), ready to decode. */
@@ -329,12 +279,12 @@ template <int T, int R> struct QAsync {
     int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words (bits 4-): q_item_words */
 
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *sm) {
-        q_item_words<T, R>(m, row, nr, c, nb, lane, dn, [&](int r, int, int k, const uint8_t *p) {
+        q_item_words<T, R>(row, m.rb, m.end, nr, c, nb, lane, dn, [&](int r, int, int k, const uint8_t *p, auto inside) {
             uint8_t *d = sm + r * G::SROW + 16 * k;
             /* cp.async reads all 16 bytes (compute-sanitizer memcheck counts
              * them), so the matrix's partial last word is read byte by byte
              * and stored plainly (visible to the warp after stage's __syncwarp) */
-            if (p + 16 <= m.end) ts_cp_async16(d, p);
+            if (decltype(inside)::value || p + 16 <= m.end) ts_cp_async16(d, p);
             else *(uint4 *)d = ld_weight_word(p, m.end);
         });
     }

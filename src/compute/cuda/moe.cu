@@ -258,21 +258,6 @@ TS_DEV bool moe_run_items(const MoeArgs &a, int warp, int lane, MoeRun &run) {
     return moe_run_at(a, S, blockIdx.y, it, r0, r0, nt, warp, lane, run);
 }
 
-/* 16 weight bytes from a 16-aligned address, read once: no L1 allocation,
- * so the weights streaming through do not evict x (matvec_q8.cu's ldw16;
- * the emulation reads plainly). */
-TS_DEV uint4 ldw16(const uint8_t *p) {
-#if defined(__CUDA_ARCH__)
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-#else
-    return __ldg((const uint4 *)p);
-#endif
-}
-
 /* Loaders of a walk item (MOE_R rows x one chunk of 32 units): load() issues
  * the item's 16-byte loads into registers, stage() makes them readable for
  * the decode (whole warp), iload()/load() give a lane's unit of row r. RING:
@@ -295,23 +280,10 @@ template <int T> struct MStaged {
 
     TS_DEV void load(const MoeRun &run, int row0, int nr, int c, int nb, int lane) {
         const uint8_t *end = run.w + (size_t)run.n_out * run.rb;
-        const int b0 = c * G::CB;
-        const int nbytes = (nb - b0 < G::CB ? nb - b0 : G::CB) * D::BB;
-#pragma unroll
-        for (int r = 0; r < MOE_R; r++) {
-            dn[r] = 0;
-            if (r >= nr) continue;
-            const uint8_t *start = run.w + (size_t)(row0 + r) * run.rb + (size_t)b0 * D::BB;
-            const uint8_t *a0 = (const uint8_t *)((uintptr_t)start & ~(uintptr_t)15);
-            const int delta = (int)(start - a0), nw = (delta + nbytes + 15) >> 4;
-            dn[r] = delta | nw << 4;
-#pragma unroll
-            for (int i = 0; i < G::WPL; i++) {
-                const int k = lane + 32 * i;
-                const uint8_t *p = a0 + 16 * k;
-                if (k < nw) v[r][i] = p + 16 <= end ? ldw16(p) : ld_weight_word(p, end);
-            }
-        }
+        q_item_words<T, MOE_R>(run.w + (size_t)row0 * run.rb, (uint32_t)run.rb, end, nr, c, nb, lane, dn,
+                               [&](int r, int i, int, const uint8_t *p, auto inside) {
+                                   v[r][i] = decltype(inside)::value ? ldw16(p) : ld_weight_word(p, end);
+                               });
     }
     TS_DEV void stage(uint8_t *sm, int nr, int lane) {
         __syncwarp(); /* every lane is done with the previous item's bytes */
