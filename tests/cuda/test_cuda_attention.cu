@@ -13,6 +13,9 @@
  * 3, 6, 7 and 16 (two head chunks), windows, head_dim 64/128/256, and a
  * position outside the cache (TS_CUDA_ERR_POS, zero output row). The same
  * launch is run twice and must agree bit for bit (a moving result is a race).
+ * The scratch is poisoned before each launch: a split past the position
+ * writes only its max and sum, so a merge that read its stale output, or
+ * stopped short of a live split, fails.
  * Decode cases also run ts_cuda_attention_q8 (the split merge fused with the
  * activation quantization) for each partner the row suits: its output and
  * quantized bytes must equal the plain attention's and ts_cuda_quantize_q8's
@@ -142,6 +145,7 @@ int main(void) {
         run({2, 6, 2, 64, 300, 200, 0});    /* decode, several splits */
         run({1, 8, 2, 64, 700, 650, 0});    /* decode, splits, rows of 512: both partners */
         run({1, 4, 1, 64, 10000, 9000, 0}); /* 79 splits: the fused merge's second term per thread */
+        run({1, 4, 1, 64, 10000, 3, 0});    /* 79 splits, all but the first past the position (empty states) */
         run({1, 4, 1, 256, 70, 40, 16});    /* decode, head_dim 256, window */
         run({12, 6, 3, 128, 48, 20, 0});    /* prefill */
         return tu_finish();
@@ -151,6 +155,8 @@ int main(void) {
     run({1, 9, 3, 64, 2048, 1500, 0});
     run({1, 12, 2, 128, 4096, 4095, 0}); /* Qwen2.5-1.5B at the end of the cache */
     run({1, 28, 4, 128, 8192, 3000, 0}); /* 7B, GQA 7 */
+    run({1, 28, 4, 128, 8192, 2, 0});    /* 7B early in a long context: every split but the first empty */
+    run({2, 4, 1, 256, 4096, 2000, 16}); /* a window mid-cache: empty splits below and above it */
     run({2, 32, 2, 128, 1024, 77, 0});   /* GQA 16: two head chunks */
     run({8, 12, 2, 128, 512, 300, 0});
     run({3, 4, 1, 256, 1024, 700, 512}); /* Gemma 3 270M, sliding window */

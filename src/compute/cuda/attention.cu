@@ -172,6 +172,18 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     const int s_lo = split * split_len, s_hi = min(a.n_ctx, s_lo + split_len) - 1;
     const int ka = max(lo, s_lo), kb = min(hi, s_hi);
     const bool empty = !ok || ka > kb;
+    if (empty && n_split > 1) {
+        /* a split past the position (most of them early in a long context):
+         * only its max, which the combines read first, and which tells them
+         * to skip its sum and output. No query load, no barrier, no
+         * (HD x heads) write. */
+        for (int r = threadIdx.x; r < ng; r += blockDim.x) {
+            const int64_t row = (int64_t)t * a.n_head + h0 + r;
+            part_ml[(row * n_split + split) * 2] = -INFINITY;
+            part_ml[(row * n_split + split) * 2 + 1] = 0.0f;
+        }
+        return;
+    }
 
     for (int i = threadIdx.x; i < ATT_RW * HD; i += blockDim.x) {
         const int r = i / HD, d = i % HD;
@@ -238,24 +250,36 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
 
 #define ATT_MAX_SPLIT 1024
 
+/* The splits the combines read for token t: those up to its position's. The
+ * rest hold no visible key and wrote an empty state (max -inf, sum 0), whose
+ * terms are exact zeros: skipping them changes no bit of the result, and
+ * makes the merge cost scale with the position, not with n_ctx. A bad
+ * position (the decode kernel reported it): all of them. */
+TS_DEV int live_splits(const int32_t *pos, int t, int n_ctx, int n_split, int split_len) {
+    const int p = pos[t];
+    return p >= 0 && p < n_ctx ? min(n_split, p / split_len + 1) : n_split;
+}
+
 /* One block per (token, head) row: merges the splits' states. */
 __global__ void __launch_bounds__(128)
-    attn_combine(const float *ml, const float *acc, int n_split, int hd, float *out) {
+    attn_combine(const float *ml, const float *acc, int n_split, int hd, float *out, const int32_t *pos, int n_ctx,
+                 int split_len, int n_head) {
     ts_pdl_enter();
     __shared__ float w[ATT_MAX_SPLIT];
     __shared__ float red[4];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row = blockIdx.x;
+    const int ns = live_splits(pos, (int)(row / n_head), n_ctx, n_split, split_len);
     const float *m = ml + row * n_split * 2;
     float M = -INFINITY;
-    for (int s = threadIdx.x; s < n_split; s += 128) M = fmaxf(M, m[2 * s]);
+    for (int s = threadIdx.x; s < ns; s += 128) M = fmaxf(M, m[2 * s]);
     M = warp_max(M);
     if (lane == 0) red[warp] = M;
     __syncthreads();
     M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
     __syncthreads();
     float L = 0.0f;
-    for (int s = threadIdx.x; s < n_split; s += 128) {
+    for (int s = threadIdx.x; s < ns; s += 128) {
         const float f = (M != -INFINITY && m[2 * s] != -INFINITY) ? expf(m[2 * s] - M) : 0.0f;
         w[s] = f;
         L += f * m[2 * s + 1];
@@ -266,7 +290,7 @@ __global__ void __launch_bounds__(128)
     L = red[0] + red[1] + red[2] + red[3];
     for (int d = threadIdx.x; d < hd; d += 128) {
         float A = 0.0f;
-        for (int s = 0; s < n_split; s++)
+        for (int s = 0; s < ns; s++)
             if (w[s] != 0.0f) A += w[s] * acc[(row * n_split + s) * hd + d];
         out[row * hd + d] = L > 0.0f ? A / L : 0.0f;
     }
@@ -285,7 +309,7 @@ __global__ void __launch_bounds__(128)
 template <bool K>
 __global__ void __launch_bounds__(256)
     attn_combine_q8(const float *ml, const float *acc, int n_split, int hd, int n_head, float *out, int8_t *qs, float *qd,
-                    int32_t *qsum, int64_t nd, int64_t ns) {
+                    int32_t *qsum, int64_t nd, int64_t ns, const int32_t *pos, int n_ctx, int split_len) {
     ts_pdl_enter();
     __shared__ float w[4][ATT_MAX_SPLIT];
     __shared__ float red[4][4], Ls[4], shf[8];
@@ -297,11 +321,12 @@ __global__ void __launch_bounds__(256)
     const int j = threadIdx.x / tph, i = threadIdx.x % tph;
     const bool mine = j < nh && hb0 + j < n_head; /* whole warps */
     const float *m = ml + (t * n_head + hb0 + (mine ? j : 0)) * n_split * 2;
+    const int nl = live_splits(pos, (int)t, n_ctx, n_split, split_len);
     float M = -INFINITY;
     for (int k = 0; k < 2; k++) {
         float v = -INFINITY;
         if (mine && k < vk)
-            for (int s = i + k * tph; s < n_split; s += 128) v = fmaxf(v, m[2 * s]);
+            for (int s = i + k * tph; s < nl; s += 128) v = fmaxf(v, m[2 * s]);
         v = warp_max(v);
         if (mine && k < vk && lane == 0) red[j][(i >> 5) + k * (tph >> 5)] = v;
     }
@@ -311,7 +336,7 @@ __global__ void __launch_bounds__(256)
     for (int k = 0; k < 2; k++) {
         float L = 0.0f;
         if (mine && k < vk)
-            for (int s = i + k * tph; s < n_split; s += 128) {
+            for (int s = i + k * tph; s < nl; s += 128) {
                 const float f = (M != -INFINITY && m[2 * s] != -INFINITY) ? expf(m[2 * s] - M) : 0.0f;
                 w[j][s] = f;
                 L += f * m[2 * s + 1];
@@ -329,7 +354,7 @@ __global__ void __launch_bounds__(256)
         const int h = (int)(e / hd), d = (int)(e % hd), jj = h - hb0;
         const int64_t row = t * n_head + h;
         float A = 0.0f;
-        for (int s = 0; s < n_split; s++)
+        for (int s = 0; s < nl; s++)
             if (w[jj][s] != 0.0f) A += w[jj][s] * acc[(row * n_split + s) * hd + d];
         v = Ls[jj] > 0.0f ? A / Ls[jj] : 0.0f;
         out[t * n_in + e] = v;
@@ -489,15 +514,18 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
         const dim3 g((unsigned)((n_in + 255) / 256), (unsigned)a->n_tok);
         if (partner == TS_TYPE_Q8_K)
             ts_launch(&attn_combine_q8<true>, g, 256, 0, s)(ml, acc, p.n_split, HD, a->n_head, a->out, (int8_t *)(b + L.qs),
-                                                           (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
+                                                           (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns, a->pos,
+                                                           a->n_ctx, p.split_len);
         else
             ts_launch(&attn_combine_q8<false>, g, 256, 0, s)(ml, acc, p.n_split, HD, a->n_head, a->out, (int8_t *)(b + L.qs),
-                                                            (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
+                                                            (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns, a->pos,
+                                                            a->n_ctx, p.split_len);
         TS_CUDA_LAUNCHED("attention combine + quantize");
         return TS_OK;
     }
     if (p.n_split > 1) {
-        ts_launch(&attn_combine, (unsigned)(a->n_tok * a->n_head), 128, 0, s)(ml, acc, p.n_split, HD, a->out);
+        ts_launch(&attn_combine, (unsigned)(a->n_tok * a->n_head), 128, 0, s)(ml, acc, p.n_split, HD, a->out, a->pos, a->n_ctx,
+                                                                                     p.split_len, a->n_head);
         TS_CUDA_LAUNCHED("attention combine");
     }
     if (q8) return ts_cuda_quantize_q8(s, partner, a->out, (int64_t)a->n_head * HD, a->n_tok, NULL, 0.0f, q8);

@@ -98,6 +98,8 @@ typedef struct cuda_stream {
     /* the sampler (cuda_sample), sized at its first use */
     void *smp_scratch;      /* (smp_scratch_bytes) ts_cuda_sample's */
     size_t smp_scratch_bytes;
+    void *smp_am;           /* (ts_cuda_argmax_scratch_bytes) greedy's, after smp_scratch in its allocation: the
+                               chain never writes it, so its ticket stays zero between calls */
     int32_t smp_vocab;      /* n_vocab the scratch is for */
     uint64_t *smp_rng;      /* (4) device RNG state */
     int32_t *smp_ring;      /* (smp_cap) device copy of the ring of accepted ids */
@@ -1152,14 +1154,16 @@ static ts_status cuda_replay(ts_stream *st, int seg) {
 static ts_status sample_reserve(cuda_stream *c, int32_t n_vocab, int32_t cap) {
     cudaError_t e = cudaSuccess;
     if (n_vocab != c->smp_vocab) {
-        size_t need = align256(ts_cuda_sample_scratch_bytes(n_vocab));
+        const size_t chain = align256(ts_cuda_sample_scratch_bytes(n_vocab));
+        const size_t need = chain + align256(ts_cuda_argmax_scratch_bytes(n_vocab));
         cudaFree(c->smp_scratch);
-        c->smp_scratch = NULL;
+        c->smp_scratch = c->smp_am = NULL;
         c->smp_vocab = 0;
         if ((e = cudaMalloc(&c->smp_scratch, need)) != cudaSuccess) return e == cudaErrorMemoryAllocation ? oom(need, "the sampler") : cuda_err(e, "cudaMalloc (sampler)");
-        /* the argmax part of the scratch must start zeroed (ts_cuda_argmax) */
+        /* the argmax part must start zeroed (ts_cuda_argmax) */
         if ((e = cudaMemsetAsync(c->smp_scratch, 0, need, c->s)) != cudaSuccess) return cuda_err(e, "cudaMemset (sampler)");
-        c->smp_scratch_bytes = need;
+        c->smp_scratch_bytes = chain;
+        c->smp_am = (uint8_t *)c->smp_scratch + chain;
         c->smp_vocab = n_vocab;
     }
     if (!c->smp_rng) {
@@ -1197,6 +1201,19 @@ static ts_status cuda_sample(ts_stream *st, float *logits, int32_t n_vocab, ts_s
     if (!live(c)) return cuda_sync(st);
     ts_status rs = sample_reserve(c, n_vocab, cap);
     if (rs != TS_OK) return rs;
+    if (d->temperature <= 0.0f && (!cap || d->repeat_penalty == 1.0f)) {
+        /* greedy without a penalty: the chain's steps reduce to NaN -> -inf
+         * and the argmax, which many blocks do faster than the chain's one
+         * (7B vocabulary: 21 us a token); no RNG goes up or comes back (greedy
+         * draws nothing: d->rng is left as it is, as on the CPU) */
+        OP(c, ts_cuda_argmax(c->s, logits, n_vocab, c->smp_id, c->smp_am, c->err_dev), "sample (greedy)");
+        note_cuda(c, cudaMemcpyAsync(c->smp_host + 32, c->smp_id, sizeof(int32_t), cudaMemcpyDeviceToHost, c->s), "sample (result)");
+        ts_status r = cuda_sync(st);
+        if (r != TS_OK) return r;
+        memcpy(id, c->smp_host + 32, sizeof(int32_t));
+        if (*id < 0) return ts_fail(TS_ERR_ARG, "sampling: every logit is -inf or NaN: no token can be chosen");
+        return TS_OK;
+    }
     memcpy(c->smp_host, d->rng, 32);
     if (cap) memcpy(c->smp_host + 64, d->recent, sizeof(int32_t) * (size_t)cap);
     note_cuda(c, cudaMemcpyAsync(c->smp_rng, c->smp_host, 32, cudaMemcpyHostToDevice, c->s), "sample (state)");

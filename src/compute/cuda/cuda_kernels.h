@@ -229,12 +229,13 @@ ts_status ts_cuda_embed(void *stream, const ts_cuda_mat *emb, const int32_t *ids
 
 /* ---- 6. sampling ------------------------------------------------------- */
 
-/* Greedy: *out_id = argmax of logits (n), ties to the lowest id, NaN as -inf;
+/* Greedy: *out_id = argmax of logits (n), ties to the lowest id, NaN set to
+ * -inf in place (the CPU sampler's first step; the chain below does the same);
  * -1 (and TS_CUDA_ERR_EMPTY) when every logit is -inf or NaN. The scratch
  * (ts_cuda_argmax_scratch_bytes) must be zeroed once after allocation; each
  * call leaves it zeroed again. */
 size_t ts_cuda_argmax_scratch_bytes(int64_t n);
-ts_status ts_cuda_argmax(void *stream, const float *logits, int64_t n, int32_t *out_id, void *scratch, unsigned *err);
+ts_status ts_cuda_argmax(void *stream, float *logits, int64_t n, int32_t *out_id, void *scratch, unsigned *err);
 
 /* The CPU sampler's chain (docs/SAMPLING.md) on the device: NaN -> -inf, the
  * repetition penalty over the distinct ids of the ring `recent`, then greedy

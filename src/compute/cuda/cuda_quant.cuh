@@ -619,15 +619,30 @@ TS_HD void k4_scale_min(const uint8_t *q, int j, int &sc, int &mn) {
  * 8), so per row this is 2 byte permutes, 2 shifts and 2-3 logic ops
  * instead of ~30 instructions of byte-at-a-time extraction. Same values as
  * k4_scale_min. */
-TS_HD uint32_t k4_scale_min_pair(uint32_t y, uint32_t z, uint32_t w, int u) {
-    /* the selectors: cheap to rebuild, since the compiler rematerializes them per row */
-    const uint32_t i0 = (uint32_t)u & 2u;
-    const bool hi = u >= 4;
-    const uint32_t syz = 0x5410u + 0x1111u * i0;   /* bytes i0, i0 + 1 of y, then of z */
-    const uint32_t sw = hi ? syz + 0x44u : 0x3210u; /* bytes i0, i0 + 1 of w, twice */
-    const uint32_t yz = byte_perm(y, z, syz); /* [y_i0, y_i0+1, z_i0, z_i0+1] */
-    const uint32_t l = byte_perm(yz, w, sw);  /* the same, or w's bytes twice */
-    if (!hi) return l & 0x3f3f3f3fu;
+/* Its selectors for unit u. A lane's u is fixed (lane % 8), so a kernel
+ * forms them once and keep()s them: left alone, the compiler rebuilt them
+ * from u for every row (7 instructions a row, ~10% of a Q4_K item). */
+struct K4Sel {
+    uint32_t syz; /* bytes i0, i0 + 1 of y, then of z */
+    uint32_t sw;  /* bytes i0, i0 + 1 of w, twice (u >= 4), or yz unchanged */
+    uint32_t hi;  /* u >= 4 */
+    TS_HD explicit K4Sel(int u) {
+        const uint32_t i0 = (uint32_t)u & 2u;
+        hi = u >= 4;
+        syz = 0x5410u + 0x1111u * i0;
+        sw = hi ? syz + 0x44u : 0x3210u;
+    }
+    /* opaque to the compiler from here on: kept in registers, not rebuilt */
+    TS_HD void keep() {
+#if defined(__CUDA_ARCH__)
+        asm volatile("" : "+r"(syz), "+r"(sw), "+r"(hi));
+#endif
+    }
+};
+TS_HD uint32_t k4_scale_min_pair(uint32_t y, uint32_t z, uint32_t w, const K4Sel &k) {
+    const uint32_t yz = byte_perm(y, z, k.syz); /* [y_i0, y_i0+1, z_i0, z_i0+1] */
+    const uint32_t l = byte_perm(yz, w, k.sw);  /* the same, or w's bytes twice */
+    if (!k.hi) return l & 0x3f3f3f3fu;
     return (l & 0x00000f0fu) | ((l >> 4) & 0x0f0f0000u) | ((yz >> 2) & 0x30303030u);
 }
 
@@ -671,15 +686,15 @@ template <> struct Dec<TS_TYPE_Q4_K> {
      * aligned in a row, so these are aligned loads): the header (d, dmin,
      * scales) and the unit's quant bytes. */
     TS_HD static int qoff(int u) { return 16 + 32 * (u >> 1) + 16 * (u & 1); }
-    TS_HD static void iload_w(const uint4 &hd, const uint4 &q, int u, UI &s) {
+    TS_HD static void iload_w(const uint4 &hd, const uint4 &q, const K4Sel &k, UI &s) {
         s.d = h2f((uint16_t)(hd.x & 0xffff));
         s.dmin = h2f((uint16_t)(hd.x >> 16));
-        s.sm = k4_scale_min_pair(hd.y, hd.z, hd.w, u);
+        s.sm = k4_scale_min_pair(hd.y, hd.z, hd.w, k);
         /* W[4..7]: the high nibbles left in place (16 q, as unsigned bytes): idot divides by 16 */
         s.W[0] = q.x & 0x0f0f0f0fu, s.W[1] = q.y & 0x0f0f0f0fu, s.W[2] = q.z & 0x0f0f0f0fu, s.W[3] = q.w & 0x0f0f0f0fu;
         s.W[4] = q.x & 0xf0f0f0f0u, s.W[5] = q.y & 0xf0f0f0f0u, s.W[6] = q.z & 0xf0f0f0f0u, s.W[7] = q.w & 0xf0f0f0f0u;
     }
-    TS_HD static void iload(const uint8_t *b, int u, UI &s) { iload_w(ld_u4(b), ld_u4(b + qoff(u)), u, s); }
+    TS_HD static void iload(const uint8_t *b, int u, UI &s) { iload_w(ld_u4(b), ld_u4(b + qoff(u)), K4Sel(u), s); }
     /* x.s[0]: the bsums of the unit's two 32-element sub-blocks as 16-bit
      * halves (|sum| <= 32 * 127), for dp2a against the mins; 0 for the odd
      * half, since the even half counts the mins of both (it has the bsums). */
@@ -750,12 +765,14 @@ template <> struct Dec<TS_TYPE_Q5_K> {
     /* 16-byte words of unit u (aligned, as Q4_K's): header, high bits, quants */
     TS_HD static int hoff(int u) { return 16 + 16 * (u & 1); }
     TS_HD static int qoff(int u) { return 48 + 32 * (u >> 1) + 16 * (u & 1); }
-    TS_HD static void iload(const uint8_t *b, int u, UI &s) { iload_w(ld_u4(b), ld_u4(b + hoff(u)), ld_u4(b + qoff(u)), u, s); }
-    TS_HD static void iload_w(const uint4 &hd, const uint4 &h, const uint4 &q, int u, UI &s) {
+    TS_HD static void iload(const uint8_t *b, int u, UI &s) {
+        iload_w(ld_u4(b), ld_u4(b + hoff(u)), ld_u4(b + qoff(u)), u, K4Sel(u), s);
+    }
+    TS_HD static void iload_w(const uint4 &hd, const uint4 &h, const uint4 &q, int u, const K4Sel &k, UI &s) {
         const int g = u >> 1;
         s.d = h2f((uint16_t)(hd.x & 0xffff));
         s.dmin = h2f((uint16_t)(hd.x >> 16));
-        s.sm = k4_scale_min_pair(hd.y, hd.z, hd.w, u);
+        s.sm = k4_scale_min_pair(hd.y, hd.z, hd.w, k);
         const uint32_t qw[4] = {q.x, q.y, q.z, q.w}, hw[4] = {h.x, h.y, h.z, h.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {

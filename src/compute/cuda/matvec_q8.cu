@@ -37,8 +37,17 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
     const float *row = x + t * n_in;
     float inv = 1.0f;
     if (norm_w) {
+        /* every block needs the whole row's sum of squares: 16-byte loads,
+         * four in flight per thread (rows start 16-aligned: n_in % 32 == 0),
+         * not one dependent 4-byte load after another */
+        const float4 *r4 = (const float4 *)row;
+        const int64_t n4 = n_in / 4;
         double ss = 0;
-        for (int64_t i = threadIdx.x; i < n_in; i += 256) ss += (double)row[i] * row[i];
+#pragma unroll 4
+        for (int64_t i = threadIdx.x; i < n4; i += 256) {
+            const float4 v = r4[i];
+            ss += (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w;
+        }
         ss = block_sum_256(ss, shd);
         inv = (float)(1.0 / sqrt(ss / (double)n_in + (double)eps));
     }
@@ -238,7 +247,9 @@ template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
         }
     }
     TS_DEV void stage(uint8_t *, int, int) const {}
-    TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], q[r], u, s); }
+    K4Sel k = K4Sel(threadIdx.x & 7); /* u = lane % 8, formed once */
+    TS_DEV QDirect() { k.keep(); }
+    TS_DEV void unit(const uint8_t *, int r, int, int, D::UI &s) const { D::iload_w(hd[r], q[r], k, s); }
 };
 template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
     typedef Dec<TS_TYPE_Q5_K> D;
@@ -259,7 +270,9 @@ template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
         }
     }
     TS_DEV void stage(uint8_t *, int, int) const {}
-    TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, s); }
+    K4Sel k = K4Sel(threadIdx.x & 7); /* u = lane % 8, formed once */
+    TS_DEV QDirect() { k.keep(); }
+    TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, k, s); }
 };
 
 /* Asynchronous loader (any type, MVQ_ASYNC): the staged loader's layout,
@@ -594,6 +607,7 @@ static ts_status quantize_launch(void *stream, uint32_t partner, const float *x,
                  "cuda quantize_q8: partner %s with n_in %lld, %d tokens", ts_type_name(partner), (long long)n_in,
                  n_tok);
     TS_ARG_CHECK(x && q8 && ((uintptr_t)q8 & 255) == 0, "cuda quantize_q8: NULL x, or q8 not 256-byte aligned");
+    TS_ARG_CHECK(!norm_w || ((uintptr_t)x & 15) == 0, "cuda quantize_q8: x not 16-byte aligned (the norm reads it in 16-byte words)");
     TS_ARG_CHECK(n_tok <= 65535, "cuda quantize_q8: %d tokens (at most 65535 per call)", n_tok);
     const Q8Layout L = q8_layout(partner, n_in, n_tok);
     uint8_t *b = (uint8_t *)q8;

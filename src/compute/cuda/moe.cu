@@ -332,7 +332,7 @@ template <> struct MDirect<TS_TYPE_Q4_K> {
         }
     }
     TS_DEV void stage(uint8_t *, int, int) {}
-    TS_DEV void iload(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], q[r], u, s); }
+    TS_DEV void iload(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], q[r], K4Sel(u), s); }
 };
 #if MOE_DIRECT_Q5K /* unused otherwise, and -Werror refuses unused members */
 template <> struct MDirect<TS_TYPE_Q5_K> {
@@ -352,7 +352,7 @@ template <> struct MDirect<TS_TYPE_Q5_K> {
         }
     }
     TS_DEV void stage(uint8_t *, int, int) {}
-    TS_DEV void iload(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, s); }
+    TS_DEV void iload(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, K4Sel(u), s); }
 };
 #endif
 

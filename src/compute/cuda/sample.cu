@@ -72,7 +72,7 @@ int am_blocks(int64_t n) {
 }
 
 __global__ void __launch_bounds__(AM_THREADS)
-    argmax_kernel(const float *l, int64_t n, int32_t *out, unsigned *err, unsigned *ticket, float2 *part) {
+    argmax_kernel(float *l, int64_t n, int32_t *out, unsigned *err, unsigned *ticket, float2 *part) {
     ts_pdl_enter();
     __shared__ float sv[AM_THREADS / 32];
     __shared__ int si[AM_THREADS / 32];
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(AM_THREADS)
     int id = INT_MAX;
     for (int64_t k = (int64_t)blockIdx.x * AM_THREADS + threadIdx.x; k < n; k += (int64_t)gridDim.x * AM_THREADS) {
         float x = l[k];
-        if (isnan(x)) x = -INFINITY;
+        if (isnan(x)) l[k] = x = -INFINITY; /* in place, as the CPU sampler does */
         if (better(x, (int)k, v, id)) v = x, id = (int)k;
     }
     argmax_block<AM_THREADS>(v, id, sv, si);
@@ -453,7 +453,7 @@ size_t align_up(size_t v) { return (v + 255) & ~(size_t)255; }
 
 size_t ts_cuda_argmax_scratch_bytes(int64_t n) { return 256 + (size_t)am_blocks(n) * sizeof(float2); }
 
-ts_status ts_cuda_argmax(void *stream, const float *logits, int64_t n, int32_t *out_id, void *scratch, unsigned *err) {
+ts_status ts_cuda_argmax(void *stream, float *logits, int64_t n, int32_t *out_id, void *scratch, unsigned *err) {
     TS_ARG_CHECK(logits && out_id && scratch && n >= 1 && n < INT_MAX, "cuda argmax: NULL pointer or n %lld",
                  (long long)n);
     TS_ARG_CHECK(((uintptr_t)scratch & 15) == 0, "cuda argmax: scratch not 16-byte aligned");
