@@ -249,6 +249,7 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
 }
 
 #define ATT_MAX_SPLIT 1024
+#define ATT_PRE 4 /* splits whose outputs the fused merge loads before its weights */
 
 /* The splits the combines read for token t: those up to its position's. The
  * rest hold no visible key and wrote an empty state (max -inf, sum 0), whose
@@ -322,6 +323,16 @@ __global__ void __launch_bounds__(256)
     const bool mine = j < nh && hb0 + j < n_head; /* whole warps */
     const float *m = ml + (t * n_head + hb0 + (mine ? j : 0)) * n_split * 2;
     const int nl = live_splits(pos, (int)t, n_ctx, n_split, split_len);
+    /* this thread's outputs of the first ATT_PRE splits, loaded now: in flight
+     * while the weights are formed, instead of one more L2 round trip after
+     * them (an empty split's is loaded and never used) */
+    const int64_t e = e0 + threadIdx.x;
+    const bool valid = e < n_in; /* whole warps: n_in % 32 == 0 */
+    const int h = valid ? (int)(e / hd) : hb0, d = (int)(e % hd), jj = h - hb0;
+    const float *ap = acc + ((t * n_head + h) * n_split) * hd + d; /* split s at ap[s * hd] */
+    float pre[ATT_PRE];
+#pragma unroll
+    for (int s = 0; s < ATT_PRE; s++) pre[s] = valid && s < n_split ? ap[(int64_t)s * hd] : 0.0f;
     float M = -INFINITY;
     for (int k = 0; k < 2; k++) {
         float v = -INFINITY;
@@ -347,15 +358,14 @@ __global__ void __launch_bounds__(256)
     __syncthreads();
     if (mine && i == 0) Ls[j] = red[j][0] + red[j][1] + red[j][2] + red[j][3];
     __syncthreads();
-    const int64_t e = e0 + threadIdx.x;
-    const bool valid = e < n_in; /* whole warps: n_in % 32 == 0 */
     float v = 0.0f;
     if (valid) {
-        const int h = (int)(e / hd), d = (int)(e % hd), jj = h - hb0;
-        const int64_t row = t * n_head + h;
-        float A = 0.0f;
-        for (int s = 0; s < nl; s++)
-            if (w[jj][s] != 0.0f) A += w[jj][s] * acc[(row * n_split + s) * hd + d];
+        float A = 0.0f; /* attn_combine's terms in its order */
+#pragma unroll
+        for (int s = 0; s < ATT_PRE; s++)
+            if (s < nl && w[jj][s] != 0.0f) A += w[jj][s] * pre[s];
+        for (int s = ATT_PRE; s < nl; s++)
+            if (w[jj][s] != 0.0f) A += w[jj][s] * ap[(int64_t)s * hd];
         v = Ls[jj] > 0.0f ? A / Ls[jj] : 0.0f;
         out[t * n_in + e] = v;
     }

@@ -35,6 +35,12 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
     __shared__ float shf[8];
     const int64_t t = blockIdx.y;
     const float *row = x + t * n_in;
+    const int64_t e = (int64_t)blockIdx.x * 256 + threadIdx.x;
+    const bool valid = e < n_in; /* n_in % 32 == 0: whole warps are valid or not */
+    /* this thread's element (and its norm weight or up value) first: in
+     * flight during the row's sum instead of one more L2 round trip after it */
+    float v = valid ? row[e] : 0.0f;
+    const float nw = norm_w && valid ? norm_w[e] : 0.0f, uv = up && valid ? up[t * n_in + e] : 0.0f;
     float inv = 1.0f;
     if (norm_w) {
         /* every block needs the whole row's sum of squares: 16-byte loads,
@@ -51,12 +57,9 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
         ss = block_sum_256(ss, shd);
         inv = (float)(1.0 / sqrt(ss / (double)n_in + (double)eps));
     }
-    const int64_t e = (int64_t)blockIdx.x * 256 + threadIdx.x;
-    const bool valid = e < n_in; /* n_in % 32 == 0: whole warps are valid or not */
-    float v = valid ? row[e] : 0.0f;
-    if (norm_w && valid) v = fmul_rn(fmul_rn(v, inv), norm_w[e]);
+    if (norm_w && valid) v = fmul_rn(fmul_rn(v, inv), nw);
     if (up && valid) { /* act(x) * up, stored as act_mul would (the FFN tap reads it) */
-        v = act == TS_CUDA_ACT_SILU ? silu_mul(v, up[t * n_in + e]) : gelu_mul(v, up[t * n_in + e]);
+        v = act == TS_CUDA_ACT_SILU ? silu_mul(v, uv) : gelu_mul(v, uv);
         xout[t * n_in + e] = v;
     }
     q8_quant_elem<K>(v, valid, t, e, n_in, qs, d, s, nd, ns, shf);
