@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # gpu_pairs: turbospark --backend cuda and llama.cpp's llama-bench (CUDA,
-# all layers on the GPU, flash attention on) on the same file, in
-# alternating order: group i starts with engine i mod 2, so each goes first
-# in turn. One process per engine and group runs pp and tg together (a
+# all layers on the GPU, flash attention on), or another turbospark build
+# (-B), on the same file, in rotating order: group i runs the engines
+# starting from engine i mod n, so each goes first in turn. One process per engine and group runs pp and tg together (a
 # 17 GB file is loaded once per run, not once per test), each with one
 # untimed warm-up and REPS timed runs (llama-bench's method for both).
 # docs/BENCHMARKS.md records runs; commit the TSV under bench/results/.
 #
-#   bench/cuda/gpu_pairs.sh -o OUT.tsv -T TURBOSPARK [-L LLAMA_BENCH] [-k 5]
+#   bench/cuda/gpu_pairs.sh -o OUT.tsv -T TURBOSPARK [-L LLAMA_BENCH] [-B BASE_TURBOSPARK] [-k 5]
 #                           [-p 512] [-n 128] [-r 3] [-a "TS ARGS"] [-l "LLAMA ARGS"] MODEL
 #     -T PATH   turbospark binary (run as: PATH bench --backend cuda ...)
 #     -L PATH   llama-bench built with CUDA, outside the repository; without
 #               it only turbospark runs (and the TSV says so: no pairs)
+#     -B PATH   a second turbospark build (e.g. the parent commit's, built beside
+#               this one): engine "base", run with the same arguments, so an
+#               A/B of two trees gets the same alternating method
 #     -a ARGS   extra turbospark bench arguments (e.g. "--expert-residency resident")
 #     -l ARGS   extra llama-bench arguments (default "-ngl 99 -fa 1")
 # Output rows (TSV): model test group pos engine tps_mean tps_sd reps
@@ -19,19 +22,20 @@ set -uo pipefail
 me=gpu_pairs
 die() { echo "$me: error: $*" >&2; exit 1; }
 log() { echo "$me: $*" >&2; }
-out='' ts='' llama='' pairs=5 np=512 nt=128 reps=3 ts_args='' llama_args='-ngl 99 -fa 1'
+out='' ts='' llama='' base='' pairs=5 np=512 nt=128 reps=3 ts_args='' llama_args='-ngl 99 -fa 1'
 while [ $# -gt 0 ]; do
     case $1 in
         -o) out=${2:?}; shift 2 ;;
         -T) ts=${2:?}; shift 2 ;;
         -L) llama=${2:?}; shift 2 ;;
+        -B) base=${2:?}; shift 2 ;;
         -k) pairs=${2:?}; shift 2 ;;
         -p) np=${2:?}; shift 2 ;;
         -n) nt=${2:?}; shift 2 ;;
         -r) reps=${2:?}; shift 2 ;;
         -a) ts_args=${2?}; shift 2 ;;
         -l) llama_args=${2?}; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) die "unknown option '$1' (see -h)" ;;
         *) break ;;
     esac
@@ -42,11 +46,13 @@ model=$1
 [ -n "$out" ] || die "-o OUT.tsv is required"
 [ -x "$ts" ] || die "turbospark '$ts' not executable (-T)"
 [ -z "$llama" ] || [ -x "$llama" ] || die "llama-bench '$llama' not executable (-L)"
+[ -z "$base" ] || [ -x "$base" ] || die "base turbospark '$base' not executable (-B)"
 for v in pairs np nt reps; do
     [[ ${!v} =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || die "bad value '${!v}' for $v"
 done
 names=(turbospark) ne=1
-[ -n "$llama" ] && names+=(llama.cpp) && ne=2
+[ -n "$llama" ] && names+=(llama.cpp) && ne=$((ne + 1))
+[ -n "$base" ] && names+=(base) && ne=$((ne + 1))
 mname=$(basename "$model" .gguf)
 [ -s "$out" ] || printf 'model\ttest\tgroup\tpos\tengine\ttps_mean\ttps_sd\treps\n' >"$out"
 tmp=$(mktemp -d) || die "mktemp"
@@ -57,8 +63,10 @@ run_one() { # engine-index group pos
         # shellcheck disable=SC2086
         "$llama" -m "$model" -p "$np" -n "$nt" -r "$reps" $llama_args -o jsonl >"$tmp/o.json" 2>"$tmp/e.txt"
     else
+        local bin=$ts
+        [ "${names[$i]}" = base ] && bin=$base
         # shellcheck disable=SC2086
-        "$ts" bench -m "$model" --backend cuda -p "$np" -n "$nt" -r "$reps" $ts_args --json >"$tmp/o.json" 2>"$tmp/e.txt"
+        "$bin" bench -m "$model" --backend cuda -p "$np" -n "$nt" -r "$reps" $ts_args --json >"$tmp/o.json" 2>"$tmp/e.txt"
     fi
     rc=$?
     if [ $rc -ne 0 ]; then log "${names[$i]} group $g failed (exit $rc): $(tail -2 "$tmp/e.txt" | tr '\n' ' ')"; return; fi
