@@ -111,15 +111,30 @@ TS_DEV void attn_tile(AttnState<HD, RW> &S, const float *Q, const uint16_t *Ks, 
     }
     __syncwarp();
     const uint16_t *vp = V + lane * (HD / 32);
-#pragma unroll 2
-    for (int j = jlo; j <= jhi; j++) {
-        float vf[HD / 32];
-        ld_vrow<HD>(vp + (int64_t)j * vstride, vf);
+    /* VB V rows loaded before any is used (decode reads V from global memory:
+     * a full tile is 32 / VB round trips, not one per row); the products are
+     * added in key order as before */
+    constexpr int VB = HD >= 256 ? 4 : 8;
+    for (int j0 = jlo; j0 <= jhi; j0 += VB) {
+        float vf[VB][HD / 32];
 #pragma unroll
-        for (int r = 0; r < RW; r++) {
-            const float p = P[r * 32 + j];
+        for (int b = 0; b < VB; b++) {
+            if (j0 + b <= jhi) {
+                ld_vrow<HD>(vp + (int64_t)(j0 + b) * vstride, vf[b]);
+            } else {
 #pragma unroll
-            for (int e = 0; e < HD / 32; e++) S.acc[r][e] = fmaf(p, vf[e], S.acc[r][e]);
+                for (int e = 0; e < HD / 32; e++) vf[b][e] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < VB; b++) {
+            if (j0 + b > jhi) break;
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                const float p = P[r * 32 + j0 + b];
+#pragma unroll
+                for (int e = 0; e < HD / 32; e++) S.acc[r][e] = fmaf(p, vf[b][e], S.acc[r][e]);
+            }
         }
     }
     __syncwarp();
@@ -185,9 +200,15 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         return;
     }
 
-    for (int i = threadIdx.x; i < ATT_RW * HD; i += blockDim.x) {
-        const int r = i / HD, d = i % HD;
-        Qs[r][d] = r < ng ? a.q[((int64_t)t * a.n_head + h0 + r) * HD + d] : 0.0f;
+    /* the group's query rows in 16-byte words, all of a thread's in flight at
+     * once (one L2 round trip; one 4-byte load after another took eight) */
+    constexpr int QW = ATT_RW * HD / 4 / (C::WARPS * 32); /* float4 per thread: 1, 2 or 8 */
+#pragma unroll
+    for (int k = 0; k < QW; k++) {
+        const int i = threadIdx.x + k * C::WARPS * 32, r = i / (HD / 4), d = 4 * (i % (HD / 4));
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < ng) v = *(const float4 *)(a.q + ((int64_t)t * a.n_head + h0 + r) * HD + d);
+        *(float4 *)&Qs[r][d] = v;
     }
     __syncthreads();
 
@@ -200,12 +221,23 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     if (!empty) {
         for (int key0 = (ka & ~31) + 32 * warp; key0 <= kb; key0 += 32 * C::WARPS) {
             /* stage the tile's K rows (those <= kb exist in the cache) */
-            constexpr int WPR = HD / 8; /* 16-byte words per row */
-#pragma unroll 4
-            for (int k = lane; k < 32 * WPR; k += 32) {
-                const int row = k / WPR, col = k % WPR;
-                if (key0 + row <= kb)
-                    *(uint4 *)(Ks[warp] + row * C::KS + col * 8) = *(const uint4 *)(Kh + (int64_t)(key0 + row) * HD + col * 8);
+            /* in batches of KB words per lane, all loaded before any is stored:
+             * a load then its store per word made every word a round trip
+             * (rows past kb are zeros here: masked in the scores anyway) */
+            constexpr int WPR = HD / 8, KB = 8; /* 16-byte words per row; per lane and batch */
+#pragma unroll
+            for (int k0 = 0; k0 < WPR; k0 += KB) { /* a lane's words: WPR (32 rows x WPR / 32 lanes) */
+                uint4 w[KB];
+#pragma unroll
+                for (int b = 0; b < KB; b++) {
+                    const int k = lane + 32 * (k0 + b), row = k / WPR, col = k % WPR;
+                    w[b] = key0 + row <= kb ? *(const uint4 *)(Kh + (int64_t)(key0 + row) * HD + col * 8) : make_uint4(0, 0, 0, 0);
+                }
+#pragma unroll
+                for (int b = 0; b < KB; b++) {
+                    const int k = lane + 32 * (k0 + b), row = k / WPR, col = k % WPR;
+                    *(uint4 *)(Ks[warp] + row * C::KS + col * 8) = w[b];
+                }
             }
             __syncwarp();
             attn_tile<HD, ATT_RW, C::KS>(S, &Qs[0][0], Ks[warp], Vh + (int64_t)key0 * HD, HD, key0, lor, hir, a.scale,
@@ -471,6 +503,7 @@ template <int HD> ts_status attn_plan(const ts_cuda_attn *a, AttnPlan &p) {
 
 ts_status attn_check(const ts_cuda_attn *a) {
     TS_ARG_CHECK(a && a->q && a->k && a->v && a->pos && a->out, "cuda attention: NULL q, k, v, pos or out");
+    TS_ARG_CHECK(((uintptr_t)a->q & 15) == 0, "cuda attention: q not 16-byte aligned (decode reads it in 16-byte words)");
     TS_ARG_CHECK(a->head_dim == 64 || a->head_dim == 128 || a->head_dim == 256,
                  "cuda attention: head_dim %d (64, 128 or 256)", a->head_dim);
     TS_ARG_CHECK(a->n_tok >= 1 && a->n_head >= 1 && a->n_head_kv >= 1 && a->n_head % a->n_head_kv == 0,
