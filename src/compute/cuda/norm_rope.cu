@@ -95,17 +95,33 @@ __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_kv_kernel(const ts_cuda_
     const bool store = a.k_cache != nullptr;
     const bool pos_ok = pos >= 0 && pos < a.n_ctx;
     if (store && !pos_ok && threadIdx.x == 0 && blockIdx.y == 0 && a.err) atomicOr(a.err, TS_CUDA_ERR_POS);
-    __syncthreads();
 
     const int nq = a.q ? a.n_head : 0, nk = a.n_head_kv, nv = store ? a.n_head_kv : 0;
     float *sh = hb[warp];
-    for (int j = blockIdx.y * ROPE_WARPS + warp; j < nq + nk + nv; j += ROPE_WARPS * gridDim.y) {
-        const int kind = j < nq ? 0 : j < nq + nk ? 1 : 2; /* q, k, v */
-        const int h = kind == 0 ? j : kind == 1 ? j - nq : j - nq - nk;
-        const float *src = kind == 0   ? a.q + ((int64_t)t * a.n_head + h) * hd
-                           : kind == 1 ? a.k + ((int64_t)t * a.n_head_kv + h) * hd
-                                       : a.v + ((int64_t)t * a.n_head_kv + h) * hd;
+    /* head j's kind (q, k, v), index and row */
+    auto head = [&](int j, int &kind, int &h) -> const float * {
+        kind = j < nq ? 0 : j < nq + nk ? 1 : 2;
+        h = kind == 0 ? j : kind == 1 ? j - nq : j - nq - nk;
+        return kind == 0   ? a.q + ((int64_t)t * a.n_head + h) * hd
+               : kind == 1 ? a.k + ((int64_t)t * a.n_head_kv + h) * hd
+                           : a.v + ((int64_t)t * a.n_head_kv + h) * hd;
+    };
+    /* the warp's first head (usually its only one) loaded before the barrier:
+     * in flight while the position and the cos/sin table are formed, not
+     * one more round trip after them */
+    const int j0 = blockIdx.y * ROPE_WARPS + warp;
+    if (j0 < nq + nk + nv) {
+        int kind, h;
+        const float *src = head(j0, kind, h);
         for (int d = lane; d < hd; d += 32) sh[d] = src[d];
+    }
+    __syncthreads();
+
+    for (int j = j0; j < nq + nk + nv; j += ROPE_WARPS * gridDim.y) {
+        int kind, h;
+        const float *src = head(j, kind, h);
+        if (j != j0)
+            for (int d = lane; d < hd; d += 32) sh[d] = src[d];
         const float *nw = kind == 0 ? a.q_norm : kind == 1 ? a.k_norm : nullptr;
         if (nw) {
             double ss = 0;
