@@ -47,9 +47,13 @@ model=$1
 [ -x "$ts" ] || die "turbospark '$ts' not executable (-T)"
 [ -z "$llama" ] || [ -x "$llama" ] || die "llama-bench '$llama' not executable (-L)"
 [ -z "$base" ] || [ -x "$base" ] || die "base turbospark '$base' not executable (-B)"
-for v in pairs np nt reps; do
+for v in pairs reps; do
     [[ ${!v} =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || die "bad value '${!v}' for $v"
 done
+for v in np nt; do # 0: that test is not run (-p 0: tg only)
+    [[ ${!v} =~ ^[0-9]+$ ]] || die "bad value '${!v}' for $v"
+done
+[ "$np" -ge 1 ] || [ "$nt" -ge 1 ] || die "-p 0 and -n 0: nothing to run"
 names=(turbospark) ne=1
 [ -n "$llama" ] && names+=(llama.cpp) && ne=$((ne + 1))
 [ -n "$base" ] && names+=(base) && ne=$((ne + 1))
