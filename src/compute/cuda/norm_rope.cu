@@ -98,57 +98,46 @@ __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_kv_kernel(const ts_cuda_
 
     const int nq = a.q ? a.n_head : 0, nk = a.n_head_kv, nv = store ? a.n_head_kv : 0;
     float *sh = hb[warp];
-    /* head j's kind (q, k, v), index and row */
-    auto head = [&](int j, int &kind, int &h) -> const float * {
-        kind = j < nq ? 0 : j < nq + nk ? 1 : 2;
-        h = kind == 0 ? j : kind == 1 ? j - nq : j - nq - nk;
-        return kind == 0   ? a.q + ((int64_t)t * a.n_head + h) * hd
-               : kind == 1 ? a.k + ((int64_t)t * a.n_head_kv + h) * hd
-                           : a.v + ((int64_t)t * a.n_head_kv + h) * hd;
-    };
-    /* the warp's first head (usually its only one) loaded before the barrier:
-     * in flight while the position and the cos/sin table are formed, not
-     * one more round trip after them */
-    const int j0 = blockIdx.y * ROPE_WARPS + warp;
-    if (j0 < nq + nk + nv) {
-        int kind, h;
-        const float *src = head(j0, kind, h);
+    /* one head per warp (the launcher gives every head a warp): its kind (q,
+     * k, v), index and row, loaded before the barrier, so the load is in
+     * flight while the position and the cos/sin table are formed, not one
+     * more round trip after them */
+    const int j = blockIdx.y * ROPE_WARPS + warp;
+    const bool mine = j < nq + nk + nv;
+    const int kind = j < nq ? 0 : j < nq + nk ? 1 : 2;
+    const int h = kind == 0 ? j : kind == 1 ? j - nq : j - nq - nk;
+    const float *src = kind == 0   ? a.q + ((int64_t)t * a.n_head + h) * hd
+                       : kind == 1 ? a.k + ((int64_t)t * a.n_head_kv + h) * hd
+                                   : a.v + ((int64_t)t * a.n_head_kv + h) * hd;
+    if (mine)
         for (int d = lane; d < hd; d += 32) sh[d] = src[d];
-    }
     __syncthreads();
-
-    for (int j = j0; j < nq + nk + nv; j += ROPE_WARPS * gridDim.y) {
-        int kind, h;
-        const float *src = head(j, kind, h);
-        if (j != j0)
-            for (int d = lane; d < hd; d += 32) sh[d] = src[d];
-        const float *nw = kind == 0 ? a.q_norm : kind == 1 ? a.k_norm : nullptr;
-        if (nw) {
-            double ss = 0;
-            for (int d = lane; d < hd; d += 32) ss += (double)sh[d] * sh[d];
-            const float inv = inv_rms(warp_sum_d(ss), hd, a.eps);
-            __syncwarp();
-            for (int d = lane; d < hd; d += 32) sh[d] = fmul_rn(fmul_rn(sh[d], inv), nw[d]);
-        }
+    if (!mine) return;
+    const float *nw = kind == 0 ? a.q_norm : kind == 1 ? a.k_norm : nullptr;
+    if (nw) {
+        double ss = 0;
+        for (int d = lane; d < hd; d += 32) ss += (double)sh[d] * sh[d];
+        const float inv = inv_rms(warp_sum_d(ss), hd, a.eps);
         __syncwarp();
-        if (kind < 2) {
-            for (int i = lane; i < half; i += 32) {
-                const int i0 = a.mode == TS_CUDA_ROPE_NEOX ? i : 2 * i, i1 = a.mode == TS_CUDA_ROPE_NEOX ? i + half : 2 * i + 1;
-                const float c = cs[2 * i], s = cs[2 * i + 1], x0 = sh[i0], x1 = sh[i1];
-                sh[i0] = fsub_rn(fmul_rn(x0, c), fmul_rn(x1, s));
-                sh[i1] = fadd_rn(fmul_rn(x0, s), fmul_rn(x1, c));
-            }
+        for (int d = lane; d < hd; d += 32) sh[d] = fmul_rn(fmul_rn(sh[d], inv), nw[d]);
+    }
+    __syncwarp();
+    if (kind < 2) {
+        for (int i = lane; i < half; i += 32) {
+            const int i0 = a.mode == TS_CUDA_ROPE_NEOX ? i : 2 * i, i1 = a.mode == TS_CUDA_ROPE_NEOX ? i + half : 2 * i + 1;
+            const float c = cs[2 * i], s = cs[2 * i + 1], x0 = sh[i0], x1 = sh[i1];
+            sh[i0] = fsub_rn(fmul_rn(x0, c), fmul_rn(x1, s));
+            sh[i1] = fadd_rn(fmul_rn(x0, s), fmul_rn(x1, c));
         }
-        __syncwarp();
-        float *dst = kind == 2 ? nullptr : (float *)src; /* q and k are rotated in place */
-        uint16_t *cache = kind == 1 ? a.k_cache : kind == 2 ? a.v_cache : nullptr;
-        const int64_t co = ((int64_t)h * a.n_ctx + pos) * hd;
-        for (int d = lane; d < hd; d += 32) {
-            const float v = sh[d];
-            if (dst) dst[d] = v;
-            if (cache && pos_ok) cache[co + d] = __half_as_ushort(__float2half_rn(v));
-        }
-        __syncwarp();
+    }
+    __syncwarp();
+    float *dst = kind == 2 ? nullptr : (float *)src; /* q and k are rotated in place */
+    uint16_t *cache = kind == 1 ? a.k_cache : kind == 2 ? a.v_cache : nullptr;
+    const int64_t co = ((int64_t)h * a.n_ctx + pos) * hd;
+    for (int d = lane; d < hd; d += 32) {
+        const float v = sh[d];
+        if (dst) dst[d] = v;
+        if (cache && pos_ok) cache[co + d] = __half_as_ushort(__float2half_rn(v));
     }
 }
 
