@@ -1201,32 +1201,30 @@ static ts_status cuda_sample(ts_stream *st, float *logits, int32_t n_vocab, ts_s
     if (!live(c)) return cuda_sync(st);
     ts_status rs = sample_reserve(c, n_vocab, cap);
     if (rs != TS_OK) return rs;
-    if (d->temperature <= 0.0f && (!cap || d->repeat_penalty == 1.0f)) {
-        /* greedy without a penalty: the chain's steps reduce to NaN -> -inf
-         * and the argmax, which many blocks do faster than the chain's one
-         * (7B vocabulary: 21 us a token); no RNG goes up or comes back (greedy
-         * draws nothing: d->rng is left as it is, as on the CPU) */
+    /* greedy without a penalty: the chain's steps reduce to NaN -> -inf and
+     * the argmax, which many blocks do faster than the chain's one (7B
+     * vocabulary: 21 us a token); no RNG goes up or comes back (greedy draws
+     * nothing: d->rng is left as it is, as on the CPU) */
+    const bool greedy = d->temperature <= 0.0f && (!cap || d->repeat_penalty == 1.0f);
+    if (greedy) {
         OP(c, ts_cuda_argmax(c->s, logits, n_vocab, c->smp_id, c->smp_am, c->err_dev), "sample (greedy)");
-        note_cuda(c, cudaMemcpyAsync(c->smp_host + 32, c->smp_id, sizeof(int32_t), cudaMemcpyDeviceToHost, c->s), "sample (result)");
-        ts_status r = cuda_sync(st);
-        if (r != TS_OK) return r;
-        memcpy(id, c->smp_host + 32, sizeof(int32_t));
-        if (*id < 0) return ts_fail(TS_ERR_ARG, "sampling: every logit is -inf or NaN: no token can be chosen");
-        return TS_OK;
+    } else {
+        memcpy(c->smp_host, d->rng, 32);
+        if (cap) memcpy(c->smp_host + 64, d->recent, sizeof(int32_t) * (size_t)cap);
+        note_cuda(c, cudaMemcpyAsync(c->smp_rng, c->smp_host, 32, cudaMemcpyHostToDevice, c->s), "sample (state)");
+        if (cap) note_cuda(c, cudaMemcpyAsync(c->smp_ring, c->smp_host + 64, sizeof(int32_t) * (size_t)cap, cudaMemcpyHostToDevice, c->s), "sample (ring)");
+        note_cuda(c, cudaMemsetAsync(c->smp_ring_pos, 0, sizeof(int32_t), c->s), "sample (ring)");
+        ts_cuda_sampler_params p = {d->temperature, d->top_k, d->top_p, d->min_p, d->repeat_penalty};
+        ts_cuda_sampler_state ss = {c->smp_rng, cap ? c->smp_ring : NULL, c->smp_ring_pos, cap};
+        if (c->err == TS_OK)
+            OP(c, ts_cuda_sample(c->s, logits, n_vocab, &p, &ss, c->smp_id, c->err_dev, c->smp_scratch, c->smp_scratch_bytes), "sample");
     }
-    memcpy(c->smp_host, d->rng, 32);
-    if (cap) memcpy(c->smp_host + 64, d->recent, sizeof(int32_t) * (size_t)cap);
-    note_cuda(c, cudaMemcpyAsync(c->smp_rng, c->smp_host, 32, cudaMemcpyHostToDevice, c->s), "sample (state)");
-    if (cap) note_cuda(c, cudaMemcpyAsync(c->smp_ring, c->smp_host + 64, sizeof(int32_t) * (size_t)cap, cudaMemcpyHostToDevice, c->s), "sample (ring)");
-    note_cuda(c, cudaMemsetAsync(c->smp_ring_pos, 0, sizeof(int32_t), c->s), "sample (ring)");
-    ts_cuda_sampler_params p = {d->temperature, d->top_k, d->top_p, d->min_p, d->repeat_penalty};
-    ts_cuda_sampler_state ss = {c->smp_rng, cap ? c->smp_ring : NULL, c->smp_ring_pos, cap};
-    if (c->err == TS_OK)
-        OP(c, ts_cuda_sample(c->s, logits, n_vocab, &p, &ss, c->smp_id, c->err_dev, c->smp_scratch, c->smp_scratch_bytes), "sample");
-    note_cuda(c, cudaMemcpyAsync(c->smp_host, c->smp_rng, 36, cudaMemcpyDeviceToHost, c->s), "sample (result)");
+    /* the id (at 32), after the advanced RNG state when the chain drew */
+    const size_t off = greedy ? 32 : 0;
+    note_cuda(c, cudaMemcpyAsync(c->smp_host + off, (uint8_t *)c->smp_rng + off, 36 - off, cudaMemcpyDeviceToHost, c->s), "sample (result)");
     ts_status r = cuda_sync(st);
     if (r != TS_OK) return r;
-    memcpy(d->rng, c->smp_host, 32);
+    if (!greedy) memcpy(d->rng, c->smp_host, 32);
     memcpy(id, c->smp_host + 32, sizeof(int32_t));
     if (*id < 0) return ts_fail(TS_ERR_ARG, "sampling: every logit is -inf or NaN: no token can be chosen");
     return TS_OK;
