@@ -51,8 +51,8 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
         double ss = 0;
 #pragma unroll 4
         for (int64_t i = threadIdx.x; i < n4; i += 256) {
-            const float4 v = r4[i];
-            ss += (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w;
+            const float4 q = r4[i];
+            ss += (double)q.x * q.x + (double)q.y * q.y + (double)q.z * q.z + (double)q.w * q.w;
         }
         ss = block_sum_256(ss, shd);
         inv = (float)(1.0 / sqrt(ss / (double)n_in + (double)eps));
