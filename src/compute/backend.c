@@ -144,3 +144,10 @@ void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, cons
     op->rope(st, k, n, d->n_head_kv, HD, r->n_rot, r->cs, r->mode);
     op->kv_store(st, kv, d, k, v);
 }
+
+void ts_backend_compose_rope_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r,
+                                             float *q, float *k, const float *v, float *att, const ts_mat *w, float *x, float *tmp) {
+    const ts_backend_ops *op = st->be->ops;
+    op->rope_kv_store(st, kv, d, r, q, k, v);
+    op->attn_matmul_add(st, kv, d, q, att, w, x, tmp);
+}

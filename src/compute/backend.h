@@ -276,6 +276,11 @@ typedef struct ts_backend_ops {
     /* per-head norms (r->q_norm/k_norm), rope(q), rope(k), then kv_store(k, v) */
     void (*rope_kv_store)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q, float *k,
                           const float *v);
+    /* rope_kv_store(kv, d, r, q, k, v), then attn_matmul_add(kv, d, q, att, w,
+     * x, tmp): a layer's attention from its q, k, v to the residual; q and k
+     * are undefined after (rotated or not) */
+    void (*rope_attn_matmul_add)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
+                                 float *k, const float *v, float *att, const ts_mat *w, float *x, float *tmp);
 
     /* ---- recorded decode steps; NULL on a backend without them ----
      * Between capture_begin(seg) and capture_end the stream's ops are
@@ -311,6 +316,8 @@ void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, c
 void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
                                       float *k, const float *v);
+void ts_backend_compose_rope_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r,
+                                             float *q, float *k, const float *v, float *att, const ts_mat *w, float *x, float *tmp);
 
 /* top-k of n values: descending, ties to the lower id, k <= n. */
 void ts_topk(const float *x, int n, int k, int32_t *ids);

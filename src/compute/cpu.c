@@ -958,6 +958,7 @@ static const ts_backend_ops cpu_ops = {
     .rope_kv_store = ts_backend_compose_rope_kv_store,
     .act_matmul_add = ts_backend_compose_act_matmul_add,
     .attn_matmul_add = ts_backend_compose_attn_matmul_add,
+    .rope_attn_matmul_add = ts_backend_compose_rope_attn_matmul_add,
 };
 
 ts_status ts_backend_cpu_new(int n_threads, ts_backend **out) {

@@ -14,8 +14,9 @@
  *
  * Only backend ops touch the buffers; this file does pointer arithmetic.
  * Where a norm feeds a matmul, or a matmul feeds the residual, the fused op
- * (norm_matmul, matmul_add, act_matmul_add, attn_matmul_add, rope_kv_store) says so: on the CPU it is the same
- * composition of plain ops, on a GPU one pass fewer. */
+ * (norm_matmul, matmul_add, act_matmul_add, attn_matmul_add, rope_kv_store,
+ * rope_attn_matmul_add) says so: on the CPU it is the same composition of
+ * plain ops, on a GPU one pass fewer. */
 #include <string.h>
 
 #include "forward/forward_internal.h"
@@ -83,15 +84,15 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
             .kv_type = s->kv_type,
             .pos = s->pos,
         };
-        op->rope_kv_store(st, &s->kv[l], &ad, &ra, s->q, s->k, s->v);
         if (L->attn_post_norm) {
+            op->rope_kv_store(st, &s->kv[l], &ad, &ra, s->q, s->k, s->v);
             op->attention(st, &s->kv[l], &ad, s->q, s->att);
             const ts_mat *wo[1] = {&L->wo};
             op->matmul(st, 1, wo, &s->xb2, s->att, n);
             op->rmsnorm(st, s->xb2, L->attn_post_norm, E, n, eps, s->xb2);
             op->add(st, s->x, s->xb2, (int64_t)n * E);
         } else {
-            op->attn_matmul_add(st, &s->kv[l], &ad, s->q, s->att, &L->wo, s->x, s->xb2);
+            op->rope_attn_matmul_add(st, &s->kv[l], &ad, &ra, s->q, s->k, s->v, s->att, &L->wo, s->x, s->xb2);
         }
         HOOK(h, mark, s, TS_PHASE_ATTENTION);
         HOOK(h, after_attention, s, l, n); /* the pilot probe; its own cost is no phase's: */

@@ -19,7 +19,13 @@
  * Decode cases also run ts_cuda_attention_q8 (the split merge fused with the
  * activation quantization) for each partner the row suits: its output and
  * quantized bytes must equal the plain attention's and ts_cuda_quantize_q8's
- * of it, bit for bit. */
+ * of it, bit for bit.
+ * One-token decode cases with at most 8 query heads per kv head also run
+ * ts_cuda_rope_attention (RoPE and the K/V store inside the decode kernel)
+ * against ts_cuda_rope_kv_store then the attention, from the same unrotated
+ * q, k, v: output, both caches (every byte) and the quantized bytes must be
+ * equal bit for bit, normal and NeoX pairs, all or half of the dims rotated;
+ * q and k stay unrotated; a position outside the cache stores nothing. */
 #include "cpu_ref.h"
 #include "cuda_test_util.h"
 
@@ -119,6 +125,105 @@ static void run(const AttCase &c) {
     cudaFree(dq), cudaFree(dout), cudaFree(dk), cudaFree(dv), cudaFree(dpos), cudaFree(derr), cudaFree(scratch);
 }
 
+/* ts_cuda_rope_attention against ts_cuda_rope_kv_store + ts_cuda_attention(_q8) */
+static void run_rope(const AttCase &c, int neox, int n_rot, uint32_t partner, bool bad_pos) {
+    const int hd = c.head_dim;
+    const size_t nq = (size_t)c.n_head * hd, nk = (size_t)c.n_head_kv * hd, ncache = (size_t)c.n_head_kv * c.n_ctx * hd;
+    const int64_t n_in = (int64_t)c.n_head * hd;
+    const size_t qb = partner ? ts_cuda_q8_bytes(partner, n_in, 1) : 0;
+    if (partner && !qb) return;
+    float *q = (float *)malloc(4 * nq), *k = (float *)malloc(4 * nk), *v = (float *)malloc(4 * nk);
+    float *freq = (float *)malloc(4 * (n_rot / 2 + 1));
+    uint16_t *kc = (uint16_t *)malloc(2 * ncache), *vc = (uint16_t *)malloc(2 * ncache);
+    tcu_fill_normal(q, nq, 1.0f), tcu_fill_normal(k, nk, 1.0f), tcu_fill_normal(v, nk, 1.0f);
+    for (int i = 0; i < n_rot / 2; i++) freq[i] = powf(10000.0f, -2.0f * (float)i / (float)n_rot);
+    for (size_t i = 0; i < ncache; i++) {
+        const int p = (int)((i / hd) % c.n_ctx);
+        kc[i] = p < c.pos0 ? ts_f32_to_f16(tcu_normal()) : 0x7e00; /* the new row and past it: NaN */
+        vc[i] = p < c.pos0 ? ts_f32_to_f16(tcu_normal()) : 0x7e00;
+    }
+    const int32_t pos = bad_pos ? c.n_ctx : c.pos0;
+    float *dq[2], *dk[2], *dv, *dout[2], *dfreq;
+    uint16_t *dkc[2], *dvc[2];
+    uint8_t *dq8[2] = {NULL, NULL};
+    int32_t *dpos;
+    unsigned *derr[2];
+    dv = (float *)tcu_dalloc(4 * nk), dfreq = (float *)tcu_dalloc(4 * (n_rot / 2 + 1)), dpos = (int32_t *)tcu_dalloc(4);
+    tcu_up(dv, v, 4 * nk), tcu_up(dfreq, freq, 4 * (n_rot / 2 + 1)), tcu_up(dpos, &pos, 4);
+    ts_cuda_attn a[2];
+    ts_cuda_rope_kv r[2];
+    size_t sb = 0;
+    void *scratch[2];
+    for (int f = 0; f < 2; f++) { /* 0: the two calls, 1: fused */
+        dq[f] = (float *)tcu_dalloc(4 * nq), dk[f] = (float *)tcu_dalloc(4 * nk), dout[f] = (float *)tcu_dalloc(4 * nq);
+        dkc[f] = (uint16_t *)tcu_dalloc(2 * ncache), dvc[f] = (uint16_t *)tcu_dalloc(2 * ncache);
+        derr[f] = (unsigned *)tcu_dalloc(4);
+        tcu_up(dq[f], q, 4 * nq), tcu_up(dk[f], k, 4 * nk), tcu_up(dkc[f], kc, 2 * ncache), tcu_up(dvc[f], vc, 2 * ncache);
+        TCU(cudaMemset(derr[f], 0, 4));
+        tcu_poison(dout[f], 4 * nq);
+        if (qb) dq8[f] = (uint8_t *)tcu_dalloc(qb), tcu_poison(dq8[f], qb);
+        a[f] = ts_cuda_attn{dq[f], dkc[f], dvc[f], dpos, dout[f], derr[f], 1, c.n_head, c.n_head_kv, hd, c.n_ctx, c.window,
+                            1.0f / sqrtf((float)hd)};
+        r[f] = ts_cuda_rope_kv{dq[f], dk[f], dv, dpos, dfreq, NULL, NULL, dkc[f], dvc[f], derr[f], 1, c.n_head, c.n_head_kv, hd,
+                               n_rot, c.n_ctx, neox ? TS_CUDA_ROPE_NEOX : TS_CUDA_ROPE_NORMAL, 0.875f, 1e-6f};
+        sb = ts_cuda_attn_scratch_bytes(&a[f]);
+        scratch[f] = sb ? tcu_dalloc(sb) : NULL;
+        if (sb) tcu_poison(scratch[f], sb);
+    }
+    char what[200];
+    snprintf(what, sizeof what, "rope+attention h=%d/%d hd=%d ctx=%d pos=%d win=%d %s rot=%d %s", c.n_head, c.n_head_kv, hd,
+             c.n_ctx, pos, c.window, neox ? "neox" : "normal", n_rot, partner ? ts_type_name(partner) : "f32");
+    CHECKF(ts_cuda_rope_attention_fits(&r[1], &a[1]), "%s: does not fit", what);
+    TCU_OK(ts_cuda_rope_kv_store(NULL, &r[0]), what);
+    if (qb) TCU_OK(ts_cuda_attention_q8(NULL, &a[0], scratch[0], sb, partner, dq8[0]), what);
+    else TCU_OK(ts_cuda_attention(NULL, &a[0], scratch[0], sb), what);
+    TCU_OK(ts_cuda_rope_attention(NULL, &r[1], &a[1], scratch[1], sb, partner, dq8[1]), what);
+    tcu_sync(what);
+    float *out[2] = {(float *)malloc(4 * nq), (float *)malloc(4 * nq)}, *qa = (float *)malloc(4 * nq), *ka = (float *)malloc(4 * nk);
+    uint16_t *kca[2] = {(uint16_t *)malloc(2 * ncache), (uint16_t *)malloc(2 * ncache)};
+    uint16_t *vca[2] = {(uint16_t *)malloc(2 * ncache), (uint16_t *)malloc(2 * ncache)};
+    uint8_t *q8h[2] = {(uint8_t *)malloc(qb + 1), (uint8_t *)malloc(qb + 1)};
+    unsigned err[2];
+    for (int f = 0; f < 2; f++) {
+        tcu_down(out[f], dout[f], 4 * nq), tcu_down(kca[f], dkc[f], 2 * ncache), tcu_down(vca[f], dvc[f], 2 * ncache);
+        tcu_down(&err[f], derr[f], 4);
+        if (qb) tcu_down(q8h[f], dq8[f], qb);
+    }
+    tcu_down(qa, dq[1], 4 * nq), tcu_down(ka, dk[1], 4 * nk);
+    const bool same_out = memcmp(out[0], out[1], 4 * nq) == 0, same_k = memcmp(kca[0], kca[1], 2 * ncache) == 0,
+               same_v = memcmp(vca[0], vca[1], 2 * ncache) == 0, same_q8 = !qb || memcmp(q8h[0], q8h[1], qb) == 0,
+               raw_qk = memcmp(qa, q, 4 * nq) == 0 && memcmp(ka, k, 4 * nk) == 0;
+    printf("%-72s out %s, k %s, v %s, q8 %s\n", what, same_out ? "same" : "DIFFERS", same_k ? "same" : "DIFFERS",
+           same_v ? "same" : "DIFFERS", same_q8 ? "same" : "DIFFERS");
+    CHECKF(same_out && same_k && same_v && same_q8, "%s: fused differs from rope_kv_store + attention", what);
+    CHECKF(raw_qk, "%s: the fused call changed q or k", what);
+    CHECKF(tcu_unwritten(out[1], nq, 4) == 0, "%s: output not all written", what);
+    if (bad_pos) {
+        CHECKF(err[0] == TS_CUDA_ERR_POS && err[1] == TS_CUDA_ERR_POS, "%s: err %u / %u", what, err[0], err[1]);
+        CHECKF(memcmp(kca[1], kc, 2 * ncache) == 0 && memcmp(vca[1], vc, 2 * ncache) == 0, "%s: the cache changed", what);
+    } else {
+        CHECKF(err[0] == 0 && err[1] == 0, "%s: err %u / %u", what, err[0], err[1]);
+        /* the new row was stored (it held NaN) */
+        const size_t row = ((size_t)(c.n_head_kv - 1) * c.n_ctx + pos) * hd;
+        CHECKF(kca[1][row] != 0x7e00 && vca[1][row + hd - 1] != 0x7e00, "%s: the new row was not stored", what);
+    }
+    for (int f = 0; f < 2; f++) {
+        free(out[f]), free(kca[f]), free(vca[f]), free(q8h[f]);
+        cudaFree(dq[f]), cudaFree(dk[f]), cudaFree(dout[f]), cudaFree(dkc[f]), cudaFree(dvc[f]), cudaFree(derr[f]);
+        cudaFree(dq8[f]), cudaFree(scratch[f]);
+    }
+    free(q), free(k), free(v), free(freq), free(kc), free(vc), free(qa), free(ka);
+    cudaFree(dv), cudaFree(dfreq), cudaFree(dpos);
+}
+
+static void run_rope_all(const AttCase &c) {
+    /* Q8_K where the row suits it (n_head * head_dim a multiple of 256), else no quantization */
+    const uint32_t k8 = ts_cuda_q8_bytes(TS_TYPE_Q8_K, (int64_t)c.n_head * c.head_dim, 1) ? TS_TYPE_Q8_K : 0;
+    const uint32_t partners[3] = {0, TS_TYPE_Q8_0, k8};
+    for (int i = 0; i < 3; i++) run_rope(c, i & 1, i == 2 ? c.head_dim / 2 : c.head_dim, partners[i], false);
+    run_rope(c, 1, c.head_dim, TS_TYPE_Q8_0, true);
+}
+
 static void check_refusals(void) {
     ts_cuda_attn a;
     memset(&a, 0, sizeof a);
@@ -133,6 +238,18 @@ static void check_refusals(void) {
     if (sb) CHECK(ts_cuda_attention(NULL, &a, d, sb - 1) == TS_ERR_ARG); /* scratch too small */
     a.k = (uint16_t *)((uint8_t *)d + 8);
     CHECK(ts_cuda_attention(NULL, &a, d, 1 << 20) == TS_ERR_ARG); /* misaligned cache */
+    /* the fused RoPE: 16 query heads per kv head (two blocks would read the
+     * new row), per-head norms, two tokens */
+    a = ts_cuda_attn{d, (uint16_t *)d, (uint16_t *)d, (int32_t *)d, d, NULL, 1, 32, 2, 128, 1024, 0, 0.1f};
+    ts_cuda_rope_kv r = {d, d, d, (int32_t *)d, d, NULL, NULL, (uint16_t *)d, (uint16_t *)d, NULL, 1, 32, 2, 128, 128, 1024,
+                         TS_CUDA_ROPE_NEOX, 1.0f, 1e-6f};
+    CHECK(!ts_cuda_rope_attention_fits(&r, &a) && ts_cuda_rope_attention(NULL, &r, &a, d, 1 << 20, 0, NULL) == TS_ERR_ARG);
+    a.n_head = r.n_head = 8;
+    CHECK(ts_cuda_rope_attention_fits(&r, &a));
+    r.q_norm = d;
+    CHECK(ts_cuda_rope_attention(NULL, &r, &a, d, 1 << 20, 0, NULL) == TS_ERR_ARG);
+    r.q_norm = NULL, r.n_tok = a.n_tok = 2;
+    CHECK(ts_cuda_rope_attention(NULL, &r, &a, d, 1 << 20, 0, NULL) == TS_ERR_ARG);
     CHECK(cudaGetLastError() == cudaSuccess);
     cudaFree(d);
     printf("%-60s checked\n", "argument refusals");
@@ -148,6 +265,10 @@ int main(void) {
         run({1, 4, 1, 64, 10000, 3, 0});    /* 79 splits, all but the first past the position (empty states) */
         run({1, 4, 1, 256, 70, 40, 16});    /* decode, head_dim 256, window */
         run({12, 6, 3, 128, 48, 20, 0});    /* prefill */
+        run_rope_all({1, 9, 3, 64, 300, 200, 0});   /* fused RoPE: splits, the new row mid-split */
+        run_rope_all({1, 7, 1, 128, 100, 0, 0});    /* the first token */
+        run_rope_all({1, 4, 1, 256, 70, 40, 16});   /* head_dim 256, window */
+        check_refusals();
         return tu_finish();
     }
     /* n_tok, n_head, n_kv, hd, n_ctx, pos0, window */
@@ -168,6 +289,16 @@ int main(void) {
     run({200, 28, 4, 128, 512, 0, 0});
     run({70, 4, 1, 256, 300, 5, 32});    /* prefill with a window */
     run({40, 6, 3, 64, 100, 60, 0});     /* prefill ending at the cache's last slot */
+    /* fused RoPE + attention, one token */
+    run_rope_all({1, 9, 3, 64, 100, 0, 0});      /* SmolLM2, first token */
+    run_rope_all({1, 9, 3, 64, 2048, 1500, 0});
+    run_rope_all({1, 12, 2, 128, 4096, 4095, 0}); /* the cache's last slot */
+    run_rope_all({1, 28, 4, 128, 8192, 3000, 0}); /* 7B, GQA 7 */
+    run_rope_all({1, 28, 4, 128, 8192, 2, 0});    /* early in a long context */
+    run_rope_all({1, 8, 2, 128, 1024, 95, 0});    /* the new row at a split's end (split_len 96 or 32k) */
+    run_rope_all({1, 8, 2, 128, 1024, 96, 0});    /* and at a split's start */
+    run_rope_all({1, 4, 1, 256, 600, 599, 17});  /* window */
+    run_rope_all({1, 8, 8, 64, 333, 40, 0});      /* no GQA */
     check_refusals();
     return tu_finish();
 }

@@ -20,6 +20,13 @@
  * whose split lies past a token's position exit after writing an empty state,
  * so one graph serves every decode step.
  *
+ * Fused with RoPE (ts_cuda_rope_attention, one decode token): the block also
+ * rotates its query rows in shared memory, and the block whose split holds
+ * the position rotates the token's k and stores k and v into the cache before
+ * its barrier, so its own tile loads read them (no other block reads that
+ * row: the splits below the position end before it). The rope_kv_store
+ * kernel's operations in its order: the same bits, one launch fewer.
+ *
  * Prefill: grid (query tiles of BQ tokens, heads); the block stages each K/V
  * tile once for its BQ queries (each warp owns BQ/4 of them) and walks the
  * keys from the tile's lowest visible position to its highest.
@@ -168,14 +175,26 @@ TS_DEV bool token_range(const ts_cuda_attn &a, int t, int &lo, int &hi) {
     return true;
 }
 
-template <int HD>
+/* The decode token's RoPE and K/V store (ROPE), as rope_kv_kernel does them. */
+struct RopeNew {
+    const float *k, *v; /* (n_head_kv, HD) the token's k (not yet rotated) and v */
+    const float *freq;  /* (n_rot / 2) rotation frequencies */
+    uint16_t *kc, *vc;  /* the F16 caches the attention reads (a.k, a.v) */
+    int n_rot;          /* even, <= HD */
+    int neox;           /* pairs (i, i + n_rot/2), else (2i, 2i + 1) */
+    float mscale;       /* multiplies cos and sin */
+};
+
+template <int HD, bool ROPE>
 __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
-    attn_decode(const ts_cuda_attn a, int n_split, int split_len, int n_hchunk, float *part_ml, float *part_acc) {
+    attn_decode(const ts_cuda_attn a, const RopeNew rn, int n_split, int split_len, int n_hchunk, float *part_ml,
+                float *part_acc) {
     ts_pdl_enter();
     typedef DecCfg<HD> C;
     __shared__ __align__(16) uint16_t Ks[C::WARPS][32 * C::KS];
     __shared__ __align__(16) float Qs[ATT_RW][HD];
     __shared__ float P[C::WARPS][ATT_RW * 32];
+    static_assert(C::WARPS * ATT_RW * 32 >= 2 * HD, "P holds the cos/sin table and the new k row before the tiles");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int split = blockIdx.x, t = blockIdx.z;
     const int kvh = blockIdx.y / n_hchunk, hc = blockIdx.y % n_hchunk;
@@ -210,7 +229,50 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         if (r < ng) v = *(const float4 *)(a.q + ((int64_t)t * a.n_head + h0 + r) * HD + d);
         *(float4 *)&Qs[r][d] = v;
     }
+    /* ROPE: the position's cos/sin (P[0][0..n_rot)) and, in the split that
+     * holds the position, the new k row (P[0][HD..HD + n_rot)): the rotated
+     * dims wait for the barrier, the rest of k and all of v go to the cache
+     * now (a bad position: empty, nothing stored, as rope_kv_kernel) */
+    const int half = rn.n_rot / 2;
+    const int pos = a.pos[t];
+    const bool has_new = ROPE && !empty && pos >= s_lo && pos <= s_hi;
+    float *cs = &P[0][0], *kn = &P[0][0] + HD;
+    const int64_t co = ((int64_t)kvh * a.n_ctx + pos) * HD;
+    if (ROPE) {
+        const float fp = (float)pos;
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            const float th = fmul_rn(fp, rn.freq[i]);
+            cs[2 * i] = fmul_rn(cosf(th), rn.mscale);
+            cs[2 * i + 1] = fmul_rn(sinf(th), rn.mscale);
+        }
+        if (has_new)
+            for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+                const float kv = rn.k[(int64_t)kvh * HD + d], vv = rn.v[(int64_t)kvh * HD + d];
+                if (d < rn.n_rot) kn[d] = kv;
+                else rn.kc[co + d] = __half_as_ushort(__float2half_rn(kv));
+                rn.vc[co + d] = __half_as_ushort(__float2half_rn(vv));
+            }
+    }
     __syncthreads();
+    if (ROPE) {
+        /* rotate the group's query rows in place and the new k row into the
+         * cache; the barrier after makes both visible to the block (its own
+         * global stores included) before any tile reads them */
+        for (int i = threadIdx.x; i < (ng + (has_new ? 1 : 0)) * half; i += blockDim.x) {
+            const int r = i / half, j = i % half;
+            const int i0 = rn.neox ? j : 2 * j, i1 = rn.neox ? j + half : 2 * j + 1;
+            float *row = r < ng ? Qs[r] : kn;
+            const float c = cs[2 * j], sn = cs[2 * j + 1], x0 = row[i0], x1 = row[i1];
+            const float y0 = fsub_rn(fmul_rn(x0, c), fmul_rn(x1, sn)), y1 = fadd_rn(fmul_rn(x0, sn), fmul_rn(x1, c));
+            if (r < ng) {
+                row[i0] = y0, row[i1] = y1;
+            } else {
+                rn.kc[co + i0] = __half_as_ushort(__float2half_rn(y0));
+                rn.kc[co + i1] = __half_as_ushort(__float2half_rn(y1));
+            }
+        }
+        __syncthreads();
+    }
 
     AttnState<HD, ATT_RW> S;
     state_init<HD, ATT_RW>(S);
@@ -528,7 +590,7 @@ template <int HD> size_t attn_scratch(const ts_cuda_attn *a) {
  * checked the layout); with split-K the combine does it. */
 template <int HD>
 ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes, uint32_t partner = 0,
-                      void *q8 = NULL) {
+                      void *q8 = NULL, const RopeNew *rn = NULL) {
     if (a->n_tok > TS_CUDA_MAX_DECODE_TOK) {
         const int bq = PreCfg<HD>::BQ;
         ts_launch(&attn_prefill<HD>, dim3((unsigned)((a->n_tok + bq - 1) / bq), (unsigned)a->n_head), 128, 0, s)(*a);
@@ -548,8 +610,15 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
         acc = (float *)((uint8_t *)scratch + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
     }
     const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
-    ts_launch(&attn_decode<HD>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, p.n_split, p.split_len, p.n_hchunk, ml, acc);
-    TS_CUDA_LAUNCHED("attention decode");
+    if (rn) {
+        ts_launch(&attn_decode<HD, true>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, *rn, p.n_split, p.split_len, p.n_hchunk, ml,
+                                                                              acc);
+        TS_CUDA_LAUNCHED("rope + attention decode");
+    } else {
+        ts_launch(&attn_decode<HD, false>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, RopeNew{}, p.n_split, p.split_len,
+                                                                               p.n_hchunk, ml, acc);
+        TS_CUDA_LAUNCHED("attention decode");
+    }
     if (q8 && p.n_split > 1) {
         const int64_t n_in = (int64_t)a->n_head * HD;
         const Q8Layout L = q8_layout(partner, n_in, a->n_tok);
@@ -586,30 +655,57 @@ size_t ts_cuda_attn_scratch_bytes(const ts_cuda_attn *a) {
     }
 }
 
-ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes) {
-    ts_status st = attn_check(a);
-    if (st != TS_OK) return st;
-    cudaStream_t s = ts_stream(stream);
-    switch (a->head_dim) {
-    case 64: return attn_launch<64>(s, a, scratch, scratch_bytes);
-    case 128: return attn_launch<128>(s, a, scratch, scratch_bytes);
-    default: return attn_launch<256>(s, a, scratch, scratch_bytes);
-    }
-}
-
-ts_status ts_cuda_attention_q8(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes, uint32_t partner,
-                               void *q8) {
-    ts_status st = attn_check(a);
-    if (st != TS_OK) return st;
+static ts_status q8_check(const ts_cuda_attn *a, uint32_t partner, const void *q8) {
     TS_ARG_CHECK(a->n_tok <= TS_CUDA_MAX_DECODE_TOK, "cuda attention_q8: %d tokens (decode: at most %d)", a->n_tok,
                  TS_CUDA_MAX_DECODE_TOK);
     TS_ARG_CHECK(ts_cuda_q8_bytes(partner, (int64_t)a->n_head * a->head_dim, a->n_tok) > 0,
                  "cuda attention_q8: partner %s with rows of %d x %d", ts_type_name(partner), a->n_head, a->head_dim);
     TS_ARG_CHECK(q8 && ((uintptr_t)q8 & 255) == 0, "cuda attention_q8: NULL q8 or not 256-byte aligned");
+    return TS_OK;
+}
+
+static ts_status launch_hd(const ts_cuda_attn *a, void *stream, void *scratch, size_t scratch_bytes, uint32_t partner,
+                           void *q8, const RopeNew *rn) {
     cudaStream_t s = ts_stream(stream);
     switch (a->head_dim) {
-    case 64: return attn_launch<64>(s, a, scratch, scratch_bytes, partner, q8);
-    case 128: return attn_launch<128>(s, a, scratch, scratch_bytes, partner, q8);
-    default: return attn_launch<256>(s, a, scratch, scratch_bytes, partner, q8);
+    case 64: return attn_launch<64>(s, a, scratch, scratch_bytes, partner, q8, rn);
+    case 128: return attn_launch<128>(s, a, scratch, scratch_bytes, partner, q8, rn);
+    default: return attn_launch<256>(s, a, scratch, scratch_bytes, partner, q8, rn);
     }
+}
+
+ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes) {
+    ts_status st = attn_check(a);
+    if (st != TS_OK) return st;
+    return launch_hd(a, stream, scratch, scratch_bytes, 0, NULL, NULL);
+}
+
+ts_status ts_cuda_attention_q8(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes, uint32_t partner,
+                               void *q8) {
+    ts_status st = attn_check(a);
+    if (st == TS_OK) st = q8_check(a, partner, q8);
+    if (st != TS_OK) return st;
+    return launch_hd(a, stream, scratch, scratch_bytes, partner, q8, NULL);
+}
+
+bool ts_cuda_rope_attention_fits(const ts_cuda_rope_kv *r, const ts_cuda_attn *a) {
+    return r && a && r->n_tok == 1 && a->n_tok == 1 && r->k && r->v && r->pos == a->pos && r->freq && !r->q_norm &&
+           !r->k_norm && r->k_cache == a->k && r->v_cache == a->v && r->k_cache && r->v_cache && r->q == a->q &&
+           r->n_head == a->n_head && r->n_head_kv == a->n_head_kv && r->head_dim == a->head_dim && r->n_ctx == a->n_ctx &&
+           r->n_rot >= 0 && r->n_rot % 2 == 0 && r->n_rot <= r->head_dim &&
+           (r->mode == TS_CUDA_ROPE_NORMAL || r->mode == TS_CUDA_ROPE_NEOX) && a->n_head_kv >= 1 &&
+           a->n_head % a->n_head_kv == 0 && a->n_head / a->n_head_kv <= ATT_RW;
+}
+
+ts_status ts_cuda_rope_attention(void *stream, const ts_cuda_rope_kv *r, const ts_cuda_attn *a, void *scratch,
+                                 size_t scratch_bytes, uint32_t partner, void *q8) {
+    ts_status st = attn_check(a);
+    if (st == TS_OK && q8) st = q8_check(a, partner, q8);
+    if (st != TS_OK) return st;
+    TS_ARG_CHECK(ts_cuda_rope_attention_fits(r, a),
+                 "cuda rope + attention: not one decode token with the attention's q, pos and cache, no per-head norms and "
+                 "at most %d query heads per kv head",
+                 ATT_RW);
+    const RopeNew rn = {r->k, r->v, r->freq, r->k_cache, r->v_cache, r->n_rot, r->mode == TS_CUDA_ROPE_NEOX, r->mscale};
+    return launch_hd(a, stream, scratch, scratch_bytes, q8 ? partner : 0, q8, &rn);
 }

@@ -801,6 +801,15 @@ static void cuda_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_de
     note_cuda(c, cudaGetLastError(), "kv store");
 }
 
+/* The rope_kv_store kernel's arguments for r (F16 cache; the caller checked it). */
+static ts_cuda_rope_kv rope_args(cuda_stream *c, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
+                                 float *k, const float *v) {
+    ts_cuda_rope_kv a = {q, k, v, desc_pos(c, d), r->freq, r->q_norm, r->k_norm, (uint16_t *)kv->k, (uint16_t *)kv->v, c->err_dev,
+                         d->n_tok, d->n_head, d->n_head_kv, d->head_dim, r->n_rot, d->n_ctx,
+                         r->mode == TS_ROPE_NEOX ? TS_CUDA_ROPE_NEOX : TS_CUDA_ROPE_NORMAL, r->mscale, r->eps};
+    return a;
+}
+
 /* RoPE computed from the positions on the device (the table the forward
  * pass made is not read), the per-head norms and the F16 store in one
  * kernel; an F32 cache takes the plain ops. */
@@ -813,9 +822,7 @@ static void cuda_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_at
         return;
     }
     if (!desc_ok(c, d, "rope + kv store")) return;
-    ts_cuda_rope_kv a = {q, k, v, desc_pos(c, d), r->freq, r->q_norm, r->k_norm, (uint16_t *)kv->k, (uint16_t *)kv->v, c->err_dev,
-                         d->n_tok, d->n_head, d->n_head_kv, d->head_dim, r->n_rot, d->n_ctx,
-                         r->mode == TS_ROPE_NEOX ? TS_CUDA_ROPE_NEOX : TS_CUDA_ROPE_NORMAL, r->mscale, r->eps};
+    ts_cuda_rope_kv a = rope_args(c, kv, d, r, q, k, v);
     OP(c, ts_cuda_rope_kv_store(c->s, &a), "rope + kv store");
 }
 
@@ -881,28 +888,55 @@ static void cuda_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_d
 }
 
 /* Decode with the int8 Wo: the attention's split-K merge also quantizes its
- * output for Wo (one launch fewer), then the matvec adds into x. */
-static void cuda_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *att,
-                                 const ts_mat *w, float *x, float *tmp) {
+ * output for Wo (one launch fewer), then the matvec adds into x. With r (one
+ * token, ts_cuda_rope_attention_fits) the attention kernel also does RoPE and
+ * the K/V store (one launch fewer again); r NULL: the caller stored them. */
+static void attn_wo(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q, float *k,
+                    const float *v, float *att, const ts_mat *w, float *x, float *tmp) {
     cuda_stream *c = cst(st);
     if (!live(c)) return;
     const uint32_t partner = ts_cuda_q8_partner(w->type);
-    const bool fused = attn_fast(d) && d->n_tok <= TS_CUDA_MAX_DECODE_TOK && d->n_tok <= c->max_tokens && d->n_head_kv >= 1 &&
-                       d->n_head % d->n_head_kv == 0 && matmul_path(c, w->type, d->n_tok) == 0 &&
-                       w->n_in == (int64_t)d->n_head * d->head_dim && ts_cuda_q8_bytes(partner, w->n_in, d->n_tok) > 0;
-    if (!fused) {
+    const bool int8 = attn_fast(d) && d->n_tok <= TS_CUDA_MAX_DECODE_TOK && d->n_tok <= c->max_tokens && d->n_head_kv >= 1 &&
+                      d->n_head % d->n_head_kv == 0 && matmul_path(c, w->type, d->n_tok) == 0 &&
+                      w->n_in == (int64_t)d->n_head * d->head_dim && ts_cuda_q8_bytes(partner, w->n_in, d->n_tok) > 0;
+    ts_cuda_attn a = {q, (const uint16_t *)kv->k, (const uint16_t *)kv->v, desc_pos(c, d), att, c->err_dev,
+                      d->n_tok, d->n_head, d->n_head_kv, d->head_dim, d->n_ctx, d->window, d->scale};
+    ts_cuda_rope_kv ra;
+    memset(&ra, 0, sizeof ra);
+    bool rope = false;
+    if (r && attn_fast(d) && r->freq && d->n_tok <= c->max_tokens) {
+        ra = rope_args(c, kv, d, r, q, k, v);
+        rope = ts_cuda_rope_attention_fits(&ra, &a);
+    }
+    if (r && !rope) cuda_rope_kv_store(st, kv, d, r, q, k, v);
+    if (!rope && !int8) {
         ts_backend_compose_attn_matmul_add(st, kv, d, q, att, w, x, tmp);
         return;
     }
-    if (!desc_ok(c, d, "attention")) return;
-    ts_cuda_attn a = {q, (const uint16_t *)kv->k, (const uint16_t *)kv->v, desc_pos(c, d), att, c->err_dev,
-                      d->n_tok, d->n_head, d->n_head_kv, d->head_dim, d->n_ctx, d->window, d->scale};
-    if (!attn_scratch_ready(c, &a, "attention")) return;
-    void *q8 = (uint8_t *)c->q8 + (size_t)(partner == TS_TYPE_Q8_K) * c->q8_stride;
-    OP(c, ts_cuda_attention_q8(c->s, &a, c->attn, c->attn_bytes, partner, q8), "attention + quantize");
+    if (!desc_ok(c, d, "attention") || !attn_scratch_ready(c, &a, "attention")) return;
+    void *q8 = int8 ? (uint8_t *)c->q8 + (size_t)(partner == TS_TYPE_Q8_K) * c->q8_stride : NULL;
+    if (rope)
+        OP(c, ts_cuda_rope_attention(c->s, &ra, &a, c->attn, c->attn_bytes, partner, q8), "rope + attention");
+    else
+        OP(c, ts_cuda_attention_q8(c->s, &a, c->attn, c->attn_bytes, partner, q8), "attention + quantize");
+    if (c->err != TS_OK) return;
+    if (!int8) {
+        cuda_matmul_add(st, w, att, d->n_tok, x, tmp);
+        return;
+    }
     ts_cuda_mat m = cmat(w);
     float *y[1] = {x};
-    if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, 1, &m, y, partner, q8, d->n_tok, true), "matmul (int8 matvec)");
+    OP(c, ts_cuda_matvec_q8(c->s, 1, &m, y, partner, q8, d->n_tok, true), "matmul (int8 matvec)");
+}
+
+static void cuda_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *att,
+                                 const ts_mat *w, float *x, float *tmp) {
+    attn_wo(st, kv, d, NULL, (float *)q, NULL, NULL, att, w, x, tmp);
+}
+
+static void cuda_rope_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
+                                      float *k, const float *v, float *att, const ts_mat *w, float *x, float *tmp) {
+    attn_wo(st, kv, d, r, q, k, v, att, w, x, tmp);
 }
 
 static void cuda_act_mul(ts_stream *st, ts_act act, const float *gate, const float *up, int64_t n, float *out) {
@@ -1278,6 +1312,7 @@ static const ts_backend_ops cuda_ops = {
     .moe_act_matmul = cuda_moe_act_matmul,
     .moe_combine_add = ts_backend_compose_moe_combine_add,
     .rope_kv_store = cuda_rope_kv_store,
+    .rope_attn_matmul_add = cuda_rope_attn_matmul_add,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .replay = cuda_replay,

@@ -207,6 +207,17 @@ ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, 
  * the partner (ts_cuda_q8_bytes > 0). */
 ts_status ts_cuda_attention_q8(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes, uint32_t partner,
                                void *q8);
+/* ts_cuda_rope_kv_store(r), then ts_cuda_attention_q8(a, partner, q8) (q8
+ * NULL: ts_cuda_attention(a)), in one decode kernel: the query rows are rotated
+ * where the attention reads them and the new k/v row is stored by the block
+ * that first reads it. The cache and out hold exactly the two calls' values,
+ * bit for bit; r->q and r->k are left as they were (not rotated). Only where
+ * ts_cuda_rope_attention_fits: one token, r and a naming the same q, pos and
+ * cache, no per-head norms, at most 8 query heads per kv head (one block per
+ * GQA group: no other block reads the new row). */
+bool ts_cuda_rope_attention_fits(const ts_cuda_rope_kv *r, const ts_cuda_attn *a);
+ts_status ts_cuda_rope_attention(void *stream, const ts_cuda_rope_kv *r, const ts_cuda_attn *a, void *scratch,
+                                 size_t scratch_bytes, uint32_t partner, void *q8);
 
 /* ---- 5. element-wise ---------------------------------------------------- */
 
