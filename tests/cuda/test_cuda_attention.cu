@@ -24,7 +24,8 @@
  * ts_cuda_rope_attention (RoPE and the K/V store inside the decode kernel)
  * against ts_cuda_rope_kv_store then the attention, from the same unrotated
  * q, k, v: output, both caches (every byte) and the quantized bytes must be
- * equal bit for bit, normal and NeoX pairs, all or half of the dims rotated;
+ * equal bit for bit, normal and NeoX pairs, all or half of the dims rotated,
+ * with and without the per-head norms;
  * q and k stay unrotated; a position outside the cache stores nothing. */
 #include "cpu_ref.h"
 #include "cuda_test_util.h"
@@ -126,7 +127,7 @@ static void run(const AttCase &c) {
 }
 
 /* ts_cuda_rope_attention against ts_cuda_rope_kv_store + ts_cuda_attention(_q8) */
-static void run_rope(const AttCase &c, int neox, int n_rot, uint32_t partner, bool bad_pos) {
+static void run_rope(const AttCase &c, int neox, int n_rot, uint32_t partner, bool bad_pos, bool norms) {
     const int hd = c.head_dim;
     const size_t nq = (size_t)c.n_head * hd, nk = (size_t)c.n_head_kv * hd, ncache = (size_t)c.n_head_kv * c.n_ctx * hd;
     const int64_t n_in = (int64_t)c.n_head * hd;
@@ -150,6 +151,14 @@ static void run_rope(const AttCase &c, int neox, int n_rot, uint32_t partner, bo
     unsigned *derr[2];
     dv = (float *)tcu_dalloc(4 * nk), dfreq = (float *)tcu_dalloc(4 * (n_rot / 2 + 1)), dpos = (int32_t *)tcu_dalloc(4);
     tcu_up(dv, v, 4 * nk), tcu_up(dfreq, freq, 4 * (n_rot / 2 + 1)), tcu_up(dpos, &pos, 4);
+    float *dnw = NULL; /* per-head norm weights: q's, then k's */
+    if (norms) {
+        float *nw = (float *)malloc(4 * 2 * hd);
+        for (int i = 0; i < 2 * hd; i++) nw[i] = 1.0f + 0.25f * tcu_normal();
+        dnw = (float *)tcu_dalloc(4 * 2 * hd);
+        tcu_up(dnw, nw, 4 * 2 * hd);
+        free(nw);
+    }
     ts_cuda_attn a[2];
     ts_cuda_rope_kv r[2];
     size_t sb = 0;
@@ -164,15 +173,16 @@ static void run_rope(const AttCase &c, int neox, int n_rot, uint32_t partner, bo
         if (qb) dq8[f] = (uint8_t *)tcu_dalloc(qb), tcu_poison(dq8[f], qb);
         a[f] = ts_cuda_attn{dq[f], dkc[f], dvc[f], dpos, dout[f], derr[f], 1, c.n_head, c.n_head_kv, hd, c.n_ctx, c.window,
                             1.0f / sqrtf((float)hd)};
-        r[f] = ts_cuda_rope_kv{dq[f], dk[f], dv, dpos, dfreq, NULL, NULL, dkc[f], dvc[f], derr[f], 1, c.n_head, c.n_head_kv, hd,
+        r[f] = ts_cuda_rope_kv{dq[f], dk[f], dv, dpos, dfreq, dnw, dnw ? dnw + hd : NULL, dkc[f], dvc[f], derr[f], 1, c.n_head, c.n_head_kv, hd,
                                n_rot, c.n_ctx, neox ? TS_CUDA_ROPE_NEOX : TS_CUDA_ROPE_NORMAL, 0.875f, 1e-6f};
         sb = ts_cuda_attn_scratch_bytes(&a[f]);
         scratch[f] = sb ? tcu_dalloc(sb) : NULL;
         if (sb) tcu_poison(scratch[f], sb);
     }
     char what[200];
-    snprintf(what, sizeof what, "rope+attention h=%d/%d hd=%d ctx=%d pos=%d win=%d %s rot=%d %s", c.n_head, c.n_head_kv, hd,
-             c.n_ctx, pos, c.window, neox ? "neox" : "normal", n_rot, partner ? ts_type_name(partner) : "f32");
+    snprintf(what, sizeof what, "rope+attention h=%d/%d hd=%d ctx=%d pos=%d win=%d %s rot=%d %s%s", c.n_head, c.n_head_kv, hd,
+             c.n_ctx, pos, c.window, neox ? "neox" : "normal", n_rot, partner ? ts_type_name(partner) : "f32",
+             norms ? " qk-norm" : "");
     CHECKF(ts_cuda_rope_attention_fits(&r[1], &a[1]), "%s: does not fit", what);
     TCU_OK(ts_cuda_rope_kv_store(NULL, &r[0]), what);
     if (qb) TCU_OK(ts_cuda_attention_q8(NULL, &a[0], scratch[0], sb, partner, dq8[0]), what);
@@ -213,15 +223,17 @@ static void run_rope(const AttCase &c, int neox, int n_rot, uint32_t partner, bo
         cudaFree(dq8[f]), cudaFree(scratch[f]);
     }
     free(q), free(k), free(v), free(freq), free(kc), free(vc), free(qa), free(ka);
-    cudaFree(dv), cudaFree(dfreq), cudaFree(dpos);
+    cudaFree(dv), cudaFree(dfreq), cudaFree(dpos), cudaFree(dnw);
 }
 
 static void run_rope_all(const AttCase &c) {
     /* Q8_K where the row suits it (n_head * head_dim a multiple of 256), else no quantization */
     const uint32_t k8 = ts_cuda_q8_bytes(TS_TYPE_Q8_K, (int64_t)c.n_head * c.head_dim, 1) ? TS_TYPE_Q8_K : 0;
     const uint32_t partners[3] = {0, TS_TYPE_Q8_0, k8};
-    for (int i = 0; i < 3; i++) run_rope(c, i & 1, i == 2 ? c.head_dim / 2 : c.head_dim, partners[i], false);
-    run_rope(c, 1, c.head_dim, TS_TYPE_Q8_0, true);
+    for (int i = 0; i < 3; i++) run_rope(c, i & 1, i == 2 ? c.head_dim / 2 : c.head_dim, partners[i], false, false);
+    run_rope(c, 1, c.head_dim, TS_TYPE_Q8_0, false, true); /* per-head norms (qwen3) */
+    run_rope(c, 0, c.head_dim / 2, k8, false, true);
+    run_rope(c, 1, c.head_dim, TS_TYPE_Q8_0, true, false);
 }
 
 static void check_refusals(void) {
@@ -239,7 +251,7 @@ static void check_refusals(void) {
     a.k = (uint16_t *)((uint8_t *)d + 8);
     CHECK(ts_cuda_attention(NULL, &a, d, 1 << 20) == TS_ERR_ARG); /* misaligned cache */
     /* the fused RoPE: 16 query heads per kv head (two blocks would read the
-     * new row), per-head norms, two tokens */
+     * new row), a q norm without a k norm, two tokens */
     a = ts_cuda_attn{d, (uint16_t *)d, (uint16_t *)d, (int32_t *)d, d, NULL, 1, 32, 2, 128, 1024, 0, 0.1f};
     ts_cuda_rope_kv r = {d, d, d, (int32_t *)d, d, NULL, NULL, (uint16_t *)d, (uint16_t *)d, NULL, 1, 32, 2, 128, 128, 1024,
                          TS_CUDA_ROPE_NEOX, 1.0f, 1e-6f};

@@ -31,7 +31,7 @@
  * mixed types), then an item with an id outside the table (zero rows, error
  * bit) and a malformed item (skipped: its rows untouched, error bit).
  *
- * moe_combine (with and without rows), gather_rows: bit-identical to the CPU
+ * moe_combine and moe_combine_add (with and without rows), gather_rows: bit-identical to the CPU
  * ops (memcmp). gated_add: the CPU's operations in its order; bit-identical
  * in the emulation (the host expf); on a GPU the device expf (within 2 ulp)
  * can move the gate by that, so the threshold there is 1e-6. */
@@ -485,7 +485,17 @@ static void check_combine(int n_tok, int k, int64_t n, bool with_rows) {
     tcu_sync(what);
     tcu_down(got, dout, 4 * no);
     tcu_report(what, memcmp(got, want, 4 * no) ? INFINITY : 0.0, 0.0, tcu_unwritten(got, no, 4));
-    free(y), free(w), free(want), free(got), free(rows);
+    /* combine_add: x += the same sums (the CPU's combine, then add) */
+    float *x = (float *)malloc(4 * no);
+    tcu_fill_normal(x, no, 1.0f);
+    for (size_t i = 0; i < no; i++) want[i] = x[i] + want[i];
+    tcu_up(dout, x, 4 * no);
+    snprintf(what, sizeof what, "moe_combine_add t=%d k=%d n=%lld%s", n_tok, k, (long long)n, with_rows ? " rows" : "");
+    TCU_OK(ts_cuda_moe_combine_add(NULL, dout, dy, dw, with_rows ? drows : NULL, n_tok, k, n), what);
+    tcu_sync(what);
+    tcu_down(got, dout, 4 * no);
+    tcu_report(what, memcmp(got, want, 4 * no) ? INFINITY : 0.0, 0.0, 0);
+    free(x), free(y), free(w), free(want), free(got), free(rows);
     cudaFree(dy), cudaFree(dw), cudaFree(dout), cudaFree(drows);
 }
 
@@ -599,6 +609,7 @@ static void check_refusals(void) {
     CHECK(ts_cuda_moe_combine(NULL, dy, dx, dx, NULL, 1, 0, 16) == TS_ERR_ARG);
     CHECK(ts_cuda_moe_combine(NULL, dy, dx, dx, NULL, 1, TS_CUDA_MOE_MAX_K + 1, 16) == TS_ERR_ARG);
     CHECK(ts_cuda_moe_combine(NULL, NULL, dx, dx, NULL, 1, 2, 16) == TS_ERR_ARG);
+    CHECK(ts_cuda_moe_combine_add(NULL, dy, dx, dx, NULL, 1, 0, 16) == TS_ERR_ARG);
     CHECK(ts_cuda_gather_rows(NULL, dy, dx, NULL, 1, 16) == TS_ERR_ARG);
     CHECK(ts_cuda_gather_rows(NULL, dy, dx, dids, -1, 16) == TS_ERR_ARG);
     CHECK(ts_cuda_gated_add(NULL, dy, dx, NULL, 1, 16) == TS_ERR_ARG);

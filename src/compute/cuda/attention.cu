@@ -21,11 +21,12 @@
  * so one graph serves every decode step.
  *
  * Fused with RoPE (ts_cuda_rope_attention, one decode token): the block also
- * rotates its query rows in shared memory, and the block whose split holds
- * the position rotates the token's k and stores k and v into the cache before
- * its barrier, so its own tile loads read them (no other block reads that
- * row: the splits below the position end before it). The rope_kv_store
- * kernel's operations in its order: the same bits, one launch fewer.
+ * normalizes (per-head norms) and rotates its query rows in shared memory,
+ * and the block whose split holds the position does the same to the token's
+ * k and stores k and v into the cache before its barrier, so its own tile
+ * loads read them (no other block reads that row: the splits below the
+ * position end before it). The rope_kv_store kernel's operations in its
+ * order: the same bits, one launch fewer.
  *
  * Prefill: grid (query tiles of BQ tokens, heads); the block stages each K/V
  * tile once for its BQ queries (each warp owns BQ/4 of them) and walks the
@@ -179,6 +180,8 @@ TS_DEV bool token_range(const ts_cuda_attn &a, int t, int &lo, int &hi) {
 struct RopeNew {
     const float *k, *v; /* (n_head_kv, HD) the token's k (not yet rotated) and v */
     const float *freq;  /* (n_rot / 2) rotation frequencies */
+    const float *q_norm, *k_norm; /* (HD) per-head RMSNorm weights before the rotation, or both NULL */
+    float eps;          /* of those norms */
     uint16_t *kc, *vc;  /* the F16 caches the attention reads (a.k, a.v) */
     int n_rot;          /* even, <= HD */
     int neox;           /* pairs (i, i + n_rot/2), else (2i, 2i + 1) */
@@ -230,9 +233,9 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         *(float4 *)&Qs[r][d] = v;
     }
     /* ROPE: the position's cos/sin (P[0][0..n_rot)) and, in the split that
-     * holds the position, the new k row (P[0][HD..HD + n_rot)): the rotated
-     * dims wait for the barrier, the rest of k and all of v go to the cache
-     * now (a bad position: empty, nothing stored, as rope_kv_kernel) */
+     * holds the position, the new k row (P[0][HD..2 HD)); v goes to the
+     * cache now, k after its norm and rotation (a bad position: empty,
+     * nothing stored, as rope_kv_kernel) */
     const int half = rn.n_rot / 2;
     const int pos = a.pos[t];
     const bool has_new = ROPE && !empty && pos >= s_lo && pos <= s_hi;
@@ -247,18 +250,32 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         }
         if (has_new)
             for (int d = threadIdx.x; d < HD; d += blockDim.x) {
-                const float kv = rn.k[(int64_t)kvh * HD + d], vv = rn.v[(int64_t)kvh * HD + d];
-                if (d < rn.n_rot) kn[d] = kv;
-                else rn.kc[co + d] = __half_as_ushort(__float2half_rn(kv));
-                rn.vc[co + d] = __half_as_ushort(__float2half_rn(vv));
+                kn[d] = rn.k[(int64_t)kvh * HD + d];
+                rn.vc[co + d] = __half_as_ushort(__float2half_rn(rn.v[(int64_t)kvh * HD + d]));
             }
     }
     __syncthreads();
     if (ROPE) {
-        /* rotate the group's query rows in place and the new k row into the
-         * cache; the barrier after makes both visible to the block (its own
-         * global stores included) before any tile reads them */
-        for (int i = threadIdx.x; i < (ng + (has_new ? 1 : 0)) * half; i += blockDim.x) {
+        const int rows = ng + (has_new ? 1 : 0); /* the query rows, then the new k */
+        if (rn.q_norm) {
+            /* the per-head RMSNorm, one warp a row: rope_kv_kernel's loop and
+             * reduction, so the same bits */
+            for (int r = warp; r < rows; r += C::WARPS) {
+                float *row = r < ng ? Qs[r] : kn;
+                const float *nw = r < ng ? rn.q_norm : rn.k_norm;
+                double ss = 0;
+                for (int d = lane; d < HD; d += 32) ss += (double)row[d] * row[d];
+                const float inv = rms_scale(warp_sum_d(ss), HD, rn.eps);
+                __syncwarp();
+                for (int d = lane; d < HD; d += 32) row[d] = fmul_rn(fmul_rn(row[d], inv), nw[d]);
+            }
+            __syncthreads();
+        }
+        /* rotate the query rows in place and the new k row into the cache
+         * (its dims past n_rot as they are); the barrier after makes both
+         * visible to the block (its own global stores included) before any
+         * tile reads them */
+        for (int i = threadIdx.x; i < rows * half; i += blockDim.x) {
             const int r = i / half, j = i % half;
             const int i0 = rn.neox ? j : 2 * j, i1 = rn.neox ? j + half : 2 * j + 1;
             float *row = r < ng ? Qs[r] : kn;
@@ -271,6 +288,8 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
                 rn.kc[co + i1] = __half_as_ushort(__float2half_rn(y1));
             }
         }
+        if (has_new)
+            for (int d = rn.n_rot + threadIdx.x; d < HD; d += blockDim.x) rn.kc[co + d] = __half_as_ushort(__float2half_rn(kn[d]));
         __syncthreads();
     }
 
@@ -689,8 +708,8 @@ ts_status ts_cuda_attention_q8(void *stream, const ts_cuda_attn *a, void *scratc
 }
 
 bool ts_cuda_rope_attention_fits(const ts_cuda_rope_kv *r, const ts_cuda_attn *a) {
-    return r && a && r->n_tok == 1 && a->n_tok == 1 && r->k && r->v && r->pos == a->pos && r->freq && !r->q_norm &&
-           !r->k_norm && r->k_cache == a->k && r->v_cache == a->v && r->k_cache && r->v_cache && r->q == a->q &&
+    return r && a && r->n_tok == 1 && a->n_tok == 1 && r->k && r->v && r->pos == a->pos && r->freq &&
+           (r->q_norm == NULL) == (r->k_norm == NULL) && r->k_cache == a->k && r->v_cache == a->v && r->k_cache && r->v_cache && r->q == a->q &&
            r->n_head == a->n_head && r->n_head_kv == a->n_head_kv && r->head_dim == a->head_dim && r->n_ctx == a->n_ctx &&
            r->n_rot >= 0 && r->n_rot % 2 == 0 && r->n_rot <= r->head_dim &&
            (r->mode == TS_CUDA_ROPE_NORMAL || r->mode == TS_CUDA_ROPE_NEOX) && a->n_head_kv >= 1 &&
@@ -703,9 +722,10 @@ ts_status ts_cuda_rope_attention(void *stream, const ts_cuda_rope_kv *r, const t
     if (st == TS_OK && q8) st = q8_check(a, partner, q8);
     if (st != TS_OK) return st;
     TS_ARG_CHECK(ts_cuda_rope_attention_fits(r, a),
-                 "cuda rope + attention: not one decode token with the attention's q, pos and cache, no per-head norms and "
-                 "at most %d query heads per kv head",
+                 "cuda rope + attention: not one decode token with the attention's q, pos and cache, both per-head norms "
+                 "or none, and at most %d query heads per kv head",
                  ATT_RW);
-    const RopeNew rn = {r->k, r->v, r->freq, r->k_cache, r->v_cache, r->n_rot, r->mode == TS_CUDA_ROPE_NEOX, r->mscale};
+    const RopeNew rn = {r->k,       r->v,       r->freq, r->q_norm, r->k_norm, r->eps, r->k_cache, r->v_cache, r->n_rot,
+                        r->mode == TS_CUDA_ROPE_NEOX, r->mscale};
     return launch_hd(a, stream, scratch, scratch_bytes, q8 ? partner : 0, q8, &rn);
 }

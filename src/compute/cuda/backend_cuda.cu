@@ -1114,6 +1114,13 @@ static void cuda_moe_combine(ts_stream *st, float *out, const float *y, const fl
     OP(c, ts_cuda_moe_combine(c->s, out, y, w, rows, n_tok, k, n), "moe_combine");
 }
 
+static void cuda_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    (void)tmp; /* the sum goes straight into x */
+    OP(c, ts_cuda_moe_combine_add(c->s, x, y, w, NULL, 1, k, n), "moe_combine_add");
+}
+
 static void cuda_gather_rows(ts_stream *st, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n) {
     cuda_stream *c = cst(st);
     if (!live(c)) return;
@@ -1310,7 +1317,7 @@ static const ts_backend_ops cuda_ops = {
     .act_matmul_add = cuda_act_matmul_add,
     .attn_matmul_add = cuda_attn_matmul_add,
     .moe_act_matmul = cuda_moe_act_matmul,
-    .moe_combine_add = ts_backend_compose_moe_combine_add,
+    .moe_combine_add = cuda_moe_combine_add,
     .rope_kv_store = cuda_rope_kv_store,
     .rope_attn_matmul_add = cuda_rope_attn_matmul_add,
     .capture_begin = cuda_capture_begin,

@@ -242,6 +242,10 @@ TS_DEV double warp_sum_d(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+
+/* 1/rms from a sum of squares in double, as the CPU computes it:
+ * (float)(1 / sqrt(ss / n + eps)) */
+TS_DEV float rms_scale(double ss, int64_t n, float eps) { return (float)(1.0 / sqrt(ss / (double)n + (double)eps)); }
 TS_DEV float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -213,8 +213,8 @@ ts_status ts_cuda_attention_q8(void *stream, const ts_cuda_attn *a, void *scratc
  * that first reads it. The cache and out hold exactly the two calls' values,
  * bit for bit; r->q and r->k are left as they were (not rotated). Only where
  * ts_cuda_rope_attention_fits: one token, r and a naming the same q, pos and
- * cache, no per-head norms, at most 8 query heads per kv head (one block per
- * GQA group: no other block reads the new row). */
+ * cache, both per-head norms or neither, at most 8 query heads per kv head
+ * (one block per GQA group: no other block reads the new row). */
 bool ts_cuda_rope_attention_fits(const ts_cuda_rope_kv *r, const ts_cuda_attn *a);
 ts_status ts_cuda_rope_attention(void *stream, const ts_cuda_rope_kv *r, const ts_cuda_attn *a, void *scratch,
                                  size_t scratch_bytes, uint32_t partner, void *q8);
@@ -355,6 +355,11 @@ ts_status ts_cuda_moe_gemm_items(void *stream, int n_set, const ts_cuda_moe_mat 
  * CPU's scale and scale_add), ri = rows[t * k + i], or t * k + i when rows is NULL. */
 ts_status ts_cuda_moe_combine(void *stream, float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k,
                               int64_t n);
+/* x (n_tok, n) += what ts_cuda_moe_combine would write, each element's sum
+ * formed the same way and then added (rounded) to x: combine then add, one
+ * launch. */
+ts_status ts_cuda_moe_combine_add(void *stream, float *x, const float *y, const float *w, const int32_t *rows, int n_tok,
+                                  int k, int64_t n);
 /* out row j (n) = x row idx[j], j < n_rows (a copy). */
 ts_status ts_cuda_gather_rows(void *stream, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n);
 /* x[t] (n) += sigmoid(g[t]) * y[t] for t < n_tok, sigmoid = 1 / (1 + expf(-g)) rounded as the CPU does. */

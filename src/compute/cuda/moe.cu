@@ -619,8 +619,10 @@ template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS_
 #define MOE_EW_THREADS 256
 
 /* out[t] = w[t][0] * y[r0], then out[t] += w[t][i] * y[ri]: the CPU's scale
- * and scale_add, each product and sum rounded. Grid (chunks of n, tokens),
- * tokens strided past 65535. */
+ * and scale_add, each product and sum rounded; ADD: out[t] += that sum
+ * instead (moe_combine then add: one pass over out fewer, one launch fewer).
+ * Grid (chunks of n, tokens), tokens strided past 65535. */
+template <bool ADD>
 __global__ void __launch_bounds__(MOE_EW_THREADS) moe_combine_kernel(float *out, const float *y, const float *w,
                                                                      const int32_t *rows, int n_tok, int k, int64_t n) {
     ts_pdl_enter();
@@ -632,7 +634,7 @@ __global__ void __launch_bounds__(MOE_EW_THREADS) moe_combine_kernel(float *out,
             float acc = fmul_rn(wt[0], y[(rt ? (int64_t)rt[0] : t * k) * n + j]);
             for (int i = 1; i < k; i++)
                 acc = fadd_rn(acc, fmul_rn(wt[i], y[(rt ? (int64_t)rt[i] : t * k + i) * n + j]));
-            out[t * n + j] = acc;
+            out[t * n + j] = ADD ? fadd_rn(out[t * n + j], acc) : acc;
         }
     }
 }
@@ -919,15 +921,32 @@ ts_status ts_cuda_moe_matvec_q8_items(void *stream, int n_set, const ts_cuda_moe
     return moe_launches(n_set, w, y, base, MOE_SM_WARPS_I, launch);
 }
 
-ts_status ts_cuda_moe_combine(void *stream, float *out, const float *y, const float *w, const int32_t *rows, int n_tok,
-                              int k, int64_t n) {
+static ts_status combine_launch(void *stream, bool add, float *out, const float *y, const float *w, const int32_t *rows,
+                                int n_tok, int k, int64_t n) {
     TS_ARG_CHECK(out && y && w, "cuda moe_combine: NULL pointer");
     TS_ARG_CHECK(n_tok >= 0 && n >= 0, "cuda moe_combine: %d tokens of %lld", n_tok, (long long)n);
     TS_ARG_CHECK(k >= 1 && k <= TS_CUDA_MOE_MAX_K, "cuda moe_combine: k %d (1..%d)", k, TS_CUDA_MOE_MAX_K);
     if (n_tok == 0 || n == 0) return TS_OK;
-    ts_launch(&moe_combine_kernel, moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream))(out, y, w, rows, n_tok, k, n);
-    TS_CUDA_LAUNCHED("moe_combine");
+    if (add) {
+        ts_launch(&moe_combine_kernel<true>, moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream))(out, y, w, rows,
+                                                                                                       n_tok, k, n);
+        TS_CUDA_LAUNCHED("moe_combine_add");
+    } else {
+        ts_launch(&moe_combine_kernel<false>, moe_ew_grid(n, n_tok), MOE_EW_THREADS, 0, ts_stream(stream))(out, y, w, rows,
+                                                                                                        n_tok, k, n);
+        TS_CUDA_LAUNCHED("moe_combine");
+    }
     return TS_OK;
+}
+
+ts_status ts_cuda_moe_combine(void *stream, float *out, const float *y, const float *w, const int32_t *rows, int n_tok,
+                              int k, int64_t n) {
+    return combine_launch(stream, false, out, y, w, rows, n_tok, k, n);
+}
+
+ts_status ts_cuda_moe_combine_add(void *stream, float *x, const float *y, const float *w, const int32_t *rows, int n_tok,
+                                  int k, int64_t n) {
+    return combine_launch(stream, true, x, y, w, rows, n_tok, k, n);
 }
 
 ts_status ts_cuda_gather_rows(void *stream, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n) {

@@ -11,8 +11,6 @@
 
 namespace {
 
-TS_DEV float inv_rms(double ss, int64_t n, float eps) { return (float)(1.0 / sqrt(ss / (double)n + (double)eps)); }
-
 /* One warp per row (n < 1024): 8 rows per 256-thread block. */
 __global__ void __launch_bounds__(256) rms_rows_warp(const float *x, const float *w, int64_t n, int64_t rows, float eps,
                                                      float *out, float *inv_out) {
@@ -23,7 +21,7 @@ __global__ void __launch_bounds__(256) rms_rows_warp(const float *x, const float
     const float *xr = x + r * n;
     double ss = 0;
     for (int64_t i = lane; i < n; i += 32) ss += (double)xr[i] * xr[i];
-    const float inv = inv_rms(warp_sum_d(ss), n, eps);
+    const float inv = rms_scale(warp_sum_d(ss), n, eps);
     if (inv_out) {
         if (lane == 0) inv_out[r] = inv;
         return;
@@ -48,7 +46,7 @@ __global__ void __launch_bounds__(256) rms_rows_block(const float *x, const floa
     double t = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) t += sh[i];
-    const float inv = inv_rms(t, n, eps);
+    const float inv = rms_scale(t, n, eps);
     if (inv_out) {
         if (threadIdx.x == 0) inv_out[r] = inv;
         return;
@@ -117,7 +115,7 @@ __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_kv_kernel(const ts_cuda_
     if (nw) {
         double ss = 0;
         for (int d = lane; d < hd; d += 32) ss += (double)sh[d] * sh[d];
-        const float inv = inv_rms(warp_sum_d(ss), hd, a.eps);
+        const float inv = rms_scale(warp_sum_d(ss), hd, a.eps);
         __syncwarp();
         for (int d = lane; d < hd; d += 32) sh[d] = fmul_rn(fmul_rn(sh[d], inv), nw[d]);
     }
