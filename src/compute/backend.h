@@ -271,7 +271,7 @@ typedef struct ts_backend_ops {
     void (*moe_act_matmul)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
                            const int32_t *ids, int k);
     /* moe_combine(tmp, y, w, NULL, 1, k, n), then add(x, tmp, n): one token's
-     * weighted expert sum into the residual */
+     * weighted expert sum into the residual; tmp (n) is room, written or not */
     void (*moe_combine_add)(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
     /* per-head norms (r->q_norm/k_norm), rope(q), rope(k), then kv_store(k, v) */
     void (*rope_kv_store)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q, float *k,
