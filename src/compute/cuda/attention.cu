@@ -224,35 +224,72 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
 
     /* the group's query rows in 16-byte words, all of a thread's in flight at
      * once (one L2 round trip; one 4-byte load after another took eight) */
-    constexpr int QW = ATT_RW * HD / 4 / (C::WARPS * 32); /* float4 per thread: 1, 2 or 8 */
+    constexpr int NT = C::WARPS * 32;
+    constexpr int QW = ATT_RW * HD / 4 / NT; /* float4 per thread: 1, 2 or 8 */
+    float4 qv[QW];
 #pragma unroll
     for (int k = 0; k < QW; k++) {
-        const int i = threadIdx.x + k * C::WARPS * 32, r = i / (HD / 4), d = 4 * (i % (HD / 4));
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r < ng) v = *(const float4 *)(a.q + ((int64_t)t * a.n_head + h0 + r) * HD + d);
-        *(float4 *)&Qs[r][d] = v;
+        const int i = threadIdx.x + k * NT, r = i / (HD / 4), d = 4 * (i % (HD / 4));
+        qv[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < ng) qv[k] = *(const float4 *)(a.q + ((int64_t)t * a.n_head + h0 + r) * HD + d);
     }
     /* ROPE: the position's cos/sin (P[0][0..n_rot)) and, in the split that
      * holds the position, the new k row (P[0][HD..2 HD)); v goes to the
      * cache now, k after its norm and rotation (a bad position: empty,
-     * nothing stored, as rope_kv_kernel) */
+     * nothing stored, as rope_kv_kernel). Their loads (frequencies, k, v,
+     * the norm weights) are issued with the query's, before any of them is
+     * used: one round trip for all, not one after another. */
     const int half = rn.n_rot / 2;
     const int pos = a.pos[t];
     const bool has_new = ROPE && !empty && pos >= s_lo && pos <= s_hi;
     float *cs = &P[0][0], *kn = &P[0][0] + HD;
     const int64_t co = ((int64_t)kvh * a.n_ctx + pos) * HD;
+    constexpr int FW = ROPE ? (HD / 2 + NT - 1) / NT : 1; /* frequencies per thread */
+    constexpr int KW = ROPE ? (HD + NT - 1) / NT : 1;     /* k and v elements per thread */
+    constexpr int NW = ROPE ? HD / 32 : 1;                /* norm weights per lane */
+    float fr[FW], kr[KW], vr[KW], qnw[NW], knw[NW];
+    if (ROPE) {
+#pragma unroll
+        for (int c = 0; c < FW; c++) {
+            const int i = threadIdx.x + c * NT;
+            fr[c] = i < half ? rn.freq[i] : 0.0f;
+        }
+#pragma unroll
+        for (int c = 0; c < KW; c++) {
+            const int d = threadIdx.x + c * NT;
+            kr[c] = vr[c] = 0.0f;
+            if (has_new && d < HD) kr[c] = rn.k[(int64_t)kvh * HD + d], vr[c] = rn.v[(int64_t)kvh * HD + d];
+        }
+#pragma unroll
+        for (int c = 0; c < NW; c++) {
+            qnw[c] = rn.q_norm ? rn.q_norm[lane + 32 * c] : 0.0f;
+            knw[c] = rn.q_norm && has_new ? rn.k_norm[lane + 32 * c] : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < QW; k++) {
+        const int i = threadIdx.x + k * NT, r = i / (HD / 4), d = 4 * (i % (HD / 4));
+        *(float4 *)&Qs[r][d] = qv[k];
+    }
     if (ROPE) {
         const float fp = (float)pos;
-        for (int i = threadIdx.x; i < half; i += blockDim.x) {
-            const float th = fmul_rn(fp, rn.freq[i]);
-            cs[2 * i] = fmul_rn(cosf(th), rn.mscale);
-            cs[2 * i + 1] = fmul_rn(sinf(th), rn.mscale);
-        }
-        if (has_new)
-            for (int d = threadIdx.x; d < HD; d += blockDim.x) {
-                kn[d] = rn.k[(int64_t)kvh * HD + d];
-                rn.vc[co + d] = __half_as_ushort(__float2half_rn(rn.v[(int64_t)kvh * HD + d]));
+#pragma unroll
+        for (int c = 0; c < FW; c++) {
+            const int i = threadIdx.x + c * NT;
+            if (i < half) {
+                const float th = fmul_rn(fp, fr[c]);
+                cs[2 * i] = fmul_rn(cosf(th), rn.mscale);
+                cs[2 * i + 1] = fmul_rn(sinf(th), rn.mscale);
             }
+        }
+#pragma unroll
+        for (int c = 0; c < KW; c++) {
+            const int d = threadIdx.x + c * NT;
+            if (has_new && d < HD) {
+                kn[d] = kr[c];
+                rn.vc[co + d] = __half_as_ushort(__float2half_rn(vr[c]));
+            }
+        }
     }
     __syncthreads();
     if (ROPE) {
@@ -262,12 +299,14 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
              * reduction, so the same bits */
             for (int r = warp; r < rows; r += C::WARPS) {
                 float *row = r < ng ? Qs[r] : kn;
-                const float *nw = r < ng ? rn.q_norm : rn.k_norm;
                 double ss = 0;
-                for (int d = lane; d < HD; d += 32) ss += (double)row[d] * row[d];
+#pragma unroll
+                for (int c = 0; c < NW; c++) ss += (double)row[lane + 32 * c] * row[lane + 32 * c];
                 const float inv = rms_scale(warp_sum_d(ss), HD, rn.eps);
                 __syncwarp();
-                for (int d = lane; d < HD; d += 32) row[d] = fmul_rn(fmul_rn(row[d], inv), nw[d]);
+#pragma unroll
+                for (int c = 0; c < NW; c++)
+                    row[lane + 32 * c] = fmul_rn(fmul_rn(row[lane + 32 * c], inv), r < ng ? qnw[c] : knw[c]);
             }
             __syncthreads();
         }
