@@ -171,6 +171,12 @@ ts_status ts_map_file(const char *path, ts_mapped_file *out) {
             close(fd);
             return ts_fail(TS_ERR_IO, "%s: cannot map: %s", path, strerror(e));
         }
+        /* huge pages where the kernel backs the file with large folios:
+         * decode streams every weight once a token, and a 4 KB mapping costs
+         * one TLB walk per 4 KB (1.5B on a 2-core Xeon: 17.9 tok/s from
+         * 4 KB pages, 24 from 2 MB ones). Advice only: an older kernel or
+         * a file system without large folios ignores it. */
+        (void)madvise(p, (size_t)out->size, MADV_HUGEPAGE);
         out->data = p;
         map_register(out->data, out->size, path);
     }
