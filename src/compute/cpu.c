@@ -128,6 +128,10 @@ static void *cpu_alloc(ts_backend *be, size_t bytes) {
         ts_fail(TS_ERR_NOMEM, "cannot allocate %zu bytes", bytes);
         return NULL;
     }
+    /* 2 MB pages for what is read every token (expert slots, KV): the weight
+     * mapping's reason (src/base/base.c); committed 2 MB at a time, still on
+     * first touch */
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
     return p;
 }
 
