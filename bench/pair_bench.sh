@@ -6,7 +6,7 @@
 #
 #   bench/pair_bench.sh -o OUT.tsv -L LLAMA_BENCH [-e NAME=TURBOSPARK_BIN]...
 #                       [-t 2] [-k 5] [-p 512] [-n 128] [--pp-reps 3] [--tg-reps 3]
-#                       [--tests pp,tg] [-g FIRST] MODEL
+#                       [--tests pp,tg] [-g FIRST] [--cold] MODEL
 #     -e NAME=BIN    a turbospark binary under a label (repeatable), e.g.
 #                    -e before=/work/bin/turbospark-before -e after=build/turbospark
 #     -L PATH        llama-bench, built by hand outside the repository (bench/README.md)
@@ -14,6 +14,11 @@
 #                    every engine goes first in turn
 #     -g FIRST       number the groups from FIRST (default 1), to continue an
 #                    interrupted run in the same OUT.tsv (rotation follows the number)
+#     --cold         drop MODEL from the page cache before every run of every
+#                    engine (fadvise DONTNEED), so each process brings the file
+#                    in itself: on kernels with a large-folio page cache the way
+#                    pages first come in changes decode speed (docs/BENCHMARKS.md,
+#                    session 11); without it the file is read once up front
 #     MODEL          a GGUF path
 # Thread wait policy, the same for both engines: spin for at most 20000
 # relax iterations, then block in the kernel (turbospark's pool: TS_POOL_SPIN
@@ -28,7 +33,7 @@ me=pair_bench
 die() { echo "$me: error: $*" >&2; exit 1; }
 log() { echo "$me: $*" >&2; }
 
-out='' llama='' first=1 threads=2 pairs=5 np=512 nt=128 ppr=3 tgr=3 tests=pp,tg
+out='' llama='' first=1 threads=2 pairs=5 np=512 nt=128 ppr=3 tgr=3 tests=pp,tg cold=0
 names=() bins=()
 while [ $# -gt 0 ]; do
     case $1 in
@@ -43,7 +48,8 @@ while [ $# -gt 0 ]; do
         --pp-reps) ppr=${2:?}; shift 2 ;;
         --tg-reps) tgr=${2:?}; shift 2 ;;
         --tests) tests=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --cold) cold=1; shift ;;
+        -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) die "unknown option '$1' (see -h)" ;;
         *) break ;;
     esac
@@ -66,13 +72,14 @@ unset OMP_WAIT_POLICY
 load1() { cut -d' ' -f1 /proc/loadavg; }
 mname=$(basename "$model" .gguf)
 [ -s "$out" ] || printf 'model\ttest\tgroup\tpos\tengine\ttps_mean\ttps_sd\treps\tload_before\tload_after\n' > "$out"
-cat "$model" > /dev/null
+[ $cold = 1 ] || cat "$model" > /dev/null
 tmp=$(mktemp -d) || die "mktemp"
 trap 'rm -rf "$tmp"' EXIT
 
 run_one() { # engine-index test group pos
     local i=$1 test=$2 g=$3 pos=$4 pf nf reps l0 l1 rc
     if [ "$test" = pp ]; then pf=$np nf=0 reps=$ppr; else pf=0 nf=$nt reps=$tgr; fi
+    [ $cold = 1 ] && { dd if="$model" iflag=nocache count=0 status=none || log "cannot drop $model from the page cache"; }
     l0=$(load1)
     if [ "${names[$i]}" = llama.cpp ]; then
         "${bins[$i]}" -m "$model" -p "$pf" -n "$nf" -r "$reps" -t "$threads" -o json > "$tmp/o.json" 2> "$tmp/e.txt"
