@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
      * the norm weights) are issued with the query's, before any of them is
      * used: one round trip for all, not one after another. */
     const int half = rn.n_rot / 2;
-    const int pos = a.pos[t];
+    const int pos = hi; /* the position, whenever the token's is valid (token_range) */
     const bool has_new = ROPE && !empty && pos >= s_lo && pos <= s_hi;
     float *cs = &P[0][0], *kn = &P[0][0] + HD;
     const int64_t co = ((int64_t)kvh * a.n_ctx + pos) * HD;
@@ -277,9 +277,8 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         for (int c = 0; c < FW; c++) {
             const int i = threadIdx.x + c * NT;
             if (i < half) {
-                const float th = fmul_rn(fp, fr[c]);
-                cs[2 * i] = fmul_rn(cosf(th), rn.mscale);
-                cs[2 * i + 1] = fmul_rn(sinf(th), rn.mscale);
+                const float2 v = rope_cs(fp, fr[c], rn.mscale);
+                cs[2 * i] = v.x, cs[2 * i + 1] = v.y;
             }
         }
 #pragma unroll
@@ -287,7 +286,7 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
             const int d = threadIdx.x + c * NT;
             if (has_new && d < HD) {
                 kn[d] = kr[c];
-                rn.vc[co + d] = __half_as_ushort(__float2half_rn(vr[c]));
+                rn.vc[co + d] = f2h(vr[c]);
             }
         }
     }
@@ -318,17 +317,16 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
             const int r = i / half, j = i % half;
             const int i0 = rn.neox ? j : 2 * j, i1 = rn.neox ? j + half : 2 * j + 1;
             float *row = r < ng ? Qs[r] : kn;
-            const float c = cs[2 * j], sn = cs[2 * j + 1], x0 = row[i0], x1 = row[i1];
-            const float y0 = fsub_rn(fmul_rn(x0, c), fmul_rn(x1, sn)), y1 = fadd_rn(fmul_rn(x0, sn), fmul_rn(x1, c));
+            const float2 y = rope_rot(row[i0], row[i1], make_float2(cs[2 * j], cs[2 * j + 1]));
             if (r < ng) {
-                row[i0] = y0, row[i1] = y1;
+                row[i0] = y.x, row[i1] = y.y;
             } else {
-                rn.kc[co + i0] = __half_as_ushort(__float2half_rn(y0));
-                rn.kc[co + i1] = __half_as_ushort(__float2half_rn(y1));
+                rn.kc[co + i0] = f2h(y.x);
+                rn.kc[co + i1] = f2h(y.y);
             }
         }
         if (has_new)
-            for (int d = rn.n_rot + threadIdx.x; d < HD; d += blockDim.x) rn.kc[co + d] = __half_as_ushort(__float2half_rn(kn[d]));
+            for (int d = rn.n_rot + threadIdx.x; d < HD; d += blockDim.x) rn.kc[co + d] = f2h(kn[d]);
         __syncthreads();
     }
 

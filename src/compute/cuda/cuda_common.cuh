@@ -243,6 +243,18 @@ TS_DEV double warp_sum_d(double v) {
     return v;
 }
 
+/* RoPE as the CPU computes it (no FMA contraction): the position's angle
+ * pos * freq, its cos and sin times mscale, and a pair (x0, x1) rotated to
+ * (x0 c - x1 s, x0 s + x1 c). One definition for rope_kv_kernel and the
+ * attention kernel that does its work, so the two give the same bits. */
+TS_DEV float2 rope_cs(float pos, float freq, float mscale) {
+    const float th = fmul_rn(pos, freq);
+    return make_float2(fmul_rn(cosf(th), mscale), fmul_rn(sinf(th), mscale));
+}
+TS_DEV float2 rope_rot(float x0, float x1, float2 cs) {
+    return make_float2(fsub_rn(fmul_rn(x0, cs.x), fmul_rn(x1, cs.y)), fadd_rn(fmul_rn(x0, cs.y), fmul_rn(x1, cs.x)));
+}
+
 /* 1/rms from a sum of squares in double, as the CPU computes it:
  * (float)(1 / sqrt(ss / n + eps)) */
 TS_DEV float rms_scale(double ss, int64_t n, float eps) { return (float)(1.0 / sqrt(ss / (double)n + (double)eps)); }

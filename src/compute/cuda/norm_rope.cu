@@ -86,9 +86,8 @@ __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_kv_kernel(const ts_cuda_
     const int pos = a.pos[t];
     const float fp = (float)pos;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float th = fmul_rn(fp, a.freq[i]);
-        cs[2 * i] = fmul_rn(cosf(th), a.mscale);
-        cs[2 * i + 1] = fmul_rn(sinf(th), a.mscale);
+        const float2 c = rope_cs(fp, a.freq[i], a.mscale);
+        cs[2 * i] = c.x, cs[2 * i + 1] = c.y;
     }
     const bool store = a.k_cache != nullptr;
     const bool pos_ok = pos >= 0 && pos < a.n_ctx;
@@ -123,9 +122,8 @@ __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_kv_kernel(const ts_cuda_
     if (kind < 2) {
         for (int i = lane; i < half; i += 32) {
             const int i0 = a.mode == TS_CUDA_ROPE_NEOX ? i : 2 * i, i1 = a.mode == TS_CUDA_ROPE_NEOX ? i + half : 2 * i + 1;
-            const float c = cs[2 * i], s = cs[2 * i + 1], x0 = sh[i0], x1 = sh[i1];
-            sh[i0] = fsub_rn(fmul_rn(x0, c), fmul_rn(x1, s));
-            sh[i1] = fadd_rn(fmul_rn(x0, s), fmul_rn(x1, c));
+            const float2 y = rope_rot(sh[i0], sh[i1], make_float2(cs[2 * i], cs[2 * i + 1]));
+            sh[i0] = y.x, sh[i1] = y.y;
         }
     }
     __syncwarp();
@@ -135,7 +133,7 @@ __global__ void __launch_bounds__(ROPE_WARPS * 32) rope_kv_kernel(const ts_cuda_
     for (int d = lane; d < hd; d += 32) {
         const float v = sh[d];
         if (dst) dst[d] = v;
-        if (cache && pos_ok) cache[co + d] = __half_as_ushort(__float2half_rn(v));
+        if (cache && pos_ok) cache[co + d] = f2h(v);
     }
 }
 
