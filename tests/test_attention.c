@@ -179,7 +179,7 @@ static void test_kernels(void) {
     static const int ns[] = {16, 80, 128, 131};
     float *q = malloc(sizeof(float) * 131), *K = malloc(sizeof(float) * 70 * 131);
     float s1[70], s2[70], y1[131], y2[131];
-    int bad_dot = 0, bad_exp = 0, bad_sum = 0, bad_axpy = 0;
+    int bad_dot = 0, bad_exp = 0, bad_sum = 0, bad_axpy = 0, bad_floor = 0, n_under = 0;
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (int nk = 1; nk <= 70; nk += 3) {
             int n = ns[a];
@@ -196,8 +196,16 @@ static void test_kernels(void) {
             for (int j = 0; j < nk; j++) s1[j] = s2[j] = frand() * (j % 5 == 0 ? 120.0f : 12.0f);
             float m = -INFINITY; /* the running max, as the callers pass it */
             for (int j = 0; j < nk; j++) m = s1[j] > m ? s1[j] : m;
+            float s0[70];
+            memcpy(s0, s1, sizeof(float) * (size_t)nk);
             float e1 = ref.exp_sum(s1, nk, m), e2 = k->exp_sum(s2, nk, m);
             for (int j = 0; j < nk; j++) bad_exp += !(fabs((double)s1[j] - s2[j]) <= 4e-7 * s1[j] + 1e-37);
+            /* the floor: exactly 0 under it (no subnormal weights), never above */
+            for (int j = 0; j < nk; j++) {
+                int under = s0[j] - m < TS_SOFTMAX_FLOOR;
+                bad_floor += under ? s1[j] != 0.0f || s2[j] != 0.0f : !(s1[j] > 0.0f && s2[j] > 0.0f);
+                n_under += under;
+            }
             bad_sum += !(fabs((double)e1 - e2) <= 1e-6 * e1 + 1e-36);
             for (int i = 0; i < n; i++) y1[i] = y2[i] = frand();
             for (int j = 0; j < nk; j++) s1[j] = (frand() + 1) * 0.5f;
@@ -207,6 +215,8 @@ static void test_kernels(void) {
         }
     CHECKF(bad_dot == 0, "dots_f32: %d differ from the reference", bad_dot);
     CHECKF(bad_exp == 0 && bad_sum == 0, "exp_sum: %d values, %d sums differ from the reference", bad_exp, bad_sum);
+    CHECKF(bad_floor == 0 && n_under > 0, "exp_sum: %d weights on the wrong side of TS_SOFTMAX_FLOOR (%d under it)", bad_floor,
+           n_under);
     CHECKF(bad_axpy == 0, "axpys_f32: %d differ from the reference", bad_axpy);
     free(q);
     free(K);

@@ -406,11 +406,11 @@ static void test_rows_tile(ts_type t, int64_t n, int isa, bufs *b) {
 
 /* ts_gemm (the prefill GEMM: panel kernels for the K-quants, ts_gemm_tile
  * elsewhere) against per-pair reference dots: rows not a multiple of the
- * 32-row panel or the 16-row lane group, 1..17 columns (the micro-kernels
- * take 6 or 4), rows long enough to cross the packed K segment, extreme
+ * 32-row panel or the 16-row lane group, 1..C columns (the micro-kernels
+ * take 6 or 4, the AMX tiles 32 or 16), rows long enough to cross the packed K segment, extreme
  * quants and activations, odd addresses, nothing written outside the tile. */
-static void test_gemm(ts_type t, int64_t n, int isa, bufs *b) {
-    enum { R = 70, C = 17, OS = R + 3 };
+static void test_gemm(ts_type t, int64_t n, int C, int isa, bufs *b) {
+    enum { R = 70, OS = R + 3 };
     static const int nrs[] = {1, 5, 16, 31, 33, 64, 70};
     ts_type p = ts_type_dot_partner(t);
     uint64_t ws = ts_type_row_bytes(t, (uint64_t)n), xs = ts_type_row_bytes(p, (uint64_t)n);
@@ -574,8 +574,10 @@ int main(void) {
             if (be == 32) test_rows_tile(t, 545 * 32, isa, &b);
             /* prefill GEMM: one block, and (K-quants) past the 8-super-block
              * packed segment; 32-element types at n not a multiple of 256 */
-            test_gemm(t, be == 1 ? 37 : be, isa, &b);
-            test_gemm(t, be == 1 ? 300 : be == 32 ? 37 * 32 : 9 * 256, isa, &b);
+            test_gemm(t, be == 1 ? 37 : be, 17, isa, &b);
+            test_gemm(t, be == 1 ? 300 : be == 32 ? 37 * 32 : 9 * 256, 17, isa, &b);
+            /* the AMX kernels take 32 tokens at a time, then 16, then vk */
+            if (ts_q_gemm_nsub(t)) test_gemm(t, 9 * 256, 53, isa, &b);
         }
         test_quantize_acts(isa, &b);
         test_self_check(&b);

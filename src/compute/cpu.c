@@ -44,7 +44,10 @@ static void ref_dots_f32(const float *q, const float *K, int nk, int n, float sc
 }
 static float ref_exp_sum(float *s, int n, float m) {
     float sum = 0;
-    for (int j = 0; j < n; j++) sum += s[j] = expf(s[j] - m);
+    for (int j = 0; j < n; j++) {
+        const float x = s[j] - m;
+        sum += s[j] = x < TS_SOFTMAX_FLOOR ? 0.0f : expf(x);
+    }
     return sum;
 }
 static void ref_axpys_f32(const float *p, const float *V, int nk, int n, float *y) {
@@ -687,7 +690,7 @@ static void attn_tiled_range(void *arg, int64_t lo, int64_t hi, int ith) {
                     if (mx > m) {
                         /* new running max: rescale what was accumulated */
                         if (m > -INFINITY) {
-                            float f = expf((float)(m - mx));
+                            const float x = (float)(m - mx), f = x < TS_SOFTMAX_FLOOR ? 0.0f : expf(x);
                             ml[2 * r + 1] *= f;
                             for (int i = 0; i < hd; i++) o[i] *= f;
                         }
@@ -737,7 +740,8 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int ith) {
         for (int j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;
         double sum = 0;
         for (int j = 0; j < n; j++) {
-            sc[j] = expf(sc[j] - mx);
+            const float x = sc[j] - mx;
+            sc[j] = x < TS_SOFTMAX_FLOOR ? 0.0f : expf(x);
             sum += sc[j];
         }
         float inv = (float)(1.0 / sum);

@@ -109,10 +109,12 @@ static inline __m256 exp_neg(__m256 x) {
 }
 
 static float exp_sum(float *s, int n, float m) {
-    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    const __m256 vm = _mm256_set1_ps(m), floor = _mm256_set1_ps(TS_SOFTMAX_FLOOR);
+    __m256 acc = _mm256_setzero_ps();
     int j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+        const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(s + j), vm);
+        __m256 e = _mm256_and_ps(exp_neg(x), _mm256_cmp_ps(x, floor, _CMP_GE_OQ));
         _mm256_storeu_ps(s + j, e);
         acc = _mm256_add_ps(acc, e);
     }
@@ -121,7 +123,8 @@ static float exp_sum(float *s, int n, float m) {
         for (int i = 0; i < 8; i++) t[i] = j + i < n ? s[j + i] - m : 0.0f;
         __m256 keep = _mm256_castsi256_ps(
             _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-        __m256 ev = _mm256_and_ps(exp_neg(_mm256_loadu_ps(t)), keep);
+        const __m256 x = _mm256_loadu_ps(t);
+        __m256 ev = _mm256_and_ps(_mm256_and_ps(exp_neg(x), keep), _mm256_cmp_ps(x, floor, _CMP_GE_OQ));
         _mm256_storeu_ps(t, ev);
         for (int i = 0; j + i < n; i++) s[j + i] = t[i];
         acc = _mm256_add_ps(acc, ev);

@@ -16,8 +16,7 @@ int ts_q_gemm_nsub(ts_type t) {
     }
 }
 
-/* q_u = q + off: the unsigned operand of maddubs / vpdpbusd */
-static int gp_offset(ts_type t) { return t == TS_TYPE_Q6_K ? 32 : t == TS_TYPE_Q3_K ? 4 : 0; }
+int ts_q_gemm_offset(ts_type t) { return t == TS_TYPE_Q6_K ? 32 : t == TS_TYPE_Q3_K ? 4 : 0; }
 
 /* Direct decoders for the two types of Q4_K_M files (the generic path goes
  * through the references' ts_q_kblock): q_u[256] in element order, the
@@ -59,7 +58,7 @@ static void gp_q6_K(const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, fl
 
 /* any K-quant through the references' decode */
 static void gp_generic(ts_type t, const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, float *dm) {
-    const int nsub = ts_q_gemm_nsub(t), off = gp_offset(t), per = 256 / nsub; /* elements per sub-block */
+    const int nsub = ts_q_gemm_nsub(t), off = ts_q_gemm_offset(t), per = 256 / nsub; /* elements per sub-block */
     ts_q_kblock k;
     ts_q_unpack_k(t, b, &k);
     for (int i = 0; i < 256; i++) q[i] = (uint8_t)(k.q[i] + off);
@@ -111,5 +110,10 @@ void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t
     }
 }
 
-/* two units of 32 rows, TS_GP_KSEG super-blocks each, at the widest layout */
-size_t ts_gemm_scratch_bytes(void) { return 2 * (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(16); }
+/* two units of 32 rows, TS_GP_KSEG super-blocks each, at the widest layout;
+ * where the AMX kernels may run, their lo/hi tiles of the same units after
+ * them (TS_GP_AMX_SB_BYTES per unit and super-block) */
+size_t ts_gemm_scratch_bytes(void) {
+    size_t panels = 2 * (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(16);
+    return ts_kernels_isa_max() >= TS_ISA_AMX ? panels + 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES : panels;
+}

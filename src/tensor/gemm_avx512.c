@@ -36,6 +36,23 @@ VINL float ldf(const uint8_t *p) {
     return v;
 }
 
+/* sum_g cr_g * bsum_g(x) of 16 rows: C at their lane group's corrections,
+ * xq at the activation row's super-block */
+VINL __m512i sb_corr(const uint8_t *C, const uint8_t *xq) {
+    __m512i c = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; p++) c = _mm512_dpwssd_epi32(c, _mm512_load_si512(C + p * 128), bc32(xq + QK_BSUMS + 4 * p));
+    return c;
+}
+
+/* One super-block of one token into 16 output rows (quant.h's formula):
+ * sb = sum_j sc_j * partial_j, c = the correction; init: store, else add. */
+VINL void sb_out(float *o, __mmask16 m, __m512i sb, __m512i c, __m512 d, __m512 dm, __m512 dx, int init) {
+    const __m512 f = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb), d), _mm512_mul_ps(_mm512_cvtepi32_ps(c), dm));
+    if (init) _mm512_mask_storeu_ps(o, m, _mm512_mul_ps(f, dx));
+    else _mm512_mask_storeu_ps(o, m, _mm512_fmadd_ps(f, dx, _mm512_maskz_loadu_ps(m, o)));
+}
+
 /* NT activation rows xr[] (Q8_K, at the segment's first super-block) against
  * one packed unit of ns super-blocks: out[t*os + r] += value, rows masked by
  * m0 (rows 0..15) and m1 (16..31). */
@@ -76,26 +93,13 @@ VINL void vk(const uint8_t *panel, int ns, const int NSUB, const int NT, const u
         const uint8_t *C = P + TS_GP_Q + NSUB * 128, *D = C + 8 * 128;
         const __m512 d0 = _mm512_load_ps(D), d1 = _mm512_load_ps(D + 64);
         const __m512 dm0 = _mm512_load_ps(D + 128), dm1 = _mm512_load_ps(D + 192);
+        const int init = first && s == 0; /* the row's first super-block: no zeroing pass over the output */
 #pragma GCC unroll 6
         for (int t = 0; t < NT; t++) {
-            __m512i c0 = _mm512_setzero_si512(), c1 = c0;
-#pragma GCC unroll 8
-            for (int p = 0; p < 8; p++) {
-                const __m512i bs = bc32(xq[t] + QK_BSUMS + 4 * p);
-                c0 = _mm512_dpwssd_epi32(c0, _mm512_load_si512(C + p * 128), bs);
-                c1 = _mm512_dpwssd_epi32(c1, _mm512_load_si512(C + p * 128 + 64), bs);
-            }
             const __m512 dx = _mm512_set1_ps(ldf(xq[t]));
-            __m512 f0 = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb0[t]), d0), _mm512_mul_ps(_mm512_cvtepi32_ps(c0), dm0));
-            __m512 f1 = _mm512_sub_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb1[t]), d1), _mm512_mul_ps(_mm512_cvtepi32_ps(c1), dm1));
             float *o = out + t * os;
-            if (first && s == 0) { /* the row's first super-block: no zeroing pass over the output */
-                _mm512_mask_storeu_ps(o, m0, _mm512_mul_ps(f0, dx));
-                _mm512_mask_storeu_ps(o + 16, m1, _mm512_mul_ps(f1, dx));
-            } else {
-                _mm512_mask_storeu_ps(o, m0, _mm512_fmadd_ps(f0, dx, _mm512_maskz_loadu_ps(m0, o)));
-                _mm512_mask_storeu_ps(o + 16, m1, _mm512_fmadd_ps(f1, dx, _mm512_maskz_loadu_ps(m1, o + 16)));
-            }
+            sb_out(o, m0, sb0[t], sb_corr(C, xq[t]), d0, dm0, dx, init);
+            sb_out(o + 16, m1, sb1[t], sb_corr(C + 64, xq[t]), d1, dm1, dx, init);
         }
     }
 }
@@ -115,6 +119,31 @@ static const vk_fn vk16[VK_NT + 1] = {NULL, vk_16_1, vk_16_2, vk_16_3, vk_16_4, 
 
 static __mmask16 rmask(int64_t nr) { return nr >= 16 ? (__mmask16)0xffff : nr <= 0 ? 0 : (__mmask16)((1u << nr) - 1); }
 
+/* Tokens [c0, ncols) against the packed units of one row block and K
+ * segment, NT tokens per micro-kernel call. */
+static VN void vk_cols(const vk_fn *kf, const uint8_t *sp, size_t unit, int nu, int64_t nr, int ns, const uint8_t *px,
+                       uint64_t xs, int64_t s0, int64_t c0, int64_t ncols, float *out, int64_t os) {
+    for (; c0 < ncols; c0 += VK_NT) {
+        int nt = (int)(ncols - c0 < VK_NT ? ncols - c0 : VK_NT);
+        const uint8_t *xr[VK_NT];
+        for (int i = 0; i < nt; i++) xr[i] = px + (uint64_t)(c0 + i) * xs + (uint64_t)s0 * QK_BYTES;
+        for (int u = 0; u < nu; u++) {
+            int64_t ru = nr - u * TS_GP_ROWS;
+            kf[nt](sp + u * unit, ns, xr, out + c0 * os + u * TS_GP_ROWS, os, rmask(ru), rmask(ru - 16), s0 == 0);
+        }
+    }
+}
+
+/* Packs rows [r0, r0 + nr) (nr <= 64: nu units), super-blocks [s0, s0 + ns). */
+static void pack_units(ts_type t, const uint8_t *pw, uint64_t ws, int64_t r0, int64_t nr, int nu, int64_t s0, int ns,
+                       uint8_t *sp, size_t unit) {
+    for (int u = 0; u < nu; u++) {
+        int64_t ru = nr - u * TS_GP_ROWS;
+        ts_q_gemm_pack(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS), s0, ns, 0,
+                       sp + u * unit);
+    }
+}
+
 /* Rows in blocks of two units (64 rows); per block, K in segments of
  * TS_GP_KSEG super-blocks: pack both units, then every token passes over them. */
 static void vgemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
@@ -123,29 +152,168 @@ static void vgemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
     const vk_fn *kf = nsub == 8 ? vk8 : vk16;
     const int64_t nsb = n / TS_QK_K;
     const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
-    const uint8_t *pw = w, *px = x;
-    uint8_t *sp = scratch;
     for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
         int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
         int nu = nr > TS_GP_ROWS ? 2 : 1;
         for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
             int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
-            for (int u = 0; u < nu; u++) {
-                int64_t ru = nr - u * TS_GP_ROWS;
-                ts_q_gemm_pack(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS), s0,
-                               ns, 0, sp + u * unit);
-            }
-            for (int64_t c0 = 0; c0 < ncols; c0 += VK_NT) {
-                int nt = (int)(ncols - c0 < VK_NT ? ncols - c0 : VK_NT);
-                const uint8_t *xr[VK_NT];
-                for (int i = 0; i < nt; i++) xr[i] = px + (uint64_t)(c0 + i) * xs + (uint64_t)s0 * QK_BYTES;
-                for (int u = 0; u < nu; u++) {
-                    int64_t ru = nr - u * TS_GP_ROWS;
-                    kf[nt](sp + u * unit, ns, xr, out + c0 * os + r0 + u * TS_GP_ROWS, os, rmask(ru), rmask(ru - 16), s0 == 0);
-                }
-            }
+            pack_units(t, w, ws, r0, nr, nu, s0, ns, scratch, unit);
+            vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, 0, ncols, out + r0, os);
         }
     }
+}
+
+/* ---- AMX-INT8 ----
+ * The tile unit multiplies 16 tokens x 64 elements (A: the Q8_K activation
+ * rows, read in place) by 64 elements x 16 weight rows (B: 16 k-groups of
+ * the rows' 4 consecutive quants, the panel's lane layout) into 16 x 16 i32
+ * in one instruction, 7x the vpdpbusd rate on a Sapphire Rapids core, but
+ * over 64 elements where a K-quant changes its scale every 16 or 32. So the
+ * sub-block scale goes into the weights first: w = (q_u - off) * sc_j
+ * (|w| <= 63 * 128, an i16), split into an unsigned low byte and a signed
+ * high byte, w = lo + 256 hi. Per super-block, C_lo (tdpbsud) + 256 C_hi
+ * (tdpbssd) is then sum_j sc_j * sum_{i in j} q[i] x[i] exactly (|C_lo| <=
+ * 256*255*128, |256 C_hi| <= 2^28). The types with a min take a third tile
+ * of the min of each element's 16-group (<= 63, u8): C_m = sum_g cr_g *
+ * bsum_g, the panel kernel's correction, as an integer, so for them the
+ * result is vk's bit for bit (the same sb_out); for the offset types the
+ * offset is gone from w and the result is d * sb, which differs from vk's
+ * d * sb_u - d * c by its rounding only. Everything after the tiles is per
+ * super-block, 16 rows x 1 token per zmm, so its cost per element (~13
+ * instructions / 16) is what bounds this kernel, not the tiles. The split
+ * costs one pass over the panel per chunk. */
+#define AMX_FN static __attribute__((target("avx512vnni,amx-tile,amx-int8")))
+#define AMX_INL static inline __attribute__((always_inline, target("avx512vnni,amx-tile,amx-int8")))
+/* the tile instructions are asm the compiler cannot see into: memory they
+ * read or write is ordered against the C code around them by hand */
+#define AMX_FENCE() __asm__ volatile("" ::: "memory")
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16]; /* bytes per row of tiles 0..15 */
+    uint8_t rows[16];
+} amx_cfg;
+
+/* The panel unit's ns super-blocks as tiles (quant.h, TS_GP_AMX_SB_BYTES):
+ * lo and hi of w, and for the min types (off == 0) the min of each
+ * element's 16-group. */
+AMX_INL void amx_split(const uint8_t *panel, int ns, int nsub, int off, uint8_t *tiles) {
+    static const uint16_t idx[2][32] __attribute__((aligned(64))) = {
+        {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
+        {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
+    const __m512i i0 = _mm512_load_si512(idx[0]), i1 = _mm512_load_si512(idx[1]);
+    const __m512i voff = _mm512_set1_epi16((short)off), lo16 = _mm512_set1_epi32(0xffff), rep = _mm512_set1_epi32(0x01010101);
+    const size_t sbb = TS_GP_SB_BYTES(nsub);
+    const int gps = 64 / nsub;
+    for (int s = 0; s < ns; s++) {
+        const uint8_t *P = panel + (size_t)s * sbb;
+        const int32_t *cr = (const int32_t *)(P + TS_GP_Q + nsub * 128);
+        uint8_t *T = tiles + (size_t)s * TS_GP_AMX_SB_BYTES;
+        for (int lg = 0; lg < 2; lg++)
+            for (int j = 0; j < nsub; j++) {
+                /* the 16 rows' scales, each repeated over its 4 quants */
+                const __m512i s16 = _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_load_si512(P + TS_GP_Q + (j * 2 + lg) * 64)));
+                const __m512i e0 = _mm512_permutexvar_epi16(i0, s16), e1 = _mm512_permutexvar_epi16(i1, s16);
+                for (int g = j * gps; g < (j + 1) * gps; g++) {
+                    const uint8_t *q = P + g * 128 + lg * 64;
+                    const __m512i q0 = _mm512_sub_epi16(_mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)q)), voff);
+                    const __m512i q1 = _mm512_sub_epi16(_mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(q + 32))), voff);
+                    const __m512i w0 = _mm512_mullo_epi16(q0, e0), w1 = _mm512_mullo_epi16(q1, e1);
+                    uint8_t *o = T + lg * 12288 + (g / 16) * 3072 + (g % 16) * 64;
+                    _mm256_store_si256((__m256i *)o, _mm512_cvtepi16_epi8(w0));
+                    _mm256_store_si256((__m256i *)(o + 32), _mm512_cvtepi16_epi8(w1));
+                    _mm256_store_si256((__m256i *)(o + 1024), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w0, 8)));
+                    _mm256_store_si256((__m256i *)(o + 1056), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w1, 8)));
+                    if (!off) { /* cr of the 16-group g/4: half g/4 % 2 of the pair p = g/8 */
+                        __m512i m = _mm512_load_si512(cr + ((g / 8) * 2 + lg) * 16);
+                        m = (g / 4) % 2 ? _mm512_srli_epi32(m, 16) : _mm512_and_si512(m, lo16);
+                        _mm512_store_si512(o + 2048, _mm512_mullo_epi32(m, rep));
+                    }
+                }
+            }
+    }
+}
+
+/* One unit's 16-row lane group (B tiles at T) against 16 tokens (A rows at
+ * xa, stride xs) for one super-block: C_lo, C_hi (and C_m) into cb. Tiles:
+ * 0-2 C (lo, hi, m), 3 A, 4-6 B (lo, hi, m). */
+AMX_INL void amx_sb(const uint8_t *T, const uint8_t *xa, uint64_t xs, int mins, int32_t cb[3][16][16]) {
+    _tile_zero(0);
+    _tile_zero(1);
+    if (mins) _tile_zero(2);
+    for (int kk = 0; kk < 4; kk++) {
+        const uint8_t *B = T + kk * 3072;
+        _tile_loadd(3, xa + kk * 64, xs);
+        _tile_loadd(4, B, 64);
+        _tile_loadd(5, B + 1024, 64);
+        _tile_dpbsud(0, 3, 4);
+        _tile_dpbssd(1, 3, 5);
+        if (mins) {
+            _tile_loadd(6, B + 2048, 64);
+            _tile_dpbsud(2, 3, 6);
+        }
+    }
+    _tile_stored(0, cb[0], 64);
+    _tile_stored(1, cb[1], 64);
+    if (mins) _tile_stored(2, cb[2], 64);
+    AMX_FENCE();
+}
+
+/* vgemm with the tile unit for every whole 16 tokens, vk for the rest.
+ * Per K segment: super-block, then lane group, then tokens, so the lane
+ * group's B tiles (12 KiB) stay in L1 while the tokens pass. */
+AMX_INL void agemm(ts_type t, const int mins, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x,
+                   uint64_t xs, int64_t ncols, float *out, int64_t os, void *scratch) {
+    const int nsub = ts_q_gemm_nsub(t), off = ts_q_gemm_offset(t);
+    const vk_fn *kf = nsub == 8 ? vk8 : vk16;
+    const int64_t nsb = n / TS_QK_K, c_amx = ncols / 16 * 16;
+    const size_t sbb = TS_GP_SB_BYTES(nsub), unit = (size_t)TS_GP_KSEG * sbb;
+    const uint8_t *px = x;
+    uint8_t *sp = scratch, *tp = sp + 2 * unit;
+    amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 7; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;
+    _tile_loadconfig(&cfg);
+    int32_t cb[3][16][16] __attribute__((aligned(64)));
+    for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
+        int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
+        int nu = nr > TS_GP_ROWS ? 2 : 1;
+        for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
+            int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
+            pack_units(t, w, ws, r0, nr, nu, s0, ns, sp, unit);
+            if (c_amx)
+                for (int u = 0; u < nu; u++) amx_split(sp + u * unit, ns, nsub, off, tp + (size_t)u * TS_GP_KSEG * TS_GP_AMX_SB_BYTES);
+            AMX_FENCE();
+            for (int s = 0; s < ns && c_amx; s++)
+                for (int u = 0; u < nu; u++)
+                    for (int lg = 0; lg < 2; lg++) {
+                        const int64_t rl = nr - u * TS_GP_ROWS - lg * 16;
+                        if (rl <= 0) continue;
+                        const uint8_t *T = tp + ((size_t)u * TS_GP_KSEG + (size_t)s) * TS_GP_AMX_SB_BYTES + (size_t)lg * 12288;
+                        const uint8_t *P = sp + u * unit + (size_t)s * sbb, *D = P + TS_GP_Q + nsub * 128 + 8 * 128;
+                        const __m512 d = _mm512_load_ps(D + lg * 64), dm = _mm512_load_ps(D + 128 + lg * 64);
+                        const __mmask16 m = rmask(rl);
+                        const int init = s0 == 0 && s == 0;
+                        float *o = out + r0 + u * TS_GP_ROWS + lg * 16;
+                        for (int64_t c0 = 0; c0 < c_amx; c0 += 16) {
+                            const uint8_t *xq = px + (uint64_t)c0 * xs + (uint64_t)(s0 + s) * QK_BYTES;
+                            amx_sb(T, xq + QK_QS, xs, mins, cb);
+                            for (int i = 0; i < 16; i++) {
+                                const __m512i sb = _mm512_add_epi32(_mm512_load_si512(cb[0][i]), _mm512_slli_epi32(_mm512_load_si512(cb[1][i]), 8));
+                                const __m512 dx = _mm512_set1_ps(ldf(xq + (uint64_t)i * xs));
+                                float *oi = o + (c0 + i) * os;
+                                if (mins) sb_out(oi, m, sb, _mm512_load_si512(cb[2][i]), d, dm, dx, init);
+                                else if (init) _mm512_mask_storeu_ps(oi, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb), d), dx));
+                                else _mm512_mask_storeu_ps(oi, m, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb), d), dx, _mm512_maskz_loadu_ps(m, oi)));
+                            }
+                            AMX_FENCE();
+                        }
+                    }
+            vk_cols(kf, sp, unit, nu, nr, ns, px, xs, s0, c_amx, ncols, out + r0, os);
+        }
+    }
+    _tile_release();
 }
 
 #define VG(T)                                                                                                    \
@@ -158,6 +326,25 @@ VG(Q3_K)
 VG(Q4_K)
 VG(Q5_K)
 VG(Q6_K)
+
+#define AG(T, MINS)                                                                                              \
+    AMX_FN void agemm_##T(int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,         \
+                          int64_t ncols, float *out, int64_t os, void *scratch) {                              \
+        agemm(TS_TYPE_##T, MINS, n, w, ws, nrows, x, xs, ncols, out, os, scratch);                               \
+    }
+AG(Q2_K, 1)
+AG(Q3_K, 0)
+AG(Q4_K, 1)
+AG(Q5_K, 1)
+AG(Q6_K, 0)
+
+void ts_q_fill_gemm_amx(ts_q_kernels *k) {
+    k->gemm[TS_TYPE_Q2_K] = agemm_Q2_K;
+    k->gemm[TS_TYPE_Q3_K] = agemm_Q3_K;
+    k->gemm[TS_TYPE_Q4_K] = agemm_Q4_K;
+    k->gemm[TS_TYPE_Q5_K] = agemm_Q5_K;
+    k->gemm[TS_TYPE_Q6_K] = agemm_Q6_K;
+}
 
 void ts_q_fill_gemm_avx512(ts_q_kernels *k, int vnni) {
     if (!vnni) return; /* AVX-512 without VNNI keeps the AVX2 panel kernels */

@@ -9,8 +9,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
-static ts_q_kernels q_tables[3];
+static ts_q_kernels q_tables[TS_ISA_COUNT];
 static int q_max_isa;   /* what the CPU (and the build) can run */
 static int q_isa;       /* what the dispatcher uses */
 static const ts_q_kernels *q_k;
@@ -45,6 +49,24 @@ static bool q_has_vnni512(void) {
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     return (c >> 11) & 1u;
 }
+/* AMX-INT8: CPUID.(7,0):EDX[24] (tiles) and [25] (int8 dot products), the
+ * OS saving the tile state (XCR0 bits 17, 18), and, on Linux, the kernel
+ * granting this process the tile data (ARCH_REQ_XCOMP_PERM, once for all
+ * threads; without it the first tile instruction faults). */
+static bool q_has_amx(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1u) || !((d >> 25) & 1u)) return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1u)) return false; /* OSXSAVE: xgetbv may run */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;
+#if defined(__linux__)
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return false;
+#endif
+}
 #endif
 
 static int q_detect(void) {
@@ -66,6 +88,7 @@ static void q_init(void) {
     ts_q_fill_ref(&q_tables[0]);
     q_tables[1] = q_tables[0];
     q_tables[2] = q_tables[0];
+    q_tables[3] = q_tables[0];
     q_max_isa = q_detect();
 #if defined(__x86_64__)
     ts_q_kernels tmp;
@@ -81,6 +104,13 @@ static void q_init(void) {
         ts_q_fill_avx512(&tmp);
         ts_q_fill_gemm_avx512(&tmp, q_has_vnni512());
         q_overlay(&q_tables[2], &tmp);
+        q_tables[3] = q_tables[2];
+        if (q_has_vnni512() && q_has_amx()) {
+            memset(&tmp, 0, sizeof tmp);
+            ts_q_fill_gemm_amx(&tmp);
+            q_overlay(&q_tables[3], &tmp);
+            q_max_isa = TS_ISA_AMX;
+        }
     }
 #endif
     q_isa = q_max_isa;
@@ -90,6 +120,7 @@ static void q_init(void) {
         if (!strcmp(f, "scalar")) want = TS_ISA_SCALAR;
         else if (!strcmp(f, "avx2")) want = TS_ISA_AVX2;
         else if (!strcmp(f, "avx512")) want = TS_ISA_AVX512;
+        else if (!strcmp(f, "amx")) want = TS_ISA_AMX;
         if (want >= 0 && want < q_isa) q_isa = want; /* downwards only */
     }
     q_k = &q_tables[q_isa];
@@ -105,6 +136,7 @@ const char *ts_isa_name(int isa) {
     case TS_ISA_SCALAR: return "scalar";
     case TS_ISA_AVX2: return "avx2";
     case TS_ISA_AVX512: return "avx512";
+    case TS_ISA_AMX: return "amx";
     default: return "?";
     }
 }

@@ -98,10 +98,13 @@ void ts_gemm(ts_type wtype, int64_t n, const void *w, uint64_t w_stride, int64_t
              uint64_t x_stride, int64_t ncols, float *out, int64_t out_stride, void *scratch);
 
 /* ISA levels, ordered. */
-enum { TS_ISA_SCALAR = 0, TS_ISA_AVX2 = 1, TS_ISA_AVX512 = 2 };
+enum { TS_ISA_SCALAR = 0, TS_ISA_AVX2 = 1, TS_ISA_AVX512 = 2, TS_ISA_AMX = 3 };
+#define TS_ISA_COUNT 4
 
-/* Name of the ISA the dispatcher picked ("avx512", "avx2", "scalar");
- * TS_FORCE_ISA=scalar|avx2|avx512 in the environment overrides detection
+/* Name of the ISA the dispatcher picked ("amx", "avx512", "avx2", "scalar";
+ * amx is avx512 plus the AMX-INT8 prefill GEMM, where the CPU has AMX-INT8,
+ * AVX512_VNNI and the kernel grants the tile state);
+ * TS_FORCE_ISA=scalar|avx2|avx512|amx in the environment overrides detection
  * (downwards only), for tests and benchmarks. */
 const char *ts_kernels_isa(void);
 /* Highest level this CPU (and build) supports. */
@@ -185,9 +188,15 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
 #define TS_GP_KSEG 8 /* super-blocks per packed segment */
 #define TS_GP_Q 8192
 #define TS_GP_SB_BYTES(nsub) (TS_GP_Q + (nsub) * 128 + 8 * 128 + 2 * 128)
+/* The AMX kernels' copy of a unit's quants, per super-block (gemm_avx512.c):
+ * [2 lg][4 k-steps of 64][lo, hi, min][16 k-groups][16 rows][4] i8 */
+#define TS_GP_AMX_SB_BYTES (2 * 4 * 3 * 1024)
 /* sub-blocks per super-block the panel uses for type t (8: scales per 32
  * elements; 16: per 16), 0 when t has no panel form */
 int ts_q_gemm_nsub(ts_type t);
+/* off of q_u = q + off, the unsigned operand of maddubs / vpdpbusd (Q6_K 32,
+ * Q3_K 4; 0 for the types with a min, whose correction is cr = min) */
+int ts_q_gemm_offset(ts_type t);
 /* Packs rows [0, nrows) (nrows <= 32) of w (row stride ws bytes), super-blocks
  * [sb0, sb0+ns), into panel. sc_pair: scales as (s, s) i16 pairs. */
 void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
@@ -200,6 +209,9 @@ void ts_q_fill_avx512(ts_q_kernels *k);
 void ts_q_fill_gemm_avx2(ts_q_kernels *k);
 /* vnni: the CPU has AVX512_VNNI (else the AVX2 panel kernels stay) */
 void ts_q_fill_gemm_avx512(ts_q_kernels *k, int vnni);
+/* the AMX-INT8 panel kernels (gemm_avx512.c): only once the tile state is
+ * granted to this process (quant.c asks the kernel) */
+void ts_q_fill_gemm_amx(ts_q_kernels *k);
 #endif
 #endif
 
