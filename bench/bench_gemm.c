@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "tensor/quant.h"
@@ -18,6 +19,13 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void *hp_alloc(size_t n) {
+    size_t a = (size_t)2 << 20;
+    void *p = aligned_alloc(a, (n + a - 1) / a * a);
+    if (p) madvise(p, (n + a - 1) / a * a, MADV_HUGEPAGE);
+    return p;
 }
 
 int main(int argc, char **argv) {
@@ -40,8 +48,9 @@ int main(int argc, char **argv) {
         /* a 512-row slice: what one thread of a split matmul gets */
         int64_t rr = rows < 512 ? rows : 512;
         uint64_t ws = ts_type_row_bytes(t, (uint64_t)n), xs = ts_type_row_bytes(TS_TYPE_Q8_K, (uint64_t)n);
-        uint8_t *w = malloc(ws * (uint64_t)rr), *x = malloc(xs * (uint64_t)ntok);
-        float *f = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)rr * (size_t)ntok);
+        /* the engine's buffers are huge-page backed (cpu.c): so are these */
+        uint8_t *w = hp_alloc(ws * (uint64_t)rr), *x = hp_alloc(xs * (uint64_t)ntok);
+        float *f = malloc(sizeof(float) * (size_t)n), *out = hp_alloc(sizeof(float) * (size_t)rr * (size_t)ntok);
         for (int64_t r = 0; r < rr; r++) {
             for (int64_t i = 0; i < n; i++) f[i] = (float)(((r * 131 + i * 7919) % 2001) - 1000) * 1e-3f;
             ts_quantize_row_ref(t, f, w + r * ws, n);

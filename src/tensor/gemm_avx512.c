@@ -179,9 +179,13 @@ static void vgemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
  * result is vk's bit for bit (the same sb_out); for the offset types the
  * offset is gone from w and the result is d * sb, which differs from vk's
  * d * sb_u - d * c by its rounding only. Everything after the tiles is per
- * super-block, 16 rows x 1 token per zmm, so its cost per element (~13
- * instructions / 16) is what bounds this kernel, not the tiles. The split
- * costs one pass over the panel per chunk. */
+ * super-block, 16 rows x 1 token per zmm (~13 instructions). The split costs
+ * one pass over the panel per chunk. Far from the tile unit's rate still
+ * (bench_gemm, 7B ffn_down Q4_K, 512 tokens: ~23 ms, where the tile
+ * instructions alone would take ~4.4): a third is the scalar panel pack and
+ * the split, and most of the rest waits on the A rows (16 tokens, 16 pages);
+ * prefetching them, two A tiles in turn and A reused by both lane groups
+ * each gained in bench_gemm and lost in the 7B prefill (2 threads). */
 #define AMX_FN static __attribute__((target("avx512vnni,amx-tile,amx-int8")))
 #define AMX_INL static inline __attribute__((always_inline, target("avx512vnni,amx-tile,amx-int8")))
 /* the tile instructions are asm the compiler cannot see into: memory they
