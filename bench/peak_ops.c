@@ -1,8 +1,9 @@
 /* Peak arithmetic rate of this machine's cores, for judging kernel efficiency:
  * int8 dot products (AVX-512 VNNI vpdpbusd, AVX-VNNI 256-bit vpdpbusd, AVX2
- * vpmaddubsw + vpmaddwd + vpaddd) and f32 FMA (512 and 256 bits), from
- * register-only loops with 12 independent accumulators (enough to cover the
- * latency), on 1..T threads. GOPS counts a multiply-add as 2 ops.
+ * vpmaddubsw + vpmaddwd + vpaddd, AMX-INT8 tdpbssd on full 16 x 64 tiles)
+ * and f32 FMA (512 and 256 bits), from register-only loops with 12
+ * independent accumulators (4 tiles for AMX: enough to cover the latency),
+ * on 1..T threads. GOPS counts a multiply-add as 2 ops.
  *
  *   cc -O2 -march=native -pthread -o /tmp/peak_ops bench/peak_ops.c
  *   /tmp/peak_ops [-t 1,2] [-s seconds per test]
@@ -13,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__AMX_INT8__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static double now(void) {
     struct timespec t;
@@ -114,6 +119,43 @@ static double k_fma256(long reps) {
     return (double)reps * ITERS * 12 * 8 * 2;
 }
 
+#if defined(__AMX_INT8__) && defined(__linux__)
+/* the kernel must grant the tile state (once per process); each thread loads
+ * its own tile configuration */
+static int amx_ok(void) { return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0; }
+static double k_amx(long reps) {
+    struct {
+        unsigned char palette, start, reserved[14];
+        unsigned short colsb[16];
+        unsigned char rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;
+    static signed char ab[16][64] __attribute__((aligned(64)));
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ab, 64);
+    _tile_loadd(5, ab, 64);
+    _tile_loadd(6, ab, 64);
+    _tile_loadd(7, ab, 64);
+    for (long r = 0; r < reps * ITERS; r++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    int c[16][16];
+    _tile_stored(0, c, 64);
+    _tile_release();
+    sink = c[0][0];
+    return (double)reps * ITERS * 4 * 16 * 16 * 64 * 2;
+}
+#endif
+
 typedef double (*kfn)(long);
 typedef struct {
     kfn f;
@@ -185,6 +227,9 @@ int main(int argc, char **argv) {
         kfn f;
         int ok;
     } ks[] = {
+#if defined(__AMX_INT8__) && defined(__linux__)
+        {"int8 tdpbssd 16x16x64 (AMX-INT8)", k_amx, amx_ok()},
+#endif
 #if defined(__AVX512VNNI__)
         {"int8 vpdpbusd zmm (AVX512_VNNI)", k_vnni512, 1},
 #endif
@@ -202,6 +247,10 @@ int main(int argc, char **argv) {
     printf("\n");
     for (size_t k = 0; k < sizeof ks / sizeof *ks; k++) {
         printf("%-36s", ks[k].name);
+        if (!ks[k].ok) {
+            printf(" skipped: the kernel did not grant the tile state\n");
+            continue;
+        }
         for (int i = 0; i < nt; i++) printf(" %8.1f", measure(ks[k].f, threads[i], secs)), fflush(stdout);
         printf("\n");
     }
