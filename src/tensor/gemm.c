@@ -23,18 +23,22 @@ int ts_q_gemm_offset(ts_type t) { return t == TS_TYPE_Q6_K ? 32 : t == TS_TYPE_Q
  * sub-block scales (per 32 for Q4_K, per 16 for Q6_K), the 16 corrections,
  * d and dm. Same values as the generic path (the tests compare both against
  * the references). */
-static void gp_q4_K(const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, float *dm) {
+void ts_q_gemm_q4_K_head(const uint8_t *b, int *sc, int *cr, float *d, float *dm) {
     uint16_t h[2];
     memcpy(h, b, 4);
     *d = ts_f16_to_f32(h[0]);
     *dm = ts_f16_to_f32(h[1]);
-    const uint8_t *s = b + 4, *qs = b + 16;
+    const uint8_t *s = b + 4;
     for (int j = 0; j < 8; j++) {
         int m;
         if (j < 4) sc[j] = s[j] & 63, m = s[j + 4] & 63;
         else sc[j] = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4), m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
         cr[2 * j] = cr[2 * j + 1] = m;
     }
+}
+static void gp_q4_K(const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, float *dm) {
+    ts_q_gemm_q4_K_head(b, sc, cr, d, dm);
+    const uint8_t *qs = b + 16;
     for (int g = 0; g < 4; g++)
         for (int l = 0; l < 32; l++) q[64 * g + l] = qs[32 * g + l] & 0xf, q[64 * g + 32 + l] = qs[32 * g + l] >> 4;
 }

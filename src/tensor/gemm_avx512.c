@@ -134,13 +134,96 @@ static VN void vk_cols(const vk_fn *kf, const uint8_t *sp, size_t unit, int nu, 
     }
 }
 
-/* Packs rows [r0, r0 + nr) (nr <= 64: nu units), super-blocks [s0, s0 + ns). */
-static void pack_units(ts_type t, const uint8_t *pw, uint64_t ws, int64_t r0, int64_t nr, int nu, int64_t s0, int ns,
+/* 16 rows of 16 dwords, transposed in place: r[i] dword l <- r[l] dword i. */
+VINL void tr16x16(__m512i r[16]) {
+    __m512i t[16], u[16], v[16];
+    for (int i = 0; i < 8; i++)
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]), t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) {
+            v[8 * i + k] = _mm512_shuffle_i32x4(u[8 * i + k], u[8 * i + 4 + k], 0x88);
+            v[8 * i + 4 + k] = _mm512_shuffle_i32x4(u[8 * i + k], u[8 * i + 4 + k], 0xdd);
+        }
+    for (int k = 0; k < 8; k++) {
+        r[k] = _mm512_shuffle_i32x4(v[k], v[8 + k], 0x88);
+        r[8 + k] = _mm512_shuffle_i32x4(v[k], v[8 + k], 0xdd);
+    }
+}
+
+/* ts_q_gemm_pack for Q4_K (sc_pair 0), byte for byte, 16 rows at a time: a
+ * row's 64 quants of a k-step are one zmm (low nibbles of 32 bytes, then
+ * their high nibbles: the element order), whose 16 dwords are the 16 k-groups;
+ * 16 rows' zmm transposed are the panel's 16 lane-group rows of those
+ * k-groups. The scalar packer spends ~700 cycles a row and super-block
+ * decoding and scattering 4 bytes at a time (a quarter of the VNNI kernel's
+ * time). Scales, mins, d, dm: the shared decode. */
+static VN void pack_q4_K(const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
+    const size_t sbb = TS_GP_SB_BYTES(8);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int lg = 0; lg < 2; lg++) {
+        const uint8_t *rb[16]; /* the rows' first packed block, NULL past nrows */
+        for (int l = 0; l < 16; l++) {
+            const int r = lg * 16 + l;
+            rb[l] = r < nrows ? w + (uint64_t)r * ws + (uint64_t)sb0 * 144 : NULL;
+        }
+        for (int s = 0; s < ns; s++) {
+            uint8_t *P = panel + (size_t)s * sbb;
+            int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + 8 * 32;
+            float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
+            for (int l = 0; l < 16; l++) {
+                int sc[8], cr[16];
+                float dd = 0.0f, ddm = 0.0f;
+                if (rb[l]) {
+                    const uint8_t *b = rb[l] + (size_t)s * 144;
+                    if (s + 2 < ns) _mm_prefetch((const char *)b + 288, _MM_HINT_T0), _mm_prefetch((const char *)b + 352, _MM_HINT_T0);
+                    ts_q_gemm_q4_K_head(b, sc, cr, &dd, &ddm);
+                } else {
+                    memset(sc, 0, sizeof sc), memset(cr, 0, sizeof cr);
+                }
+                for (int j = 0; j < 8; j++) psc[(j * 2 + lg) * 16 + l] = sc[j];
+                for (int p = 0; p < 8; p++)
+                    pcr[(p * 2 + lg) * 16 + l] = (int32_t)((uint32_t)(uint16_t)cr[2 * p] | (uint32_t)(uint16_t)cr[2 * p + 1] << 16);
+                d[lg * 16 + l] = dd;
+                dm[lg * 16 + l] = ddm;
+            }
+            for (int kk = 0; kk < 4; kk++) {
+                __m512i r[16];
+                for (int l = 0; l < 16; l++) {
+                    if (!rb[l]) {
+                        r[l] = _mm512_setzero_si512();
+                        continue;
+                    }
+                    const __m256i x = _mm256_loadu_si256((const __m256i *)(rb[l] + (size_t)s * 144 + 16 + 32 * kk));
+                    r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(x, m4)),
+                                              _mm256_and_si256(_mm256_srli_epi16(x, 4), m4), 1);
+                }
+                tr16x16(r);
+                for (int i = 0; i < 16; i++) _mm512_store_si512(P + ((kk * 16 + i) * 2 + lg) * 64, r[i]);
+            }
+        }
+    }
+}
+
+/* Packs rows [r0, r0 + nr) (nr <= 64: nu units), super-blocks [s0, s0 + ns);
+ * vec: Q4_K through pack_q4_K. Only the VNNI kernel asks for it: in the 7B
+ * prefill on the 2-core Xeon it made that path ~10% faster (5 pairs) but the
+ * AMX one ~5% slower (8 pairs; perf: the AMX kernel's own A-tile loads
+ * waited longer, the pack itself went from 24% to 11% of the run; the cause
+ * not found, the VM has no hardware counters), though bench_gemm (weights in
+ * cache) gains 20-50% on both. */
+static void pack_units(ts_type t, int vec, const uint8_t *pw, uint64_t ws, int64_t r0, int64_t nr, int nu, int64_t s0, int ns,
                        uint8_t *sp, size_t unit) {
     for (int u = 0; u < nu; u++) {
         int64_t ru = nr - u * TS_GP_ROWS;
-        ts_q_gemm_pack(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS), s0, ns, 0,
-                       sp + u * unit);
+        const int rows = (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS);
+        if (vec && t == TS_TYPE_Q4_K) pack_q4_K(pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, rows, s0, ns, sp + u * unit);
+        else ts_q_gemm_pack(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, rows, s0, ns, 0, sp + u * unit);
     }
 }
 
@@ -157,7 +240,7 @@ static void vgemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
         int nu = nr > TS_GP_ROWS ? 2 : 1;
         for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
             int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
-            pack_units(t, w, ws, r0, nr, nu, s0, ns, scratch, unit);
+            pack_units(t, 1, w, ws, r0, nr, nu, s0, ns, scratch, unit);
             vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, 0, ncols, out + r0, os);
         }
     }
@@ -285,7 +368,7 @@ AMX_INL void agemm(ts_type t, const int mins, int64_t n, const void *w, uint64_t
         int nu = nr > TS_GP_ROWS ? 2 : 1;
         for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
             int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
-            pack_units(t, w, ws, r0, nr, nu, s0, ns, sp, unit);
+            pack_units(t, 0, w, ws, r0, nr, nu, s0, ns, sp, unit);
             if (c_amx)
                 for (int u = 0; u < nu; u++) amx_split(sp + u * unit, ns, nsub, off, tp + (size_t)u * TS_GP_KSEG * TS_GP_AMX_SB_BYTES);
             AMX_FENCE();

@@ -201,6 +201,10 @@ int ts_q_gemm_offset(ts_type t);
  * [sb0, sb0+ns), into panel. sc_pair: scales as (s, s) i16 pairs. */
 void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
                     uint8_t *panel);
+/* A Q4_K block's panel fields but its quants: the 8 sub-block scales, the 16
+ * corrections (each sub-block's min, twice), d and dmin (the packers' shared
+ * decode; gemm_avx512.c's vector packer takes the quants itself). */
+void ts_q_gemm_q4_K_head(const uint8_t *b, int *sc, int *cr, float *d, float *dm);
 
 void ts_q_fill_ref(ts_q_kernels *k);
 #if defined(__x86_64__)
