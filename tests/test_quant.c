@@ -469,6 +469,38 @@ static void test_gemm(ts_type t, int64_t n, int C, int isa, bufs *b) {
     free(X);
 }
 
+/* The AMX GEMM gives the VNNI one's bits for the types with a min (Q4_K,
+ * Q5_K, Q2_K: the same integer sums, the same float code after them; for
+ * Q6_K and Q3_K the offset leaves the weights, so only test_gemm's tolerance
+ * holds). Only where the CPU has both levels. */
+static void test_gemm_amx_bits(bufs *b) {
+    if (ts_kernels_isa_max() < TS_ISA_AMX) {
+        printf("%-60s not run: no AMX level on this CPU\n", "amx gemm = avx512 gemm, bit for bit");
+        return;
+    }
+    static const ts_type ts[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q2_K};
+    enum { R = 70, C = 53, N = 9 * 256 };
+    int diff = 0;
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
+        const ts_type t = ts[k], p = ts_type_dot_partner(t);
+        const uint64_t ws = ts_type_row_bytes(t, N), xs = ts_type_row_bytes(p, N);
+        uint8_t *w = malloc(ws * R), *x = malloc(xs * C);
+        for (int r = 0; r < R; r++) make_weights(t, r % 7 == 3 ? SC_MAXQ : r % 2 ? SC_SANE : SC_RANDOM, w + r * ws, N);
+        for (int c = 0; c < C; c++) make_acts(t, c == 5 ? SC_MAXQ : SC_RANDOM, x + c * xs, N, b->tmp);
+        void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
+        float *o[2] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C)};
+        for (int l = 0; l < 2; l++) {
+            CHECK(ts_kernels_set_isa(l ? TS_ISA_AMX : TS_ISA_AVX512) == 0);
+            ts_gemm(t, N, w, ws, R, x, xs, C, o[l], R, scratch);
+        }
+        int d = memcmp(o[0], o[1], sizeof(float) * R * C) != 0;
+        CHECKF(!d, "%s: the amx gemm's bits differ from the avx512 one's", ts_type_name(t));
+        diff += d;
+        free(o[0]), free(o[1]), free(scratch), free(w), free(x);
+    }
+    printf("%-60s %s\n", "amx gemm = avx512 gemm, bit for bit (Q4_K, Q5_K, Q2_K)", diff ? "DIFFERS" : "same");
+}
+
 static void test_quantize_acts(int isa, bufs *b) {
     static const ts_type acts[] = {TS_TYPE_Q8_0, TS_TYPE_Q8_K, TS_TYPE_F16, TS_TYPE_BF16};
     int64_t n = 33 * 256;
@@ -585,6 +617,7 @@ int main(void) {
     /* said apart: a CPU that cannot report XINUSE checks nothing here */
     printf("upper ymm/zmm state after the kernels: %d checks, %d dirty%s\n", upper_checked, upper_bad,
            upper_checked ? "" : " (XGETBV(1) unavailable: not checked)");
+    test_gemm_amx_bits(&b);
     CHECK(ts_kernels_set_isa(max_isa + 1) == -1);
     ts_kernels_set_isa(max_isa);
     CHECK(!ts_type_supported(TS_TYPE_IQ2_XXS) && ts_type_dot_partner(TS_TYPE_IQ2_XXS) == TS_TYPE_COUNT);

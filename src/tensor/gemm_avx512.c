@@ -250,7 +250,8 @@ static void vgemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
  * The tile unit multiplies 16 tokens x 64 elements (A: the Q8_K activation
  * rows, read in place) by 64 elements x 16 weight rows (B: 16 k-groups of
  * the rows' 4 consecutive quants, the panel's lane layout) into 16 x 16 i32
- * in one instruction, 7x the vpdpbusd rate on a Sapphire Rapids core, but
+ * in one instruction, 7.5x the vpdpbusd rate on the Xeons measured here
+ * (bench/peak_ops.c: 6.3 against 0.84 int8 TOPS a core), but
  * over 64 elements where a K-quant changes its scale every 16 or 32. So the
  * sub-block scale goes into the weights first: w = (q_u - off) * sc_j
  * (|w| <= 63 * 128, an i16), split into an unsigned low byte and a signed
@@ -259,7 +260,8 @@ static void vgemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
  * 256*255*128, |256 C_hi| <= 2^28). The types with a min take a third tile
  * of the min of each element's 16-group (<= 63, u8): C_m = sum_g cr_g *
  * bsum_g, the panel kernel's correction, as an integer, so for them the
- * result is vk's bit for bit (the same sb_out); for the offset types the
+ * result is vk's bit for bit (the same sb_out; test_quant compares the
+ * bits); for the offset types the
  * offset is gone from w and the result is d * sb, which differs from vk's
  * d * sb_u - d * c by its rounding only. Everything after the tiles is per
  * super-block, 16 rows x 1 token per zmm (~13 instructions). The split costs
