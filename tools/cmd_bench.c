@@ -155,6 +155,10 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "bench: fed fresh seeded-random ids every run: %d distinct of %lld (pp), %d distinct of %lld (tg) in the timed runs; "
                         "%lld reps after 1 warm-up each\n",
                 distinct[0], (long long)(p * r), distinct[1], (long long)(n * r), (long long)r);
+    if (!rc) { /* which kernels ran: the CPU's level (TS_FORCE_ISA can lower it) or the GPU */
+        char d[256];
+        fprintf(stderr, "bench: backend %s\n", ts_backend_describe(m.be, d, sizeof d));
+    }
     if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_error(cmd, "writing output failed");
 done:
     free(ids);
