@@ -42,13 +42,16 @@ static void gp_q4_K(const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, fl
     for (int g = 0; g < 4; g++)
         for (int l = 0; l < 32; l++) q[64 * g + l] = qs[32 * g + l] & 0xf, q[64 * g + 32 + l] = qs[32 * g + l] >> 4;
 }
-static void gp_q6_K(const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, float *dm) {
-    const uint8_t *ql = b, *qh = b + 128;
+void ts_q_gemm_q6_K_head(const uint8_t *b, int *sc, int *cr, float *d, float *dm) {
     const int8_t *scales = (const int8_t *)(b + 192);
     uint16_t h;
     memcpy(&h, b + 208, 2);
     *d = *dm = ts_f16_to_f32(h);
     for (int j = 0; j < 16; j++) sc[j] = scales[j], cr[j] = 32 * scales[j];
+}
+static void gp_q6_K(const uint8_t *b, uint8_t *q, int *sc, int *cr, float *d, float *dm) {
+    const uint8_t *ql = b, *qh = b + 128;
+    ts_q_gemm_q6_K_head(b, sc, cr, d, dm);
     for (int hf = 0; hf < 2; hf++)
         for (int l = 0; l < 32; l++) {
             uint8_t a = ql[64 * hf + l], c = ql[64 * hf + 32 + l], hb = qh[32 * hf + l];

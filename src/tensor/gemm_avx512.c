@@ -156,37 +156,41 @@ VINL void tr16x16(__m512i r[16]) {
     }
 }
 
-/* ts_q_gemm_pack for Q4_K (sc_pair 0), byte for byte, 16 rows at a time: a
- * row's 64 quants of a k-step are one zmm (low nibbles of 32 bytes, then
- * their high nibbles: the element order), whose 16 dwords are the 16 k-groups;
- * 16 rows' zmm transposed are the panel's 16 lane-group rows of those
- * k-groups. The scalar packer spends ~700 cycles a row and super-block
- * decoding and scattering 4 bytes at a time (a quarter of the VNNI kernel's
- * time). Scales, mins, d, dm: the shared decode. */
-static VN void pack_q4_K(const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
-    const size_t sbb = TS_GP_SB_BYTES(8);
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+/* ts_q_gemm_pack for Q4_K and Q6_K (sc_pair 0), byte for byte, 16 rows at a
+ * time: a row's 64 quants of a k-step are one zmm (the element order: Q4_K
+ * the low nibbles of 32 bytes then their high nibbles; Q6_K the same from
+ * ql with two bits of qh on top), whose 16 dwords are the 16 k-groups; 16
+ * rows' zmm transposed are the panel's 16 lane-group rows of those k-groups.
+ * The scalar packer spends ~700 cycles a row and super-block decoding and
+ * scattering 4 bytes at a time (a quarter of the VNNI kernel's time).
+ * Scales, corrections, d, dm: the scalar packer's own decode. */
+static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
+    const int q6 = t == TS_TYPE_Q6_K, nsub = q6 ? 16 : 8, bb = q6 ? 210 : 144;
+    const size_t sbb = TS_GP_SB_BYTES(nsub);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
     for (int lg = 0; lg < 2; lg++) {
         const uint8_t *rb[16]; /* the rows' first packed block, NULL past nrows */
         for (int l = 0; l < 16; l++) {
             const int r = lg * 16 + l;
-            rb[l] = r < nrows ? w + (uint64_t)r * ws + (uint64_t)sb0 * 144 : NULL;
+            rb[l] = r < nrows ? w + (uint64_t)r * ws + (uint64_t)sb0 * (uint64_t)bb : NULL;
         }
         for (int s = 0; s < ns; s++) {
             uint8_t *P = panel + (size_t)s * sbb;
-            int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + 8 * 32;
+            int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + nsub * 32;
             float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
             for (int l = 0; l < 16; l++) {
-                int sc[8], cr[16];
+                int sc[16], cr[16];
                 float dd = 0.0f, ddm = 0.0f;
                 if (rb[l]) {
-                    const uint8_t *b = rb[l] + (size_t)s * 144;
-                    if (s + 2 < ns) _mm_prefetch((const char *)b + 288, _MM_HINT_T0), _mm_prefetch((const char *)b + 352, _MM_HINT_T0);
-                    ts_q_gemm_q4_K_head(b, sc, cr, &dd, &ddm);
+                    const uint8_t *b = rb[l] + (size_t)s * bb;
+                    if (s + 2 < ns)
+                        for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)b + 2 * bb + o, _MM_HINT_T0);
+                    if (q6) ts_q_gemm_q6_K_head(b, sc, cr, &dd, &ddm);
+                    else ts_q_gemm_q4_K_head(b, sc, cr, &dd, &ddm);
                 } else {
                     memset(sc, 0, sizeof sc), memset(cr, 0, sizeof cr);
                 }
-                for (int j = 0; j < 8; j++) psc[(j * 2 + lg) * 16 + l] = sc[j];
+                for (int j = 0; j < nsub; j++) psc[(j * 2 + lg) * 16 + l] = sc[j];
                 for (int p = 0; p < 8; p++)
                     pcr[(p * 2 + lg) * 16 + l] = (int32_t)((uint32_t)(uint16_t)cr[2 * p] | (uint32_t)(uint16_t)cr[2 * p + 1] << 16);
                 d[lg * 16 + l] = dd;
@@ -199,9 +203,23 @@ static VN void pack_q4_K(const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, 
                         r[l] = _mm512_setzero_si512();
                         continue;
                     }
-                    const __m256i x = _mm256_loadu_si256((const __m256i *)(rb[l] + (size_t)s * 144 + 16 + 32 * kk));
-                    r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(x, m4)),
-                                              _mm256_and_si256(_mm256_srli_epi16(x, 4), m4), 1);
+                    const uint8_t *b = rb[l] + (size_t)s * bb;
+                    __m256i lo, hi;
+                    if (q6) { /* elements 128 hf + 64 (kk & 1) + [0, 64) */
+                        const int hf = kk >> 1, sh = 4 * (kk & 1);
+                        const __m256i A = _mm256_loadu_si256((const __m256i *)(b + 64 * hf));
+                        const __m256i B = _mm256_loadu_si256((const __m256i *)(b + 64 * hf + 32));
+                        const __m256i H = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * hf));
+                        const __m256i H0 = _mm256_and_si256(_mm256_srli_epi16(H, sh), m3);
+                        const __m256i H1 = _mm256_and_si256(_mm256_srli_epi16(H, sh + 2), m3);
+                        lo = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, sh), m4), _mm256_slli_epi16(H0, 4));
+                        hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, sh), m4), _mm256_slli_epi16(H1, 4));
+                    } else {
+                        const __m256i x = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * kk));
+                        lo = _mm256_and_si256(x, m4);
+                        hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+                    }
+                    r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
                 }
                 tr16x16(r);
                 for (int i = 0; i < 16; i++) _mm512_store_si512(P + ((kk * 16 + i) * 2 + lg) * 64, r[i]);
@@ -211,7 +229,7 @@ static VN void pack_q4_K(const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, 
 }
 
 /* Packs rows [r0, r0 + nr) (nr <= 64: nu units), super-blocks [s0, s0 + ns);
- * vec: Q4_K through pack_q4_K. Only the VNNI kernel asks for it: in the 7B
+ * vec: Q4_K and Q6_K through pack_vec. Only the VNNI kernel asks for it: in the 7B
  * prefill on the 2-core Xeon it made that path ~10% faster (5 pairs) but the
  * AMX one ~5% slower (8 pairs; perf: the AMX kernel's own A-tile loads
  * waited longer, the pack itself went from 24% to 11% of the run; the cause
@@ -222,7 +240,8 @@ static void pack_units(ts_type t, int vec, const uint8_t *pw, uint64_t ws, int64
     for (int u = 0; u < nu; u++) {
         int64_t ru = nr - u * TS_GP_ROWS;
         const int rows = (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS);
-        if (vec && t == TS_TYPE_Q4_K) pack_q4_K(pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, rows, s0, ns, sp + u * unit);
+        if (vec && (t == TS_TYPE_Q4_K || t == TS_TYPE_Q6_K))
+            pack_vec(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, rows, s0, ns, sp + u * unit);
         else ts_q_gemm_pack(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, rows, s0, ns, 0, sp + u * unit);
     }
 }

@@ -205,6 +205,8 @@ void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t
  * corrections (each sub-block's min, twice), d and dmin (the packers' shared
  * decode; gemm_avx512.c's vector packer takes the quants itself). */
 void ts_q_gemm_q4_K_head(const uint8_t *b, int *sc, int *cr, float *d, float *dm);
+/* The same for Q6_K: 16 scales, the corrections 32 * scale, d twice. */
+void ts_q_gemm_q6_K_head(const uint8_t *b, int *sc, int *cr, float *d, float *dm);
 
 void ts_q_fill_ref(ts_q_kernels *k);
 #if defined(__x86_64__)
