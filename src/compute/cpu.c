@@ -44,10 +44,7 @@ static void ref_dots_f32(const float *q, const float *K, int nk, int n, float sc
 }
 static float ref_exp_sum(float *s, int n, float m) {
     float sum = 0;
-    for (int j = 0; j < n; j++) {
-        const float x = s[j] - m;
-        sum += s[j] = x < TS_SOFTMAX_FLOOR ? 0.0f : expf(x);
-    }
+    for (int j = 0; j < n; j++) sum += s[j] = ts_softmax_exp(s[j] - m);
     return sum;
 }
 static void ref_axpys_f32(const float *p, const float *V, int nk, int n, float *y) {
@@ -690,7 +687,7 @@ static void attn_tiled_range(void *arg, int64_t lo, int64_t hi, int ith) {
                     if (mx > m) {
                         /* new running max: rescale what was accumulated */
                         if (m > -INFINITY) {
-                            const float x = (float)(m - mx), f = x < TS_SOFTMAX_FLOOR ? 0.0f : expf(x);
+                            const float f = ts_softmax_exp((float)(m - mx));
                             ml[2 * r + 1] *= f;
                             for (int i = 0; i < hd; i++) o[i] *= f;
                         }
@@ -740,8 +737,7 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int ith) {
         for (int j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;
         double sum = 0;
         for (int j = 0; j < n; j++) {
-            const float x = sc[j] - mx;
-            sc[j] = x < TS_SOFTMAX_FLOOR ? 0.0f : expf(x);
+            sc[j] = ts_softmax_exp(sc[j] - mx);
             sum += sc[j];
         }
         float inv = (float)(1.0 / sum);

@@ -4,6 +4,7 @@
 #ifndef TS_CPU_KERNELS_H
 #define TS_CPU_KERNELS_H
 
+#include <math.h>
 #include <stdint.h>
 
 /* A softmax weight under 2^-64 of its row's largest is 0 (exp_sum, the
@@ -12,6 +13,10 @@
  * multiply takes a microcode assist on x86 (the 7B prefill on a Xeon spent
  * about a third of its time there). exp(x - m) for x - m < this is 0. */
 #define TS_SOFTMAX_FLOOR (-44.3614196f) /* ln 2^-64 */
+
+/* exp(x) for a softmax argument x = s - max <= 0, 0 under the floor: the
+ * scalar form every caller and the reference use */
+static inline float ts_softmax_exp(float x) { return x < TS_SOFTMAX_FLOOR ? 0.0f : expf(x); }
 
 typedef struct ts_cpu_kernels {
     float (*dot_f32)(const float *a, const float *b, int n);

@@ -246,25 +246,6 @@ static void pack_units(ts_type t, int vec, const uint8_t *pw, uint64_t ws, int64
     }
 }
 
-/* Rows in blocks of two units (64 rows); per block, K in segments of
- * TS_GP_KSEG super-blocks: pack both units, then every token passes over them. */
-static void vgemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
-                  int64_t ncols, float *out, int64_t os, void *scratch) {
-    const int nsub = ts_q_gemm_nsub(t);
-    const vk_fn *kf = nsub == 8 ? vk8 : vk16;
-    const int64_t nsb = n / TS_QK_K;
-    const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
-    for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
-        int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
-        int nu = nr > TS_GP_ROWS ? 2 : 1;
-        for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
-            int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
-            pack_units(t, 1, w, ws, r0, nr, nu, s0, ns, scratch, unit);
-            vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, 0, ncols, out + r0, os);
-        }
-    }
-}
-
 /* ---- AMX-INT8 ----
  * The tile unit multiplies 16 tokens x 64 elements (A: the Q8_K activation
  * rows, read in place) by 64 elements x 16 weight rows (B: 16 k-groups of
@@ -367,67 +348,84 @@ AMX_INL void amx_sb(const uint8_t *T, const uint8_t *xa, uint64_t xs, int mins, 
     AMX_FENCE();
 }
 
-/* vgemm with the tile unit for every whole 16 tokens, vk for the rest.
- * Per K segment: super-block, then lane group, then tokens, so the lane
- * group's B tiles (12 KiB) stay in L1 while the tokens pass. */
-AMX_INL void agemm(ts_type t, const int mins, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x,
-                   uint64_t xs, int64_t ncols, float *out, int64_t os, void *scratch) {
-    const int nsub = ts_q_gemm_nsub(t), off = ts_q_gemm_offset(t);
-    const vk_fn *kf = nsub == 8 ? vk8 : vk16;
-    const int64_t nsb = n / TS_QK_K, c_amx = ncols / 16 * 16;
-    const size_t sbb = TS_GP_SB_BYTES(nsub), unit = (size_t)TS_GP_KSEG * sbb;
-    const uint8_t *px = x;
-    uint8_t *sp = scratch, *tp = sp + 2 * unit;
-    amx_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int i = 0; i < 7; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;
-    _tile_loadconfig(&cfg);
+/* One row block's K segment on the tile unit, packed units at sp: tokens
+ * [0, c_amx) (whole 16s); per super-block, then lane group, then tokens, so
+ * the lane group's B tiles (12 KiB) stay in L1 while the tokens pass. The
+ * caller has loaded the tile configuration (agemm_*). */
+AMX_INL void amx_segment_body(ts_type t, const int mins, const uint8_t *sp, size_t unit, int64_t r0, int64_t nr, int nu,
+                              int64_t s0, int ns, const uint8_t *px, uint64_t xs, int64_t c_amx, float *out, int64_t os) {
+    const int nsub = ts_q_gemm_nsub(t);
+    const size_t sbb = TS_GP_SB_BYTES(nsub);
+    uint8_t *tp = (uint8_t *)sp + 2 * unit; /* the scratch after the two units (ts_gemm_scratch_bytes) */
     int32_t cb[3][16][16] __attribute__((aligned(64)));
+    for (int u = 0; u < nu; u++) amx_split(sp + u * unit, ns, nsub, ts_q_gemm_offset(t), tp + (size_t)u * TS_GP_KSEG * TS_GP_AMX_SB_BYTES);
+    AMX_FENCE();
+    for (int s = 0; s < ns; s++)
+        for (int u = 0; u < nu; u++)
+            for (int lg = 0; lg < 2; lg++) {
+                const int64_t rl = nr - u * TS_GP_ROWS - lg * 16;
+                if (rl <= 0) continue;
+                const uint8_t *T = tp + ((size_t)u * TS_GP_KSEG + (size_t)s) * TS_GP_AMX_SB_BYTES + (size_t)lg * 12288;
+                const uint8_t *P = sp + u * unit + (size_t)s * sbb, *D = P + TS_GP_Q + nsub * 128 + 8 * 128;
+                const __m512 d = _mm512_load_ps(D + lg * 64), dm = _mm512_load_ps(D + 128 + lg * 64);
+                const __mmask16 m = rmask(rl);
+                const int init = s0 == 0 && s == 0;
+                float *o = out + r0 + u * TS_GP_ROWS + lg * 16;
+                for (int64_t c0 = 0; c0 < c_amx; c0 += 16) {
+                    const uint8_t *xq = px + (uint64_t)c0 * xs + (uint64_t)(s0 + s) * QK_BYTES;
+                    amx_sb(T, xq + QK_QS, xs, mins, cb);
+                    for (int i = 0; i < 16; i++) {
+                        const __m512i sb = _mm512_add_epi32(_mm512_load_si512(cb[0][i]), _mm512_slli_epi32(_mm512_load_si512(cb[1][i]), 8));
+                        const __m512 dx = _mm512_set1_ps(ldf(xq + (uint64_t)i * xs));
+                        float *oi = o + (c0 + i) * os;
+                        if (mins) sb_out(oi, m, sb, _mm512_load_si512(cb[2][i]), d, dm, dx, init);
+                        else if (init) _mm512_mask_storeu_ps(oi, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb), d), dx));
+                        else _mm512_mask_storeu_ps(oi, m, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb), d), dx, _mm512_maskz_loadu_ps(m, oi)));
+                    }
+                    AMX_FENCE();
+                }
+            }
+}
+/* the two instances: the types with a min (a third tile), the offset types */
+#define AMX_SEG_ARGS                                                                                             \
+    ts_type t, const uint8_t *sp, size_t unit, int64_t r0, int64_t nr, int nu, int64_t s0, int ns, const uint8_t *px, \
+        uint64_t xs, int64_t c_amx, float *out, int64_t os
+AMX_FN __attribute__((noinline)) void amx_segment_min(AMX_SEG_ARGS) {
+    amx_segment_body(t, 1, sp, unit, r0, nr, nu, s0, ns, px, xs, c_amx, out, os);
+}
+AMX_FN __attribute__((noinline)) void amx_segment_off(AMX_SEG_ARGS) {
+    amx_segment_body(t, 0, sp, unit, r0, nr, nu, s0, ns, px, xs, c_amx, out, os);
+}
+
+/* Rows in blocks of two units (64 rows); per block, K in segments of
+ * TS_GP_KSEG super-blocks: pack both units, then every token passes over
+ * them: with amx the tile unit takes the whole 16s of tokens (amx_segment_*,
+ * the AMX level's kernels, which hold the tile configuration), vk the rest. */
+VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
+                     int64_t ncols, float *out, int64_t os, void *scratch) {
+    const int nsub = ts_q_gemm_nsub(t);
+    const vk_fn *kf = nsub == 8 ? vk8 : vk16;
+    const int64_t nsb = n / TS_QK_K, c_amx = amx ? ncols / 16 * 16 : 0;
+    const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
     for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
         int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
         int nu = nr > TS_GP_ROWS ? 2 : 1;
         for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
             int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
-            pack_units(t, 0, w, ws, r0, nr, nu, s0, ns, sp, unit);
-            if (c_amx)
-                for (int u = 0; u < nu; u++) amx_split(sp + u * unit, ns, nsub, off, tp + (size_t)u * TS_GP_KSEG * TS_GP_AMX_SB_BYTES);
-            AMX_FENCE();
-            for (int s = 0; s < ns && c_amx; s++)
-                for (int u = 0; u < nu; u++)
-                    for (int lg = 0; lg < 2; lg++) {
-                        const int64_t rl = nr - u * TS_GP_ROWS - lg * 16;
-                        if (rl <= 0) continue;
-                        const uint8_t *T = tp + ((size_t)u * TS_GP_KSEG + (size_t)s) * TS_GP_AMX_SB_BYTES + (size_t)lg * 12288;
-                        const uint8_t *P = sp + u * unit + (size_t)s * sbb, *D = P + TS_GP_Q + nsub * 128 + 8 * 128;
-                        const __m512 d = _mm512_load_ps(D + lg * 64), dm = _mm512_load_ps(D + 128 + lg * 64);
-                        const __mmask16 m = rmask(rl);
-                        const int init = s0 == 0 && s == 0;
-                        float *o = out + r0 + u * TS_GP_ROWS + lg * 16;
-                        for (int64_t c0 = 0; c0 < c_amx; c0 += 16) {
-                            const uint8_t *xq = px + (uint64_t)c0 * xs + (uint64_t)(s0 + s) * QK_BYTES;
-                            amx_sb(T, xq + QK_QS, xs, mins, cb);
-                            for (int i = 0; i < 16; i++) {
-                                const __m512i sb = _mm512_add_epi32(_mm512_load_si512(cb[0][i]), _mm512_slli_epi32(_mm512_load_si512(cb[1][i]), 8));
-                                const __m512 dx = _mm512_set1_ps(ldf(xq + (uint64_t)i * xs));
-                                float *oi = o + (c0 + i) * os;
-                                if (mins) sb_out(oi, m, sb, _mm512_load_si512(cb[2][i]), d, dm, dx, init);
-                                else if (init) _mm512_mask_storeu_ps(oi, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb), d), dx));
-                                else _mm512_mask_storeu_ps(oi, m, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sb), d), dx, _mm512_maskz_loadu_ps(m, oi)));
-                            }
-                            AMX_FENCE();
-                        }
-                    }
-            vk_cols(kf, sp, unit, nu, nr, ns, px, xs, s0, c_amx, ncols, out + r0, os);
+            pack_units(t, !amx, w, ws, r0, nr, nu, s0, ns, scratch, unit);
+            if (c_amx) {
+                if (ts_q_gemm_offset(t)) amx_segment_off(t, scratch, unit, r0, nr, nu, s0, ns, x, xs, c_amx, out, os);
+                else amx_segment_min(t, scratch, unit, r0, nr, nu, s0, ns, x, xs, c_amx, out, os);
+            }
+            vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, c_amx, ncols, out + r0, os);
         }
     }
-    _tile_release();
 }
 
 #define VG(T)                                                                                                    \
-    static void vgemm_##T(int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,        \
+    static VN void vgemm_##T(int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,        \
                           int64_t ncols, float *out, int64_t os, void *scratch) {                              \
-        vgemm(TS_TYPE_##T, n, w, ws, nrows, x, xs, ncols, out, os, scratch);                                    \
+        panel_gemm(TS_TYPE_##T, 0, n, w, ws, nrows, x, xs, ncols, out, os, scratch);                              \
     }
 VG(Q2_K)
 VG(Q3_K)
@@ -435,16 +433,24 @@ VG(Q4_K)
 VG(Q5_K)
 VG(Q6_K)
 
-#define AG(T, MINS)                                                                                              \
+/* The AMX level: the tile configuration (7 tiles of 16 x 64 bytes) held for
+ * the call, released on return. */
+#define AG(T)                                                                                                    \
     AMX_FN void agemm_##T(int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,         \
                           int64_t ncols, float *out, int64_t os, void *scratch) {                              \
-        agemm(TS_TYPE_##T, MINS, n, w, ws, nrows, x, xs, ncols, out, os, scratch);                               \
+        amx_cfg cfg;                                                                                             \
+        memset(&cfg, 0, sizeof cfg);                                                                             \
+        cfg.palette = 1;                                                                                         \
+        for (int i = 0; i < 7; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;                                          \
+        _tile_loadconfig(&cfg);                                                                                  \
+        panel_gemm(TS_TYPE_##T, 1, n, w, ws, nrows, x, xs, ncols, out, os, scratch);                              \
+        _tile_release();                                                                                         \
     }
-AG(Q2_K, 1)
-AG(Q3_K, 0)
-AG(Q4_K, 1)
-AG(Q5_K, 1)
-AG(Q6_K, 0)
+AG(Q2_K)
+AG(Q3_K)
+AG(Q4_K)
+AG(Q5_K)
+AG(Q6_K)
 
 void ts_q_fill_gemm_amx(ts_q_kernels *k) {
     k->gemm[TS_TYPE_Q2_K] = agemm_Q2_K;
