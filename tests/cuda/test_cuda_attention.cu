@@ -17,7 +17,9 @@
  * writes only its max and sum, so a merge that read its stale output, or
  * stopped short of a live split, fails.
  * Decode cases also run ts_cuda_attention_q8 (the split merge fused with the
- * activation quantization) for each partner the row suits: its output and
+ * activation quantization; with one split, a cache of at most two tiles per
+ * warp, a Q8_0 partner is quantized by the decode kernel itself, cases at
+ * n_ctx 129, 256 and 257) for each partner the row suits: its output and
  * quantized bytes must equal the plain attention's and ts_cuda_quantize_q8's
  * of it, bit for bit.
  * One-token decode cases with at most 8 query heads per kv head also run
@@ -276,6 +278,7 @@ int main(void) {
         run({1, 4, 1, 64, 10000, 9000, 0}); /* 79 splits: the fused merge's second term per thread */
         run({1, 4, 1, 64, 10000, 3, 0});    /* 79 splits, all but the first past the position (empty states) */
         run({1, 4, 1, 256, 70, 40, 16});    /* decode, head_dim 256, window */
+        run({1, 9, 3, 64, 129, 128, 0});    /* one split, Q8_0 quantized in the decode kernel */
         run({12, 6, 3, 128, 48, 20, 0});    /* prefill */
         run_rope_all({1, 9, 3, 64, 300, 200, 0});   /* fused RoPE: splits, the new row mid-split */
         run_rope_all({1, 7, 1, 128, 100, 0, 0});    /* the first token */
@@ -295,6 +298,11 @@ int main(void) {
     run({3, 4, 1, 256, 1024, 700, 512}); /* Gemma 3 270M, sliding window */
     run({1, 4, 1, 256, 600, 599, 17});
     run({5, 8, 8, 64, 333, 40, 0});      /* no GQA, odd n_ctx */
+    run({1, 9, 3, 64, 129, 128, 0});     /* SmolLM2 in bench's tg128 cache: one split, Q8_0 in the kernel */
+    run({2, 9, 3, 64, 256, 200, 0});     /* the longest one-split cache for head_dim 64 */
+    run({1, 9, 3, 64, 257, 256, 0});     /* one past it: split again */
+    run({1, 28, 4, 128, 129, 100, 0});   /* 7B, one split: Q8_K keeps its quantization launch */
+    run({1, 4, 1, 256, 128, 127, 0});    /* head_dim 256: two warps, one split up to 128 */
     run({1, 4, 1, 64, 10000, 9000, 0});  /* 79 splits: the fused merge's second term per thread */
     run({9, 9, 3, 64, 64, 0, 0});        /* prefill from 0 */
     run({33, 12, 2, 128, 256, 100, 0});  /* prefill after a prefix */
@@ -311,6 +319,8 @@ int main(void) {
     run_rope_all({1, 8, 2, 128, 1024, 96, 0});    /* and at a split's start */
     run_rope_all({1, 4, 1, 256, 600, 599, 17});  /* window */
     run_rope_all({1, 8, 8, 64, 333, 40, 0});      /* no GQA */
+    run_rope_all({1, 9, 3, 64, 129, 70, 0});      /* one split with Q8_0 in the kernel */
+    run_rope_all({1, 9, 3, 64, 256, 255, 0});     /* the cache's last slot */
     check_refusals();
     return tu_finish();
 }

@@ -18,7 +18,9 @@
  * unnormalized output); attn_combine merges the splits. The split count
  * depends on n_ctx, the heads and the SM count only, never on pos: blocks
  * whose split lies past a token's position exit after writing an empty state,
- * so one graph serves every decode step.
+ * so one graph serves every decode step. A short cache (two tiles per warp at
+ * most) is one split: no merge, and a Q8_0 partner's quantization is done by
+ * the decode kernel itself (Q8Out).
  *
  * Fused with RoPE (ts_cuda_rope_attention, one decode token): the block also
  * normalizes (per-head norms) and rotates its query rows in shared memory,
@@ -188,10 +190,22 @@ struct RopeNew {
     float mscale;       /* multiplies cos and sin */
 };
 
+/* Where a single-split decode kernel also quantizes its output to Q8_0 (the
+ * int8 Wo's partner): the q8 layout's parts (cuda_quant.cuh q8_layout), or
+ * qs NULL for none. A Q8_0 block is 32 elements of one head, so the block
+ * that writes a head's output can quantize it; a Q8_K block spans heads of
+ * several kv groups, so that partner keeps its own launch. */
+struct Q8Out {
+    int8_t *qs;     /* (n_tok, n_head * HD) quants */
+    float *d;       /* (n_tok, nd) scales */
+    int32_t *s;     /* (n_tok, ns) sums */
+    int64_t nd, ns; /* per token row */
+};
+
 template <int HD, bool ROPE>
 __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     attn_decode(const ts_cuda_attn a, const RopeNew rn, int n_split, int split_len, int n_hchunk, float *part_ml,
-                float *part_acc) {
+                float *part_acc, const Q8Out qo) {
     ts_pdl_enter();
     typedef DecCfg<HD> C;
     __shared__ __align__(16) uint16_t Ks[C::WARPS][32 * C::KS];
@@ -373,6 +387,8 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         if (lane == 0) mine[ATT_RW * HD + r] = S.m[r], mine[ATT_RW * HD + ATT_RW + r] = S.l[r];
     }
     __syncthreads();
+    /* ng * HD and the block are whole warps, so a warp's 32 elements are 32
+     * consecutive ones of one head: one Q8_0 block, quantized where made */
     for (int i = threadIdx.x; i < ng * HD; i += blockDim.x) {
         const int r = i / HD, d = i % HD;
         float M = -INFINITY;
@@ -390,7 +406,11 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         }
         const int64_t row = (int64_t)t * a.n_head + h0 + r;
         if (n_split == 1) {
-            a.out[row * HD + d] = L > 0.0f ? A / L : 0.0f;
+            const float o = L > 0.0f ? A / L : 0.0f;
+            a.out[row * HD + d] = o;
+            if (qo.qs)
+                q8_quant_elem<false>(o, true, t, (int64_t)(h0 + r) * HD + d, (int64_t)a.n_head * HD, qo.qs, qo.d, qo.s,
+                                     qo.nd, qo.ns, NULL);
         } else {
             part_acc[(row * n_split + split) * HD + d] = A;
             if (d == 0) part_ml[(row * n_split + split) * 2] = M, part_ml[(row * n_split + split) * 2 + 1] = L;
@@ -596,7 +616,10 @@ template <int HD> __global__ void __launch_bounds__(128) attn_prefill(const ts_c
 
 /* Split plan of the decode kernel: a function of the shapes and the SM
  * count only (never of positions), so scratch size and grid are fixed for a
- * graph. */
+ * graph. A cache of at most two tiles per warp (ATT_SHORT_TILES) is one
+ * split: the splits would save at most one tile of latency and cost a merge
+ * launch (or, with a Q8_0 partner, the quantization's launch too). */
+#define ATT_SHORT_TILES 2
 struct AttnPlan {
     int n_split, split_len, n_hchunk;
 };
@@ -610,6 +633,7 @@ template <int HD> ts_status attn_plan(const ts_cuda_attn *a, AttnPlan &p) {
     const int64_t items = (int64_t)a->n_head_kv * p.n_hchunk * a->n_tok;
     const int64_t target = 4 * (int64_t)sms; /* blocks */
     int64_t max_split = (a->n_ctx + 32 * DecCfg<HD>::WARPS - 1) / (32 * DecCfg<HD>::WARPS);
+    if (a->n_ctx <= ATT_SHORT_TILES * 32 * DecCfg<HD>::WARPS) max_split = 1;
     if (max_split > ATT_MAX_SPLIT) max_split = ATT_MAX_SPLIT;
     int64_t ns = (target + items - 1) / items;
     ns = ns < 1 ? 1 : ns > max_split ? max_split : ns;
@@ -643,7 +667,8 @@ template <int HD> size_t attn_scratch(const ts_cuda_attn *a) {
 }
 
 /* q8 != NULL: the output is also quantized to `partner` there (the caller
- * checked the layout); with split-K the combine does it. */
+ * checked the layout); with split-K the combine does it, with one split and
+ * Q8_0 the decode kernel, else a quantization launch. */
 template <int HD>
 ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes, uint32_t partner = 0,
                       void *q8 = NULL, const RopeNew *rn = NULL) {
@@ -665,16 +690,24 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
         ml = (float *)scratch;
         acc = (float *)((uint8_t *)scratch + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
     }
+    Q8Out qo = {NULL, NULL, NULL, 0, 0};
+    const bool fused_q8 = q8 && p.n_split == 1 && partner == TS_TYPE_Q8_0;
+    if (fused_q8) {
+        const Q8Layout L = q8_layout(partner, (int64_t)a->n_head * HD, a->n_tok);
+        uint8_t *b = (uint8_t *)q8;
+        qo = Q8Out{(int8_t *)(b + L.qs), (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns};
+    }
     const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
     if (rn) {
         ts_launch(&attn_decode<HD, true>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, *rn, p.n_split, p.split_len, p.n_hchunk, ml,
-                                                                              acc);
+                                                                              acc, qo);
         TS_CUDA_LAUNCHED("rope + attention decode");
     } else {
         ts_launch(&attn_decode<HD, false>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, RopeNew{}, p.n_split, p.split_len,
-                                                                               p.n_hchunk, ml, acc);
+                                                                               p.n_hchunk, ml, acc, qo);
         TS_CUDA_LAUNCHED("attention decode");
     }
+    if (fused_q8) return TS_OK;
     if (q8 && p.n_split > 1) {
         const int64_t n_in = (int64_t)a->n_head * HD;
         const Q8Layout L = q8_layout(partner, n_in, a->n_tok);
