@@ -132,16 +132,6 @@ void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, con
     op->add(st, x, tmp, n);
 }
 
-void ts_backend_compose_norm_route(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w,
-                                   const ts_mat *const *w, float *r, int n_tok, int k, bool renorm, int32_t *ids, float *wts) {
-    const ts_backend_ops *op = st->be->ops;
-    float *y[TS_MATMUL_MAX_W];
-    for (int i = 0; i < n_w; i++) y[i] = r + (int64_t)i * n_tok * w[i]->n_out;
-    op->rmsnorm(st, x, norm, w[0]->n_in, n_tok, eps, xn);
-    op->matmul(st, n_w, w, y, xn, n_tok);
-    op->moe_route(st, r, n_w * n_tok, (int)w[0]->n_out, k, renorm, ids, wts);
-}
-
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
                                       float *k, const float *v) {
     const ts_backend_ops *op = st->be->ops;

@@ -270,13 +270,6 @@ typedef struct ts_backend_ops {
      * projections */
     void (*moe_act_matmul)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
                            const int32_t *ids, int k);
-    /* rmsnorm(x, norm, eps -> xn) over (n_tok, w[0]->n_in), matmul(n_w, w,
-     * y, xn) with y[i] = r + i * n_tok * n_expert, then moe_route(r, n_w *
-     * n_tok rows, n_expert, k, renorm, ids, wts): a MoE layer's routing from
-     * the residual (n_w 2: streamed decode's folded pilot, n_tok 1). xn is
-     * written: the experts read it. */
-    void (*norm_route)(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w, const ts_mat *const *w,
-                       float *r, int n_tok, int k, bool renorm, int32_t *ids, float *wts);
     /* moe_combine(tmp, y, w, NULL, 1, k, n), then add(x, tmp, n): one token's
      * weighted expert sum into the residual; tmp (n) is room, written or not */
     void (*moe_combine_add)(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
@@ -321,8 +314,6 @@ void ts_backend_compose_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, co
 void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
                                        const int32_t *ids, int k);
 void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
-void ts_backend_compose_norm_route(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w,
-                                   const ts_mat *const *w, float *r, int n_tok, int k, bool renorm, int32_t *ids, float *wts);
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
                                       float *k, const float *v);
 void ts_backend_compose_rope_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r,

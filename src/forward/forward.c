@@ -100,7 +100,8 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
 
         /* ---- feed-forward ---- */
         if (L->moe) {
-            ts_status rc = ts_forward_moe(s, l, n); /* x += the routed FFN of rmsnorm(x); marks its own phases */
+            op->rmsnorm(st, s->x, L->ffn_norm, E, n, eps, s->xb);
+            ts_status rc = ts_forward_moe(s, l, n); /* x += the routed FFN; marks its own phases */
             if (rc != TS_OK) {
                 (void)ts_forward_moe_release(s);
                 return rc;

@@ -275,18 +275,18 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     expert_cache *ec = s->model->ecache;
     const size_t NK = (size_t)n * (size_t)K;
 
-    /* 1. route the whole chunk where the activations are: h = rmsnorm(x)
-     * (into xb, which the experts read), router logits for every token in
-     * one matmul, top-k and weights, all one norm_route op. Streamed
-     * decode's prefetch pilot rides along where it is folded: its matrix is
-     * a second weight of the same matmul, its top-k row 1 of the same route
-     * (the weights of row 1 are never read) */
+    /* 1. route the whole chunk where the activations are: router logits for
+     * every token in one matmul, top-k and weights by the moe_route op.
+     * Streamed decode's prefetch pilot rides along where it is folded: its
+     * matrix is a second weight of the same matmul, its top-k row 1 of the
+     * same route (the weights of row 1 are never read) */
     moe_tables t;
     const bool tables = expert_cache_tables(ec, l, t.tab, t.host_tab);
     const bool folded = n == 1 && !tables && prefetch_target(s, l) >= 0 && L->pilot_router.data;
     const ts_mat *rw[2] = {&L->ffn_router, &L->pilot_router};
-    op->norm_route(st, s->x, L->ffn_norm, hp->norm_eps, s->xb, folded ? 2 : 1, rw, s->router, n, K, hp->expert_norm, s->moe_ids_dev,
-                   s->moe_w_dev);
+    float *ro[2] = {s->router, s->router + NE};
+    op->matmul(st, folded ? 2 : 1, rw, ro, s->xb, n);
+    op->moe_route(st, s->router, folded ? 2 : n, NE, K, hp->expert_norm, s->moe_ids_dev, s->moe_w_dev);
     if (!tables) t = session_tables(s); /* streamed: filled by each fetch */
     /* the host needs the routing to group a chunk or ask the cache (streamed
      * decode: host_point), and the hooks see every token; the weights stay

@@ -10,9 +10,6 @@
  * normal, or on a coarse grid (many ties: the lower id must win); n_expert 8,
  * 60, 64, 128, 1024; k 1..8 and 16; renorm on and off.
  *
- * norm_route (norm, router rows and top-k of one decode token, one launch):
- * see check_norm_route.
- *
  * moe_matvec (F32 activations) and moe_matvec_q8 (int8): each rank's row is
  * the dense matvec of its expert, so the references and threshold are
  * test_cuda_matvec's: ts_dequant_row_ref rows (or the float rows) dotted with
@@ -78,90 +75,6 @@ static void check_route(int n_expert, int k, bool renorm, int n_tok, bool ties) 
     CHECKF(ok, "%s: %zu ids, %zu weights differ", what, bad_id, bad_w);
     free(r), free(w_want), free(w_got), free(id_want), free(id_got);
     cudaFree(dr), cudaFree(dw), cudaFree(did);
-}
-
-/* norm_route (one decode token's norm, router rows and top-k in one
- * launch): xn bit-identical to ts_cuda_rmsnorm's; the logits against the
- * CPU's normalized row dotted with the router rows in double (rel. error <=
- * 1e-5: only the float accumulation order differs); ids and weights
- * bit-identical to ts_cuda_moe_route on the kernel's own logits and, where
- * the CPU reference's logits pick the same ids, to cref_moe_route's ids.
- * Launched three times into poisoned outputs: the ticket must be back at 0
- * after each launch, or the second launch routes nothing. */
-static int desc_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-static void check_norm_route(int64_t n, int n_w, int n_expert, int k, bool renorm) {
-    const size_t nr = (size_t)n_w * n_expert, nk = (size_t)n_w * k;
-    float *x = (float *)malloc(4 * n), *nw = (float *)malloc(4 * n), *wr = (float *)malloc(4 * nr * n);
-    float *xn_ref = (float *)malloc(4 * n), *r_ref = (float *)malloc(4 * nr);
-    for (int64_t i = 0; i < n; i++) x[i] = 3.0f * tcu_normal(), nw[i] = 1.0f + 0.2f * tcu_normal();
-    for (size_t i = 0; i < nr * (size_t)n; i++) wr[i] = 0.05f * tcu_normal();
-    cref_rmsnorm(x, nw, n, 1, 1e-6f, xn_ref);
-    for (size_t j = 0; j < nr; j++) {
-        double acc = 0;
-        for (int64_t i = 0; i < n; i++) acc += (double)xn_ref[i] * wr[j * n + i];
-        r_ref[j] = (float)acc;
-    }
-    float *dx = (float *)tcu_dalloc(4 * n), *dnw = (float *)tcu_dalloc(4 * n), *dwr = (float *)tcu_dalloc(4 * nr * n);
-    float *dxn = (float *)tcu_dalloc(4 * n), *dxn2 = (float *)tcu_dalloc(4 * n), *dr = (float *)tcu_dalloc(4 * nr);
-    float *dw = (float *)tcu_dalloc(4 * nk), *dw2 = (float *)tcu_dalloc(4 * nk);
-    int32_t *did = (int32_t *)tcu_dalloc(4 * nk), *did2 = (int32_t *)tcu_dalloc(4 * nk);
-    unsigned *dticket = (unsigned *)tcu_dalloc(4);
-    TCU(cudaMemset(dticket, 0, 4));
-    tcu_up(dx, x, 4 * n), tcu_up(dnw, nw, 4 * n), tcu_up(dwr, wr, 4 * nr * n);
-    const float *wp[2] = {dwr, dwr + (size_t)n_expert * n};
-    char what[128];
-    snprintf(what, sizeof what, "norm_route n=%lld routers=%d E=%d k=%d%s", (long long)n, n_w, n_expert, k,
-             renorm ? " renorm" : "");
-    CHECKF(ts_cuda_norm_route_fits(n, n_w, n_expert, k), "%s: does not fit", what);
-    float *xn = (float *)malloc(4 * n), *xn2 = (float *)malloc(4 * n), *r = (float *)malloc(4 * nr);
-    float *w = (float *)malloc(4 * nk), *w2 = (float *)malloc(4 * nk), *w_ref = (float *)malloc(4 * nk);
-    int32_t *id = (int32_t *)malloc(4 * nk), *id2 = (int32_t *)malloc(4 * nk), *id_ref = (int32_t *)malloc(4 * nk);
-    TCU_OK(ts_cuda_rmsnorm(NULL, dx, dnw, n, 1, 1e-6f, dxn2), what);
-    tcu_sync(what);
-    tcu_down(xn2, dxn2, 4 * n);
-    bool same_all = true;
-    double worst = 0;
-    size_t route_diff = 0, ref_diff = 0, ref_rows = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        tcu_poison(dxn, 4 * n), tcu_poison(dr, 4 * nr), tcu_poison(dw, 4 * nk), tcu_poison(did, 4 * nk);
-        TCU_OK(ts_cuda_norm_route(NULL, dx, dnw, 1e-6f, n, dxn, n_w, wp, n_expert, k, renorm, dr, did, dw, dticket), what);
-        TCU_OK(ts_cuda_moe_route(NULL, dr, n_w, n_expert, k, renorm, did2, dw2), what);
-        tcu_sync(what);
-        tcu_down(xn, dxn, 4 * n), tcu_down(r, dr, 4 * nr), tcu_down(w, dw, 4 * nk), tcu_down(id, did, 4 * nk);
-        tcu_down(w2, dw2, 4 * nk), tcu_down(id2, did2, 4 * nk);
-        unsigned ticket = 1;
-        tcu_down(&ticket, dticket, 4);
-        same_all &= memcmp(xn, xn2, 4 * n) == 0 && ticket == 0;
-        const double e = tcu_rel_err(r, r_ref, nr);
-        worst = e > worst ? e : worst;
-        route_diff += memcmp(id, id2, 4 * nk) != 0 || memcmp(w, w2, 4 * nk) != 0;
-        /* the CPU reference's routing of its own logits: the same ids unless
-         * two logits are closer than the accumulation order can move them */
-        cref_moe_route(r_ref, n_w, n_expert, k, renorm ? 1 : 0, id_ref, w_ref);
-        for (int i = 0; i < n_w; i++) {
-            float srt[256];
-            memcpy(srt, r_ref + (size_t)i * n_expert, 4 * (size_t)n_expert);
-            qsort(srt, (size_t)n_expert, 4, desc_float);
-            bool close = false; /* the ranks decided by the top k + 1 logits' gaps */
-            for (int a = 1; a <= k && a < n_expert; a++) close |= srt[a - 1] - srt[a] < 1e-4f * (1.0f + fabsf(srt[a]));
-            if (close) continue;
-            ref_rows++;
-            ref_diff += memcmp(id + (size_t)i * k, id_ref + (size_t)i * k, 4 * (size_t)k) != 0;
-        }
-    }
-    const bool ok = same_all && worst <= 1e-5 && route_diff == 0 && ref_diff == 0;
-    printf("%-60s xn %s, logits err %.2e, route %s, ids = cpu on %zu rows %s\n", what, same_all ? "same" : "DIFFERS", worst,
-           route_diff ? "DIFFERS" : "same", ref_rows, ok ? "ok" : "FAIL");
-    CHECKF(ok, "%s: xn/ticket %s, logits err %.2e, %zu routes differ from moe_route, %zu from the cpu's ids", what,
-           same_all ? "same" : "differ", worst, route_diff, ref_diff);
-    free(x), free(nw), free(wr), free(xn_ref), free(r_ref), free(xn), free(xn2), free(r), free(w), free(w2), free(w_ref);
-    free(id), free(id2), free(id_ref);
-    cudaFree(dx), cudaFree(dnw), cudaFree(dwr), cudaFree(dxn), cudaFree(dxn2), cudaFree(dr), cudaFree(dw), cudaFree(dw2);
-    cudaFree(did), cudaFree(did2), cudaFree(dticket);
 }
 
 /* ------------------------------------------------------------ expert matvecs */
@@ -635,18 +548,6 @@ static void check_gated_add(int n_tok, int64_t n) {
 
 /* Calls that must be refused (TS_ERR_ARG), launching nothing. */
 static void check_refusals(void) {
-    CHECK(!ts_cuda_norm_route_fits(2046, 1, 128, 8) && !ts_cuda_norm_route_fits(2048, 3, 128, 8) &&
-          !ts_cuda_norm_route_fits(2048, 1, 257, 8) && !ts_cuda_norm_route_fits(16384, 1, 128, 8) &&
-          !ts_cuda_norm_route_fits(64, 2, 60, 4) && !ts_cuda_norm_route_fits(2048, 1, 8, 9) &&
-          ts_cuda_norm_route_fits(2048, 2, 128, 8));
-    {
-        float *d = (float *)tcu_dalloc(4 * 4096);
-        unsigned *t = (unsigned *)tcu_dalloc(4);
-        const float *wp[1] = {d};
-        CHECK(ts_cuda_norm_route(NULL, d, d, 1e-6f, 2046, d, 1, wp, 16, 4, false, d, (int32_t *)d, d, t) == TS_ERR_ARG);
-        CHECK(ts_cuda_norm_route(NULL, d, d, 1e-6f, 1024, d, 1, wp, 16, 4, false, d, (int32_t *)d, d, NULL) == TS_ERR_ARG);
-        cudaFree(d), cudaFree(t);
-    }
     const int64_t n_in = 512, n_out = 16;
     const uint64_t rb = ts_type_row_bytes(TS_TYPE_Q4_K, n_in);
     void *dw = tcu_dalloc(rb * n_out);
@@ -742,16 +643,6 @@ int main(void) {
     check_route(1024, TS_CUDA_MOE_MAX_K, true, small ? 3 : 33, false);
     check_route(1024, TS_CUDA_MOE_MAX_K, false, small ? 3 : 33, true);
     check_route(16, 16, false, 2, true); /* k = n_expert: every expert */
-    /* norm + router + top-k in one launch (decode) */
-    check_norm_route(2048, 1, 128, 8, true);   /* qwen3moe 30B-A3B */
-    check_norm_route(2048, 2, 128, 8, true);   /* with the folded pilot's router */
-    check_norm_route(64, 1, 60, 4, false);     /* qwen2moe-like: 60 experts, no renorm */
-    check_norm_route(1024, 2, 8, 2, true);     /* mixtral-like */
-    if (!small) {
-        check_norm_route(4096, 1, 256, 8, false);
-        check_norm_route(8192, 1, 64, 16, true);
-        check_norm_route(516, 2, 16, 16, false); /* n not a multiple of 128; k = n_expert */
-    }
 
     /* expert matvecs: one set with x shared, two sets with x per expert */
     const int64_t nq = small ? 512 : 2816; /* K: 2 / 11 super-blocks (two full chunks and a partial one) */

@@ -75,7 +75,6 @@ typedef struct cuda_stream {
     char err_msg[512];      /* its message, naming the op */
     unsigned *err_dev;      /* (1) device error word (TS_CUDA_ERR_* bits) */
     unsigned *err_host;     /* (1) pinned copy of it, read at sync */
-    unsigned *route_ticket; /* (1) device: ts_cuda_norm_route's blocks done, 0 between launches */
     bool exact_act;         /* --precise: F32 activations everywhere */
     void *q8;               /* (2, q8_stride) partner-format activations: [0] Q8_0, [1] Q8_K */
     size_t q8_stride;       /* bytes per slot, 256-aligned */
@@ -409,7 +408,6 @@ static void cuda_stream_free(ts_stream *st) {
     if (c->s) cudaStreamSynchronize(c->s);
     if (c->blas) cublasDestroy(c->blas);
     cudaFree(c->err_dev);
-    cudaFree(c->route_ticket);
     cudaFreeHost(c->err_host);
     cudaFree(c->q8);
     cudaFree(c->gemm);
@@ -444,9 +442,7 @@ static ts_status cuda_stream_new(ts_backend *be, int n_threads, ts_stream **out)
     if ((e = use_device(c->device)) != cudaSuccess) st = cuda_err(e, "set device");
     else if ((e = cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking)) != cudaSuccess) st = cuda_err(e, "cudaStreamCreate");
     else if ((e = cudaMalloc(&c->err_dev, sizeof(unsigned))) != cudaSuccess) st = cuda_err(e, "cudaMalloc (error word)");
-    else if ((e = cudaMalloc(&c->route_ticket, sizeof(unsigned))) != cudaSuccess) st = cuda_err(e, "cudaMalloc (route ticket)");
-    else if ((e = cudaMemset(c->err_dev, 0, sizeof(unsigned))) != cudaSuccess ||
-             (e = cudaMemset(c->route_ticket, 0, sizeof(unsigned))) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess)
+    else if ((e = cudaMemset(c->err_dev, 0, sizeof(unsigned))) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess)
         st = cuda_err(e, "cudaMemset");
     else if ((e = cudaHostAlloc(&c->err_host, sizeof(unsigned), cudaHostAllocDefault)) != cudaSuccess)
         st = cuda_err(e, "cudaHostAlloc");
@@ -981,26 +977,6 @@ static void cuda_moe_route(ts_stream *st, const float *r, int n_tok, int n_exper
     OP(c, ts_cuda_moe_route(c->s, r, n_tok, n_expert, k, renorm, ids, w), "moe_route");
 }
 
-/* One decode token with F32 routers: the norm, the router rows and the
- * top-k in one launch; anything else as the composition. */
-static void cuda_norm_route(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w, const ts_mat *const *w,
-                            float *r, int n_tok, int k, bool renorm, int32_t *ids, float *wts) {
-    cuda_stream *c = cst(st);
-    if (!live(c)) return;
-    bool fused = n_tok == 1 && n_w >= 1 && ts_cuda_norm_route_fits(w[0]->n_in, n_w, (int)w[0]->n_out, k);
-    const float *wr[2] = {NULL, NULL};
-    for (int i = 0; fused && i < n_w; i++) {
-        fused = w[i]->type == TS_TYPE_F32 && !w[i]->bias && w[i]->n_in == w[0]->n_in && w[i]->n_out == w[0]->n_out;
-        wr[i] = (const float *)w[i]->data;
-    }
-    if (!fused) {
-        ts_backend_compose_norm_route(st, x, norm, eps, xn, n_w, w, r, n_tok, k, renorm, ids, wts);
-        return;
-    }
-    OP(c, ts_cuda_norm_route(c->s, x, norm, eps, w[0]->n_in, xn, n_w, wr, (int)w[0]->n_out, k, renorm, r, ids, wts, c->route_ticket),
-       "norm_route");
-}
-
 static ts_cuda_moe_mat cmoe(const ts_expert_mat *w) {
     ts_cuda_moe_mat m = {w->table, w->n_expert, (uint32_t)w->type, w->n_in, w->n_out, w->row_bytes};
     return m;
@@ -1341,7 +1317,6 @@ static const ts_backend_ops cuda_ops = {
     .act_matmul_add = cuda_act_matmul_add,
     .attn_matmul_add = cuda_attn_matmul_add,
     .moe_act_matmul = cuda_moe_act_matmul,
-    .norm_route = cuda_norm_route,
     .moe_combine_add = cuda_moe_combine_add,
     .rope_kv_store = cuda_rope_kv_store,
     .rope_attn_matmul_add = cuda_rope_attn_matmul_add,

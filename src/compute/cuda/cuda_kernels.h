@@ -307,20 +307,6 @@ typedef struct ts_cuda_moe_mat {
  * k <= TS_CUDA_MOE_MAX_K, n_expert <= 1024. */
 ts_status ts_cuda_moe_route(void *stream, const float *r, int n_tok, int n_expert, int k, bool renorm, int32_t *ids, float *w);
 
-/* One decode token's routing from the residual, one launch:
- *   xn (n) = rmsnorm(x) * norm, ts_cuda_rmsnorm's values bit for bit;
- *   r row i (n_expert) = xn . W_i^T for the n_w F32 routers wr[i] (n_expert,
- *   n; device pointers in a host array, 16-byte aligned), sums in float;
- *   ids/w row i (k) = ts_cuda_moe_route of r row i.
- * The blocks' rows are joined by a ticket: ticket is one word of device
- * memory, 0 before the launch and 0 after it, used by one stream at a time.
- * Shapes: ts_cuda_norm_route_fits (n a multiple of 4 up to 8192, n_w 1..2,
- * n_expert up to 256 and n_w * n_expert <= n). */
-bool ts_cuda_norm_route_fits(int64_t n, int n_w, int n_expert, int k);
-ts_status ts_cuda_norm_route(void *stream, const float *x, const float *norm, float eps, int64_t n, float *xn, int n_w,
-                             const float *const *wr, int n_expert, int k, bool renorm, float *r, int32_t *ids, float *w,
-                             unsigned *ticket);
-
 /* F32 activations, any type ts_cuda_type_supported takes (the --precise path
  * and F32/F16/BF16 experts): for each s < n_set (1 or 2) and i < k,
  *   y[s] row i (w[s].n_out) = x_i . W_s[ids[i]]^T

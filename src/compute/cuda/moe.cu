@@ -64,12 +64,17 @@ namespace {
 #define ROUTE_WARPS 4          /* tokens per block (a warp each) */
 #define ROUTE_MAX_EXPERT 1024  /* 32 per lane: one bit each in a lane's `taken` word */
 
-/* One warp routes one row of router logits: ids (k) and w (k) as
- * ts_moe_route_row gives them (see the file's head). ew (n_expert), sel (k)
- * and den (1) are the warp's own shared memory. */
-TS_DEV void route_warp(const float *row, int n_expert, int k, int renorm, int32_t *ids, float *w, double *ew, int *sel,
-                       double *den) {
-    const int lane = threadIdx.x & 31;
+/* Grid (tokens / ROUTE_WARPS), ROUTE_WARPS warps: warp = token. */
+__global__ void __launch_bounds__(ROUTE_WARPS * 32) moe_route_kernel(const float *r, int n_tok, int n_expert, int k,
+                                                                      int renorm, int32_t *ids, float *w) {
+    ts_pdl_enter();
+    __shared__ double ex[ROUTE_WARPS][ROUTE_MAX_EXPERT]; /* exp(r - max) per expert */
+    __shared__ int sel[ROUTE_WARPS][TS_CUDA_MOE_MAX_K];  /* the chosen ids in rank order */
+    __shared__ double den[ROUTE_WARPS];                  /* the normalizer */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + warp;
+    if (t >= n_tok) return; /* warp-uniform; no block barrier below */
+    const float *row = r + t * n_expert;
     /* lane owns experts lane + 32 j; bit j of `taken`: already chosen */
     uint32_t taken = 0;
     for (int round = 0; round < k; round++) {
@@ -90,122 +95,30 @@ TS_DEV void route_warp(const float *row, int n_expert, int k, int renorm, int32_
             if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
         }
         if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
-        if (lane == 0) sel[round] = bi;
+        if (lane == 0) sel[warp][round] = bi;
     }
     __syncwarp();
     /* ts_moe_route_row: mx = r[ids[0]], terms exp((double)r[e] - mx) */
-    const double mx = (double)row[sel[0]];
+    const double mx = (double)row[sel[warp][0]];
+    double *ew = ex[warp];
     for (int e = lane; e < n_expert; e += 32) ew[e] = exp((double)row[e] - mx);
     __syncwarp();
     if (lane == 0) {
         /* the CPU's sums, in its order: one lane, sequentially */
         double z = 0, s = 0;
         if (renorm) {
-            for (int i = 0; i < k; i++) s += ew[sel[i]];
+            for (int i = 0; i < k; i++) s += ew[sel[warp][i]];
         } else {
             for (int e = 0; e < n_expert; e++) z += ew[e];
         }
-        *den = renorm ? s : z;
+        den[warp] = renorm ? s : z;
     }
     __syncwarp();
     if (lane < k) {
-        const int id = sel[lane];
-        ids[lane] = id;
-        w[lane] = (float)(ew[id] / *den);
+        const int id = sel[warp][lane];
+        ids[t * k + lane] = id;
+        w[t * k + lane] = (float)(ew[id] / den[warp]);
     }
-}
-
-/* Grid (tokens / ROUTE_WARPS), ROUTE_WARPS warps: warp = token. */
-__global__ void __launch_bounds__(ROUTE_WARPS * 32) moe_route_kernel(const float *r, int n_tok, int n_expert, int k,
-                                                                      int renorm, int32_t *ids, float *w) {
-    ts_pdl_enter();
-    __shared__ double ex[ROUTE_WARPS][ROUTE_MAX_EXPERT]; /* exp(r - max) per expert */
-    __shared__ int sel[ROUTE_WARPS][TS_CUDA_MOE_MAX_K];  /* the chosen ids in rank order */
-    __shared__ double den[ROUTE_WARPS];                  /* the normalizer */
-    const int warp = threadIdx.x >> 5;
-    const int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + warp;
-    if (t >= n_tok) return; /* warp-uniform; no block barrier below */
-    route_warp(r + t * n_expert, n_expert, k, renorm, ids + t * k, w + t * k, ex[warp], sel[warp], &den[warp]);
-}
-
-/* One decode token's routing in one launch (ts_cuda_norm_route): every block
- * forms the normalized row in shared memory (rms_rows_block's sums in its
- * order, so xn is ts_cuda_rmsnorm's bit for bit; block 0 stores it), each
- * warp dots it with NR_ROWS router rows, and the last block to finish (a
- * ticket) routes the rows. Grid: (n_w * n_expert) / (NR_WARPS * NR_ROWS). */
-#define NR_WARPS 8
-#define NR_ROWS 1
-#define NR_MAX_W 2
-#define NR_MAX_EXPERT 256
-#define NR_MAX_N 8192 /* the row in static shared memory: 32 KB */
-
-struct NormRouteArgs {
-    const float *x, *norm; /* (n) the residual row, the norm's weights */
-    const float *wr[NR_MAX_W]; /* (n_expert, n) F32 routers */
-    float *xn, *r;         /* (n) the normalized row; (n_w, n_expert) logits */
-    int32_t *ids;          /* (n_w, k) */
-    float *w;              /* (n_w, k) */
-    unsigned *ticket;      /* (1) blocks done: 0 before and after a launch */
-    int64_t n;
-    float eps;
-    int n_w, n_expert, k, renorm;
-};
-
-__global__ void __launch_bounds__(NR_WARPS * 32) norm_route_kernel(const NormRouteArgs a) {
-    ts_pdl_enter();
-    __shared__ __align__(16) float xs[NR_MAX_N]; /* (n) the normalized row; then the logits */
-    __shared__ double sh[8];
-    __shared__ double ex[NR_MAX_W][NR_MAX_EXPERT];
-    __shared__ int sel[NR_MAX_W][TS_CUDA_MOE_MAX_K];
-    __shared__ double den[NR_MAX_W];
-    __shared__ bool last;
-    static_assert(NR_WARPS * 32 == 256, "rms_rows_block's reduction is over 256 threads");
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    double ss = 0;
-    for (int64_t i = threadIdx.x; i < a.n; i += 256) ss += (double)a.x[i] * a.x[i];
-    ss = warp_sum_d(ss);
-    if (lane == 0) sh[warp] = ss;
-    __syncthreads();
-    double t = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) t += sh[i];
-    const float inv = rms_scale(t, a.n, a.eps);
-    for (int64_t i = threadIdx.x; i < a.n; i += 256) {
-        const float v = fmul_rn(fmul_rn(a.x[i], inv), a.norm[i]);
-        xs[i] = v;
-        if (blockIdx.x == 0) a.xn[i] = v;
-    }
-    __syncthreads();
-    const int64_t n4 = a.n / 4;
-    for (int j = 0; j < NR_ROWS; j++) {
-        const int row = (blockIdx.x * NR_WARPS + warp) * NR_ROWS + j;
-        if (row >= a.n_w * a.n_expert) break; /* warp-uniform */
-        const float4 *wr = (const float4 *)(a.wr[row / a.n_expert] + (int64_t)(row % a.n_expert) * a.n);
-        const float4 *x4 = (const float4 *)xs;
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int64_t i = lane; i < n4; i += 32) {
-            const float4 wv = __ldg(wr + i), xv = x4[i];
-            acc += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
-        }
-        acc = warp_sum(acc);
-        if (lane == 0) a.r[row] = acc;
-    }
-    /* the last block routes: the others' logits are visible to it after its
-     * fence and theirs (each block fences before taking its ticket) */
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(a.ticket, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    if (warp < a.n_w) {
-        float *row = xs + (int64_t)warp * a.n_expert; /* xs is free now: the logits, read past L1 */
-        for (int e = lane; e < a.n_expert; e += 32) row[e] = __ldcg(a.r + (int64_t)warp * a.n_expert + e);
-        __syncwarp();
-        route_warp(row, a.n_expert, a.k, a.renorm, a.ids + warp * a.k, a.w + warp * a.k, ex[warp], sel[warp], &den[warp]);
-    }
-    if (threadIdx.x == 0) *a.ticket = 0;
 }
 
 /* ------------------------------------------------------------ expert matvecs */
@@ -910,33 +823,6 @@ ts_status ts_cuda_moe_route(void *stream, const float *r, int n_tok, int n_exper
     const unsigned blocks = (unsigned)((n_tok + ROUTE_WARPS - 1) / ROUTE_WARPS);
     ts_launch(&moe_route_kernel, blocks, ROUTE_WARPS * 32, 0, ts_stream(stream))(r, n_tok, n_expert, k, renorm ? 1 : 0, ids, w);
     TS_CUDA_LAUNCHED("moe_route");
-    return TS_OK;
-}
-
-bool ts_cuda_norm_route_fits(int64_t n, int n_w, int n_expert, int k) {
-    return n >= 4 && n % 4 == 0 && n <= NR_MAX_N && n_w >= 1 && n_w <= NR_MAX_W && n_expert >= 1 &&
-           n_expert <= NR_MAX_EXPERT && (int64_t)n_w * n_expert <= n && k >= 1 && k <= TS_CUDA_MOE_MAX_K && k <= n_expert;
-}
-
-ts_status ts_cuda_norm_route(void *stream, const float *x, const float *norm, float eps, int64_t n, float *xn, int n_w,
-                             const float *const *wr, int n_expert, int k, bool renorm, float *r, int32_t *ids, float *w,
-                             unsigned *ticket) {
-    TS_ARG_CHECK(x && norm && xn && wr && r && ids && w && ticket, "cuda norm_route: NULL pointer");
-    TS_ARG_CHECK(ts_cuda_norm_route_fits(n, n_w, n_expert, k),
-                 "cuda norm_route: n %lld (a multiple of 4, <= %d), %d routers (1..%d) of %d experts (1..%d), k %d",
-                 (long long)n, NR_MAX_N, n_w, NR_MAX_W, n_expert, NR_MAX_EXPERT, k);
-    NormRouteArgs a;
-    memset(&a, 0, sizeof a);
-    a.x = x, a.norm = norm, a.xn = xn, a.r = r, a.ids = ids, a.w = w, a.ticket = ticket;
-    for (int i = 0; i < n_w; i++) {
-        TS_ARG_CHECK(wr[i] && ((uintptr_t)wr[i] & 15) == 0, "cuda norm_route: router %d NULL or not 16-byte aligned", i);
-        a.wr[i] = wr[i];
-    }
-    a.n = n, a.eps = eps, a.n_w = n_w, a.n_expert = n_expert, a.k = k, a.renorm = renorm ? 1 : 0;
-    const int per = NR_WARPS * NR_ROWS;
-    const unsigned blocks = (unsigned)((n_w * n_expert + per - 1) / per);
-    ts_launch(&norm_route_kernel, blocks, NR_WARPS * 32, 0, ts_stream(stream))(a);
-    TS_CUDA_LAUNCHED("norm_route");
     return TS_OK;
 }
 
