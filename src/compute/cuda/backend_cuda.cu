@@ -758,11 +758,8 @@ static void cuda_ffn_add(ts_stream *st, float *x, const float *norm, float eps, 
         return;
     }
     void *xq = c->q8, *aq = (uint8_t *)c->q8 + c->q8_stride;
-    const bool in_block = ts_cuda_ffn_act_q8_norm_fits(&g, &u); /* the norm + quantize inside every block */
-    if (!in_block) OP(c, ts_cuda_quantize_q8(c->s, TS_TYPE_Q8_0, x, gw->n_in, 1, norm, eps, xq), "ffn (norm + quantize)");
-    if (c->err == TS_OK)
-        OP(c, ts_cuda_ffn_act_q8(c->s, &g, &u, (int)act, in_block ? NULL : xq, x, norm, eps, gate, aq),
-           "ffn (gate/up + act + quantize)");
+    OP(c, ts_cuda_quantize_q8(c->s, TS_TYPE_Q8_0, x, gw->n_in, 1, norm, eps, xq), "ffn (norm + quantize)");
+    if (c->err == TS_OK) OP(c, ts_cuda_ffn_act_q8(c->s, &g, &u, (int)act, xq, gate, aq), "ffn (gate/up + act + quantize)");
     float *y[1] = {x};
     if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, 1, &d, y, TS_TYPE_Q8_0, aq, 1, true), "ffn (down, int8 matvec)");
 }

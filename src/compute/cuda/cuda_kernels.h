@@ -114,13 +114,8 @@ ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const
  * Q4_1, Q5_0, Q5_1, Q8_0), the same shape with n_in and n_ff multiples of
  * 32, no bias (ts_cuda_ffn_act_q8_fits). act: TS_CUDA_ACT_*. */
 bool ts_cuda_ffn_act_q8_fits(const ts_cuda_mat *gate, const ts_cuda_mat *up);
-/* xq8 NULL: x (1, n_in; 16-byte aligned) is RMSNormed with norm_w and
- * quantized by every block itself, the bytes ts_cuda_quantize_q8 with the
- * norm would give (one launch instead of two), for n_in up to
- * ts_cuda_ffn_act_q8_norm_fits's limit (2048). */
-bool ts_cuda_ffn_act_q8_norm_fits(const ts_cuda_mat *gate, const ts_cuda_mat *up);
 ts_status ts_cuda_ffn_act_q8(void *stream, const ts_cuda_mat *gate, const ts_cuda_mat *up, int act, const void *xq8,
-                             const float *x, const float *norm_w, float eps, float *gate_out, void *q8);
+                             float *gate_out, void *q8);
 /* As ts_cuda_matvec, from a q8 buffer of the given partner format: every
  * w[i] must have that partner. */
 ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,

@@ -80,47 +80,17 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
  * lane by lane (row stride apart): fine for the latency-bound small models
  * this is for, not a replacement for the big-matrix loaders below. */
 #define FA_WARPS 8
-#ifndef FA_NORM_MAX_IN
-/* With NORM, every block normalizes and quantizes x itself (q8_quant's
- * operations and order, so the same bytes) into shared memory: one kernel
- * boundary and the quantizer's round trips fewer, for one more x load per
- * block; rows up to this length (-D to change; 0: never) */
-#define FA_NORM_MAX_IN 2048
-#endif
 
-template <int T, bool NORM>
+template <int T>
 __global__ void __launch_bounds__(FA_WARPS * 32)
     ffn_act_q8(const uint8_t *wg, const uint8_t *wu, uint64_t row_bytes, int64_t n_in, int64_t n_ff, const int8_t *xqs,
-               const float *xd, const int32_t *xs, const float *x, const float *norm_w, float eps, int act, float *gate_out,
-               int8_t *qs, float *qd, int32_t *qsum, int64_t nd, int64_t ns) {
+               const float *xd, const int32_t *xs, int act, float *gate_out, int8_t *qs, float *qd, int32_t *qsum, int64_t nd,
+               int64_t ns) {
     ts_pdl_enter();
     typedef Dec<T> D;
     static_assert(D::QK == 32 && D::NU == 1, "32-element types (Q8_0 partner) only");
-    static_assert(FA_WARPS * 32 == 256, "block_sum_256");
     __shared__ float gu[2][32];
-    __shared__ __align__(16) int8_t sq[NORM ? (FA_NORM_MAX_IN > 0 ? FA_NORM_MAX_IN : 32) : 16];
-    __shared__ float sd[NORM ? (FA_NORM_MAX_IN > 0 ? FA_NORM_MAX_IN : 32) / 32 : 1];
-    __shared__ int32_t ssum[NORM ? (FA_NORM_MAX_IN > 0 ? FA_NORM_MAX_IN : 32) / 32 : 1];
-    __shared__ double shd[8];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (NORM) {
-        /* quantize_q8 with the norm (q8_quant<false>): the row's sum of squares
-         * from 16-byte loads in its order, then each element as it does */
-        const float4 *r4 = (const float4 *)x;
-        double ss = 0;
-#pragma unroll 4
-        for (int64_t i = threadIdx.x; i < n_in / 4; i += 256) {
-            const float4 q = r4[i];
-            ss += (double)q.x * q.x + (double)q.y * q.y + (double)q.z * q.z + (double)q.w * q.w;
-        }
-        ss = block_sum_256(ss, shd);
-        const float inv = (float)(1.0 / sqrt(ss / (double)n_in + (double)eps));
-        for (int64_t e = threadIdx.x; e < n_in; e += 256) /* whole warps: n_in % 32 == 0 */
-            q8_quant_elem<false>(fmul_rn(fmul_rn(x[e], inv), norm_w[e]), true, 0, e, n_in, sq, sd, ssum, n_in / 32,
-                                 n_in / 32, NULL);
-        __syncthreads();
-        xqs = sq, xd = sd, xs = ssum;
-    }
     const int64_t j0 = (int64_t)blockIdx.x * 32 + 4 * warp; /* this warp's first row */
     const int64_t nu = n_in / 32;
     float acc[8];
@@ -732,22 +702,14 @@ bool ts_cuda_ffn_act_q8_fits(const ts_cuda_mat *gate, const ts_cuda_mat *up) {
            gate->n_out / 32 <= INT_MAX && gate->data && up->data;
 }
 
-bool ts_cuda_ffn_act_q8_norm_fits(const ts_cuda_mat *gate, const ts_cuda_mat *up) {
-    return ts_cuda_ffn_act_q8_fits(gate, up) && gate->n_in <= FA_NORM_MAX_IN;
-}
-
 ts_status ts_cuda_ffn_act_q8(void *stream, const ts_cuda_mat *gate, const ts_cuda_mat *up, int act, const void *xq8,
-                             const float *x, const float *norm_w, float eps, float *gate_out, void *q8) {
+                             float *gate_out, void *q8) {
     TS_ARG_CHECK(ts_cuda_ffn_act_q8_fits(gate, up),
                  "cuda ffn_act_q8: gate and up must be one 32-element type with the Q8_0 partner, the same shape "
                  "(rows and n_in multiples of 32) and no bias");
     TS_ARG_CHECK(act == TS_CUDA_ACT_SILU || act == TS_CUDA_ACT_GELU_TANH, "cuda ffn_act_q8: activation %d", act);
-    const bool norm = xq8 == NULL;
-    TS_ARG_CHECK(!norm || (x && norm_w && ((uintptr_t)x & 15) == 0 && ts_cuda_ffn_act_q8_norm_fits(gate, up)),
-                 "cuda ffn_act_q8: without xq8, x (16-byte aligned) and norm_w are needed and n_in %lld must be <= %d",
-                 (long long)gate->n_in, FA_NORM_MAX_IN);
-    TS_ARG_CHECK(q8 && gate_out && ((uintptr_t)xq8 & 255) == 0 && ((uintptr_t)q8 & 255) == 0,
-                 "cuda ffn_act_q8: NULL output, or a q8 buffer not 256-byte aligned");
+    TS_ARG_CHECK(xq8 && q8 && gate_out && ((uintptr_t)xq8 & 255) == 0 && ((uintptr_t)q8 & 255) == 0,
+                 "cuda ffn_act_q8: NULL buffer, or a q8 buffer not 256-byte aligned");
     const Q8Layout X = q8_layout(TS_TYPE_Q8_0, gate->n_in, 1), L = q8_layout(TS_TYPE_Q8_0, gate->n_out, 1);
     const uint8_t *xb = (const uint8_t *)xq8;
     uint8_t *b = (uint8_t *)q8;
@@ -755,11 +717,10 @@ ts_status ts_cuda_ffn_act_q8(void *stream, const ts_cuda_mat *gate, const ts_cud
     bool launched = false;
 #define FA_CASE(T)                                                                                                            \
     if (!launched && gate->type == T && Dec<T>::QK == 32) {                                                                   \
-        ts_launch(norm ? &ffn_act_q8<T, true> : &ffn_act_q8<T, false>, blocks, FA_WARPS * 32, 0, ts_stream(stream))(          \
+        ts_launch(&ffn_act_q8<T>, blocks, FA_WARPS * 32, 0, ts_stream(stream))(                                               \
             (const uint8_t *)gate->data, (const uint8_t *)up->data, gate->row_bytes, gate->n_in, gate->n_out,                 \
-            norm ? NULL : (const int8_t *)(xb + X.qs), norm ? NULL : (const float *)(xb + X.d),                               \
-            norm ? NULL : (const int32_t *)(xb + X.s), x, norm_w, eps, act, gate_out, (int8_t *)(b + L.qs),                  \
-            (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);                                                            \
+            (const int8_t *)(xb + X.qs), (const float *)(xb + X.d), (const int32_t *)(xb + X.s), act, gate_out,              \
+            (int8_t *)(b + L.qs), (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);                                     \
         launched = true;                                                                                                      \
     }
     FA_CASE(TS_TYPE_Q4_0) FA_CASE(TS_TYPE_Q4_1) FA_CASE(TS_TYPE_Q5_0) FA_CASE(TS_TYPE_Q5_1) FA_CASE(TS_TYPE_Q8_0)
