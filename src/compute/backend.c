@@ -111,15 +111,6 @@ void ts_backend_compose_act_matmul_add(ts_stream *st, ts_act act, float *gate, c
     op->matmul_add(st, w, gate, n_tok, x, tmp);
 }
 
-void ts_backend_compose_ffn_add(ts_stream *st, float *x, const float *norm, float eps, float *xn, const ts_mat *gw, const ts_mat *uw,
-                                const ts_mat *dw, ts_act act, float *gate, float *up, int n_tok, float *tmp) {
-    const ts_backend_ops *op = st->be->ops;
-    const ts_mat *gu[2] = {gw, uw};
-    float *gu_out[2] = {gate, up};
-    op->norm_matmul(st, x, norm, eps, xn, 2, gu, gu_out, n_tok);
-    op->act_matmul_add(st, act, gate, up, dw, n_tok, x, tmp);
-}
-
 void ts_backend_compose_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *att,
                                         const ts_mat *w, float *x, float *tmp) {
     const ts_backend_ops *op = st->be->ops;

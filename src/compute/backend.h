@@ -261,12 +261,6 @@ typedef struct ts_backend_ops {
     /* act_mul(gate, up -> gate) over (n_tok, w->n_in), then matmul_add(w, gate,
      * x, tmp): the FFN's activation and its down projection into the residual */
     void (*act_matmul_add)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x, float *tmp);
-    /* norm_matmul(x, norm, eps, xn, 2, {gw, uw}, {gate, up}, n_tok), then
-     * act_matmul_add(act, gate, up, dw, n_tok, x, tmp): a pre-norm FFN block
-     * into the residual. gate (n_tok, gw->n_out) holds act(gate) * up after
-     * (the FFN tap reads it); xn, up and tmp are room, written or not */
-    void (*ffn_add)(ts_stream *st, float *x, const float *norm, float eps, float *xn, const ts_mat *gw, const ts_mat *uw,
-                    const ts_mat *dw, ts_act act, float *gate, float *up, int n_tok, float *tmp);
     /* attention(kv, d, q -> att), then matmul_add(w, att, x, tmp): the
      * attention output's projection into the residual */
     void (*attn_matmul_add)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *att, const ts_mat *w,
@@ -315,8 +309,6 @@ void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *
 void ts_backend_compose_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp);
 void ts_backend_compose_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x,
                                        float *tmp);
-void ts_backend_compose_ffn_add(ts_stream *st, float *x, const float *norm, float eps, float *xn, const ts_mat *gw, const ts_mat *uw,
-                                const ts_mat *dw, ts_act act, float *gate, float *up, int n_tok, float *tmp);
 void ts_backend_compose_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const float *q, float *att,
                                         const ts_mat *w, float *x, float *tmp);
 void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,

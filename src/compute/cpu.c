@@ -961,7 +961,6 @@ static const ts_backend_ops cpu_ops = {
     .moe_combine_add = ts_backend_compose_moe_combine_add,
     .rope_kv_store = ts_backend_compose_rope_kv_store,
     .act_matmul_add = ts_backend_compose_act_matmul_add,
-    .ffn_add = ts_backend_compose_ffn_add,
     .attn_matmul_add = ts_backend_compose_attn_matmul_add,
     .rope_attn_matmul_add = ts_backend_compose_rope_attn_matmul_add,
 };

@@ -14,9 +14,9 @@
  *
  * Only backend ops touch the buffers; this file does pointer arithmetic.
  * Where a norm feeds a matmul, or a matmul feeds the residual, the fused op
- * (norm_matmul, matmul_add, act_matmul_add, ffn_add, attn_matmul_add,
- * rope_kv_store, rope_attn_matmul_add) says so: on the CPU it is the same
- * composition of plain ops, on a GPU one pass fewer. */
+ * (norm_matmul, matmul_add, act_matmul_add, attn_matmul_add, rope_kv_store,
+ * rope_attn_matmul_add) says so: on the CPU it is the same composition of
+ * plain ops, on a GPU one pass fewer. */
 #include <string.h>
 
 #include "forward/forward_internal.h"
@@ -109,18 +109,17 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
             HOOK(h, mark, s, -1);
             continue;
         }
+        const ts_mat *gu[2] = {&L->ffn_gate, &L->ffn_up};
+        float *gu_out[2] = {s->ffn_act, s->ffn_up};
+        op->norm_matmul(st, s->x, L->ffn_norm, eps, s->xb, 2, gu, gu_out, n);
         if (L->ffn_post_norm) {
-            const ts_mat *gu[2] = {&L->ffn_gate, &L->ffn_up};
-            float *gu_out[2] = {s->ffn_act, s->ffn_up};
-            op->norm_matmul(st, s->x, L->ffn_norm, eps, s->xb, 2, gu, gu_out, n);
             op->act_mul(st, fam->act, s->ffn_act, s->ffn_up, (int64_t)n * FF, s->ffn_act);
             const ts_mat *down[1] = {&L->ffn_down};
             op->matmul(st, 1, down, &s->xb2, s->ffn_act, n);
             op->rmsnorm(st, s->xb2, L->ffn_post_norm, E, n, eps, s->xb2);
             op->add(st, s->x, s->xb2, (int64_t)n * E);
         } else {
-            op->ffn_add(st, s->x, L->ffn_norm, eps, s->xb, &L->ffn_gate, &L->ffn_up, &L->ffn_down, fam->act, s->ffn_act, s->ffn_up, n,
-                        s->xb2);
+            op->act_matmul_add(st, fam->act, s->ffn_act, s->ffn_up, &L->ffn_down, n, s->x, s->xb2);
         }
         /* act(gate) * up, which the down projection has read and left in place */
         HOOK(h, ffn_act, s, l, s->ffn_act, n, FF, is_final_chunk);

@@ -18,9 +18,7 @@
  * full chunks and a partial one), 4096; 2643 rows at one token (enough for
  * the 4-row groups of large launches, the last one 3 rows); n_out odd (a group with one row);
  * 1, 3 and 8 tokens; bias, accumulate (y += W x), the RMSNorm fold, and
- * several weights of mixed types in one call. ts_cuda_ffn_act_q8 (gate/up,
- * activation and its quantization in one launch): see check_ffn_act.
- * Weights are allocated to their
+ * several weights of mixed types in one call. Weights are allocated to their
  * exact size, so an over-read past the matrix shows under compute-sanitizer. */
 #include "cpu_ref.h"
 #include "cuda_test_util.h"
@@ -261,75 +259,6 @@ static void check_quantize_act(uint32_t partner, int act, int64_t n_in, int nt) 
     cudaFree(dg), cudaFree(du), cudaFree(dq8);
 }
 
-/* ts_cuda_ffn_act_q8 (one token's gate and up with the activation and its
- * Q8_0 quantization, one launch), from x quantized on the CPU
- * (ts_quantize_row_ref, uploaded in the device layout): the stored product
- * against cref_act_mul of the int8 references (ts_vec_dot_ref of each row),
- * rel. error <= 1e-5 (the sums' float order only); against the two-launch
- * path (matvec_q8 of both, quantize_q8_act) <= 1e-6; its quantization bit
- * for bit ts_quantize_row_ref's of the stored product. */
-static void check_ffn_act(uint32_t type, int act, int64_t n_in, int64_t n_ff) {
-    const uint64_t rb = ts_type_row_bytes(type, (uint64_t)n_in);
-    const size_t wbytes = (size_t)(rb * (uint64_t)n_ff);
-    uint8_t *hw[2];
-    void *dw[2];
-    for (int i = 0; i < 2; i++) {
-        hw[i] = (uint8_t *)malloc(wbytes);
-        tcu_fill_weights(type, hw[i], n_ff, n_in);
-        dw[i] = tcu_dalloc(wbytes);
-        tcu_up(dw[i], hw[i], wbytes);
-    }
-    const ts_cuda_mat g = {dw[0], type, n_in, n_ff, rb, NULL}, u = {dw[1], type, n_in, n_ff, rb, NULL};
-    float *x = (float *)malloc(sizeof(float) * n_in);
-    tcu_fill_normal(x, (size_t)n_in, 1.0f);
-    const uint64_t xqb = ts_type_row_bytes(TS_TYPE_Q8_0, (uint64_t)n_in);
-    uint8_t *xq = (uint8_t *)malloc(xqb);
-    ts_quantize_row_ref(TS_TYPE_Q8_0, x, xq, n_in);
-    const size_t qx = ts_cuda_q8_bytes(TS_TYPE_Q8_0, n_in, 1), qa = ts_cuda_q8_bytes(TS_TYPE_Q8_0, n_ff, 1);
-    uint8_t *hxq = (uint8_t *)calloc(1, qx);
-    tcu_q8_from_cpu(TS_TYPE_Q8_0, xq, n_in, 1, hxq);
-    void *dxq = tcu_dalloc(qx), *daq = tcu_dalloc(qa), *daq2 = tcu_dalloc(qa);
-    tcu_up(dxq, hxq, qx);
-    tcu_poison(daq, qa);
-    float *dgate = (float *)tcu_dalloc(sizeof(float) * n_ff), *dg2 = (float *)tcu_dalloc(sizeof(float) * n_ff);
-    float *du2 = (float *)tcu_dalloc(sizeof(float) * n_ff);
-    tcu_poison(dgate, sizeof(float) * n_ff);
-    char what[160];
-    snprintf(what, sizeof what, "ffn_act_q8 %s %s %lldx%lld", ts_type_name(type), act ? "gelu" : "silu", (long long)n_in,
-             (long long)n_ff);
-    CHECKF(ts_cuda_ffn_act_q8_fits(&g, &u), "%s: does not fit", what);
-    TCU_OK(ts_cuda_ffn_act_q8(NULL, &g, &u, act, dxq, dgate, daq), what);
-    const ts_cuda_mat gu[2] = {g, u};
-    float *ys[2] = {dg2, du2};
-    TCU_OK(ts_cuda_matvec_q8(NULL, 2, gu, ys, TS_TYPE_Q8_0, dxq, 1, false), what);
-    TCU_OK(ts_cuda_quantize_q8_act(NULL, TS_TYPE_Q8_0, act, dg2, du2, n_ff, 1, dg2, daq2), what);
-    tcu_sync(what);
-    float *got = (float *)malloc(sizeof(float) * n_ff), *two = (float *)malloc(sizeof(float) * n_ff);
-    float *rg = (float *)malloc(sizeof(float) * n_ff), *ru = (float *)malloc(sizeof(float) * n_ff);
-    float *want = (float *)malloc(sizeof(float) * n_ff);
-    tcu_down(got, dgate, sizeof(float) * n_ff);
-    tcu_down(two, dg2, sizeof(float) * n_ff);
-    for (int64_t r = 0; r < n_ff; r++) {
-        rg[r] = (float)ts_vec_dot_ref((ts_type)type, n_in, hw[0] + r * rb, xq);
-        ru[r] = (float)ts_vec_dot_ref((ts_type)type, n_in, hw[1] + r * rb, xq);
-    }
-    cref_act_mul(act, rg, ru, n_ff, want);
-    tcu_report(what, tcu_rel_err(got, want, (size_t)n_ff), 1e-5, tcu_unwritten(got, (size_t)n_ff, 4));
-    const double e2 = tcu_rel_err(got, two, (size_t)n_ff);
-    CHECKF(e2 <= 1e-6, "%s: %.2e from the two-launch path", what, e2);
-    const uint64_t aqb = ts_type_row_bytes(TS_TYPE_Q8_0, (uint64_t)n_ff);
-    uint8_t *aq = (uint8_t *)malloc(aqb), *wq = (uint8_t *)calloc(1, qa), *hq = (uint8_t *)malloc(qa);
-    ts_quantize_row_ref(TS_TYPE_Q8_0, got, aq, n_ff);
-    tcu_q8_from_cpu(TS_TYPE_Q8_0, aq, n_ff, 1, wq);
-    tcu_down(hq, daq, qa);
-    const size_t bad = q8_bytes_differ(TS_TYPE_Q8_0, n_ff, 1, wq, hq);
-    printf("%-60s %.2e from two launches, %zu quantized bytes differ %s\n", what, e2, bad, bad ? "FAIL" : "ok");
-    CHECKF(bad == 0, "%s: %zu quantized bytes differ", what, bad);
-    free(hw[0]), free(hw[1]), free(x), free(xq), free(hxq), free(got), free(two), free(rg), free(ru), free(want), free(aq);
-    free(wq), free(hq);
-    cudaFree(dw[0]), cudaFree(dw[1]), cudaFree(dxq), cudaFree(daq), cudaFree(daq2), cudaFree(dgate), cudaFree(dg2), cudaFree(du2);
-}
-
 /* Calls that must be refused, each with its status. */
 static void check_refusals(void) {
     void *dw = tcu_dalloc(4096 * 64);
@@ -364,20 +293,6 @@ static void check_refusals(void) {
     CHECK(ts_cuda_matvec_q8(NULL, 1, &bad, ys, TS_TYPE_Q8_0, dx, 1, false) == TS_ERR_ARG);
     CHECK(ts_cuda_q8_bytes(TS_TYPE_Q8_K, 576, 1) == 0);
     CHECK(ts_cuda_quantize_q8(NULL, TS_TYPE_Q8_K, dx, 576, 1, NULL, EPS, dy) == TS_ERR_ARG);
-    /* ffn_act_q8: K-quants, shapes or types that differ, rows not a multiple of 32 */
-    {
-        ts_cuda_mat g = {dw, TS_TYPE_Q4_0, 576, 64, ts_type_row_bytes(TS_TYPE_Q4_0, 576), NULL}, u = g;
-        CHECK(ts_cuda_ffn_act_q8_fits(&g, &u));
-        ts_cuda_mat b = g;
-        b.n_out = 48;
-        CHECK(!ts_cuda_ffn_act_q8_fits(&b, &b) && ts_cuda_ffn_act_q8(NULL, &b, &b, 0, dx, dy, dy) == TS_ERR_ARG);
-        b = g, b.type = TS_TYPE_Q4_1, b.row_bytes = ts_type_row_bytes(TS_TYPE_Q4_1, 576);
-        CHECK(!ts_cuda_ffn_act_q8_fits(&g, &b));
-        CHECK(!ts_cuda_ffn_act_q8_fits(&m, &m));
-        b = g, b.bias = dy;
-        CHECK(!ts_cuda_ffn_act_q8_fits(&b, &b));
-        CHECK(ts_cuda_ffn_act_q8(NULL, &g, &u, 7, dx, dy, dy) == TS_ERR_ARG);
-    }
     CHECK(cudaGetLastError() == cudaSuccess); /* refusals launch nothing */
     cudaFree(dw), cudaFree(dx), cudaFree(dy);
     printf("%-60s %s\n", "argument refusals", "checked");
@@ -404,8 +319,6 @@ int main(void) {
         g_kw1 = -1;
         check_quantize_act(TS_TYPE_Q8_0, 0, 576, 1);
         check_quantize_act(TS_TYPE_Q8_K, 1, 512, 2);
-        check_ffn_act(TS_TYPE_Q4_1, 0, 576, 1536); /* SmolLM2's FFN */
-        check_ffn_act(TS_TYPE_Q5_0, 1, 320, 64);
         return tu_finish();
     }
     for (size_t ti = 0; ti < TCU_N_TYPES; ti++) {
@@ -455,13 +368,6 @@ int main(void) {
         check_quantize_act(TS_TYPE_Q8_K, act, 8960, 1);
         check_quantize_act(TS_TYPE_Q8_K, act, 4864, 5);
     }
-    /* one token's gate/up + act + Q8_0 quantization in one launch: every
-     * 32-element type, SmolLM2's shape, a 7B Q4_0's (3584 x 18944) */
-    check_ffn_act(TS_TYPE_Q4_1, 0, 576, 1536);
-    check_ffn_act(TS_TYPE_Q4_0, 1, 3584, 18944);
-    check_ffn_act(TS_TYPE_Q5_0, 0, 896, 4864);
-    check_ffn_act(TS_TYPE_Q5_1, 1, 1056, 96);
-    check_ffn_act(TS_TYPE_Q8_0, 0, 2048, 32);
     check_refusals();
     return tu_finish();
 }

@@ -739,31 +739,6 @@ static void cuda_act_matmul_add(ts_stream *st, ts_act act, float *gate, const fl
     if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, 1, &m, y, partner, q8, n_tok, true), "matmul (int8 matvec)");
 }
 
-/* One decode token whose gate/up take Q8_0 activations and whose down does
- * too: norm + quantize, then gate/up with the activation and its
- * quantization (ts_cuda_ffn_act_q8: the act_mul pass and its launch go),
- * then the down matvec into x. Its q8 goes to the other partner slot: the
- * kernel still reads x's from the first. Anything else: the composition. */
-static void cuda_ffn_add(ts_stream *st, float *x, const float *norm, float eps, float *xn, const ts_mat *gw, const ts_mat *uw,
-                         const ts_mat *dw, ts_act act, float *gate, float *up, int n_tok, float *tmp) {
-    cuda_stream *c = cst(st);
-    if (!live(c)) return;
-    const ts_cuda_mat g = cmat(gw), u = cmat(uw), d = cmat(dw);
-    const bool fused = n_tok == 1 && !c->exact_act && ts_cuda_ffn_act_q8_fits(&g, &u) &&
-                       ts_cuda_q8_partner(dw->type) == TS_TYPE_Q8_0 && dw->n_in == gw->n_out &&
-                       matmul_path(c, dw->type, 1) == 0 && ts_cuda_q8_bytes(TS_TYPE_Q8_0, gw->n_out, 1) <= c->q8_stride &&
-                       ts_cuda_q8_bytes(TS_TYPE_Q8_0, gw->n_in, 1) <= c->q8_stride && c->max_tokens >= 1;
-    if (!fused) {
-        ts_backend_compose_ffn_add(st, x, norm, eps, xn, gw, uw, dw, act, gate, up, n_tok, tmp);
-        return;
-    }
-    void *xq = c->q8, *aq = (uint8_t *)c->q8 + c->q8_stride;
-    OP(c, ts_cuda_quantize_q8(c->s, TS_TYPE_Q8_0, x, gw->n_in, 1, norm, eps, xq), "ffn (norm + quantize)");
-    if (c->err == TS_OK) OP(c, ts_cuda_ffn_act_q8(c->s, &g, &u, (int)act, xq, gate, aq), "ffn (gate/up + act + quantize)");
-    float *y[1] = {x};
-    if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, 1, &d, y, TS_TYPE_Q8_0, aq, 1, true), "ffn (down, int8 matvec)");
-}
-
 static void cuda_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp) {
     (void)tmp;
     cuda_stream *c = cst(st);
@@ -1340,7 +1315,6 @@ static const ts_backend_ops cuda_ops = {
     .norm_matmul = cuda_norm_matmul,
     .matmul_add = cuda_matmul_add,
     .act_matmul_add = cuda_act_matmul_add,
-    .ffn_add = cuda_ffn_add,
     .attn_matmul_add = cuda_attn_matmul_add,
     .moe_act_matmul = cuda_moe_act_matmul,
     .moe_combine_add = cuda_moe_combine_add,

@@ -106,16 +106,6 @@ ts_status ts_cuda_quantize_q8(void *stream, uint32_t partner, const float *x, in
  * pass. act: TS_CUDA_ACT_*. */
 ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const float *gate, const float *up, int64_t n_in,
                                   int n_tok, float *gate_out, void *q8);
-/* One decode token's FFN gate and up with their activation: gate_out
- * (n_ff) = act(x . gate^T) * (x . up^T) (the CPU's act_mul formulas on
- * the int8 products, sums in float) and q8 = its Q8_0 quantization for the
- * down projection, one launch. xq8: x (1, n_in) quantized to Q8_0
- * (ts_cuda_quantize_q8). gate and up: one type of the Q8_0 partner (Q4_0,
- * Q4_1, Q5_0, Q5_1, Q8_0), the same shape with n_in and n_ff multiples of
- * 32, no bias (ts_cuda_ffn_act_q8_fits). act: TS_CUDA_ACT_*. */
-bool ts_cuda_ffn_act_q8_fits(const ts_cuda_mat *gate, const ts_cuda_mat *up);
-ts_status ts_cuda_ffn_act_q8(void *stream, const ts_cuda_mat *gate, const ts_cuda_mat *up, int act, const void *xq8,
-                             float *gate_out, void *q8);
 /* As ts_cuda_matvec, from a q8 buffer of the given partner format: every
  * w[i] must have that partner. */
 ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,

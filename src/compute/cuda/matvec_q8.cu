@@ -65,63 +65,6 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
     q8_quant_elem<K>(v, valid, t, e, n_in, qs, d, s, nd, ns, shf);
 }
 
-/* ---- the FFN's gate and up with their activation, one token -------------
- *
- * ts_cuda_ffn_act_q8: gate and up of one decode token and act(gate) * up
- * quantized to Q8_0 for the down projection, one launch where the matvec
- * and quantize_q8_act were two (the activation's load and the kernel
- * boundary between them were a few microseconds of a small model's layer).
- * A Q8_0 block of the product is 32 consecutive rows of gate and up, so one
- * block of FA_WARPS warps owns 32 rows: warp w dots rows 4w..4w+3 of both
- * matrices (8 sums; lane = 32-element unit, the dense kernel's decoders),
- * the sums meet in shared memory, and warp 0 forms act(g) * u (silu_mul /
- * gelu_mul, quantize_q8_act's formulas), stores it and quantizes it with
- * q8_quant_elem. Grid: n_ff / 32 blocks. The weights of one unit are read
- * lane by lane (row stride apart): fine for the latency-bound small models
- * this is for, not a replacement for the big-matrix loaders below. */
-#define FA_WARPS 8
-
-template <int T>
-__global__ void __launch_bounds__(FA_WARPS * 32)
-    ffn_act_q8(const uint8_t *wg, const uint8_t *wu, uint64_t row_bytes, int64_t n_in, int64_t n_ff, const int8_t *xqs,
-               const float *xd, const int32_t *xs, int act, float *gate_out, int8_t *qs, float *qd, int32_t *qsum, int64_t nd,
-               int64_t ns) {
-    ts_pdl_enter();
-    typedef Dec<T> D;
-    static_assert(D::QK == 32 && D::NU == 1, "32-element types (Q8_0 partner) only");
-    __shared__ float gu[2][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t j0 = (int64_t)blockIdx.x * 32 + 4 * warp; /* this warp's first row */
-    const int64_t nu = n_in / 32;
-    float acc[8];
-#pragma unroll
-    for (int d = 0; d < 8; d++) acc[d] = 0.0f;
-    for (int64_t u = lane; u < nu; u += 32) {
-        XScale xsc;
-        uint32_t X[8];
-        XSide32<T>::xscale(xd, xs, u, 0, xsc);
-        XSide32<T>::xwords(xqs + u * 32, 0, X);
-        typename D::UI w[8];
-#pragma unroll
-        for (int d = 0; d < 8; d++) D::iload((d < 4 ? wg : wu) + (j0 + (d & 3)) * row_bytes + u * D::BB, 0, w[d]);
-#pragma unroll
-        for (int d = 0; d < 8; d++) acc[d] += D::idot(w[d], 0, X, xsc);
-    }
-#pragma unroll
-    for (int d = 0; d < 8; d++) acc[d] = warp_sum(acc[d]);
-    if (lane == 0)
-#pragma unroll
-        for (int d = 0; d < 8; d++) gu[d >> 2][4 * warp + (d & 3)] = acc[d];
-    __syncthreads();
-    if (warp == 0) {
-        const float g = gu[0][lane], up = gu[1][lane];
-        const float v = act == TS_CUDA_ACT_SILU ? silu_mul(g, up) : gelu_mul(g, up);
-        const int64_t e = (int64_t)blockIdx.x * 32 + lane;
-        gate_out[e] = v;
-        q8_quant_elem<false>(v, true, 0, e, n_ff, qs, qd, qsum, nd, ns, NULL);
-    }
-}
-
 /* ---- the int8 matvec ----------------------------------------------------
  *
  * Why it is built this way: decode streams every weight byte once, so the
@@ -692,42 +635,6 @@ ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const
     TS_ARG_CHECK(up && gate_out, "cuda quantize_q8_act: NULL up or output");
     TS_ARG_CHECK(act == TS_CUDA_ACT_SILU || act == TS_CUDA_ACT_GELU_TANH, "cuda quantize_q8_act: activation %d", act);
     return quantize_launch(stream, partner, gate, n_in, n_tok, NULL, 0.0f, up, act, gate_out, q8);
-}
-
-bool ts_cuda_ffn_act_q8_fits(const ts_cuda_mat *gate, const ts_cuda_mat *up) {
-    if (!gate || !up || gate->type != up->type || ts_cuda_q8_partner(gate->type) != TS_TYPE_Q8_0) return false;
-    if (gate->n_in != up->n_in || gate->n_out != up->n_out || gate->row_bytes != up->row_bytes || gate->bias || up->bias)
-        return false;
-    return gate->n_in >= 32 && gate->n_in % 32 == 0 && gate->n_out >= 32 && gate->n_out % 32 == 0 &&
-           gate->n_out / 32 <= INT_MAX && gate->data && up->data;
-}
-
-ts_status ts_cuda_ffn_act_q8(void *stream, const ts_cuda_mat *gate, const ts_cuda_mat *up, int act, const void *xq8,
-                             float *gate_out, void *q8) {
-    TS_ARG_CHECK(ts_cuda_ffn_act_q8_fits(gate, up),
-                 "cuda ffn_act_q8: gate and up must be one 32-element type with the Q8_0 partner, the same shape "
-                 "(rows and n_in multiples of 32) and no bias");
-    TS_ARG_CHECK(act == TS_CUDA_ACT_SILU || act == TS_CUDA_ACT_GELU_TANH, "cuda ffn_act_q8: activation %d", act);
-    TS_ARG_CHECK(xq8 && q8 && gate_out && ((uintptr_t)xq8 & 255) == 0 && ((uintptr_t)q8 & 255) == 0,
-                 "cuda ffn_act_q8: NULL buffer, or a q8 buffer not 256-byte aligned");
-    const Q8Layout X = q8_layout(TS_TYPE_Q8_0, gate->n_in, 1), L = q8_layout(TS_TYPE_Q8_0, gate->n_out, 1);
-    const uint8_t *xb = (const uint8_t *)xq8;
-    uint8_t *b = (uint8_t *)q8;
-    const unsigned blocks = (unsigned)(gate->n_out / 32);
-    bool launched = false;
-#define FA_CASE(T)                                                                                                            \
-    if (!launched && gate->type == T && Dec<T>::QK == 32) {                                                                   \
-        ts_launch(&ffn_act_q8<T>, blocks, FA_WARPS * 32, 0, ts_stream(stream))(                                               \
-            (const uint8_t *)gate->data, (const uint8_t *)up->data, gate->row_bytes, gate->n_in, gate->n_out,                 \
-            (const int8_t *)(xb + X.qs), (const float *)(xb + X.d), (const int32_t *)(xb + X.s), act, gate_out,              \
-            (int8_t *)(b + L.qs), (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);                                     \
-        launched = true;                                                                                                      \
-    }
-    FA_CASE(TS_TYPE_Q4_0) FA_CASE(TS_TYPE_Q4_1) FA_CASE(TS_TYPE_Q5_0) FA_CASE(TS_TYPE_Q5_1) FA_CASE(TS_TYPE_Q8_0)
-#undef FA_CASE
-    TS_ARG_CHECK(launched, "cuda ffn_act_q8: type %s", ts_type_name(gate->type));
-    TS_CUDA_LAUNCHED("ffn gate/up + act + quantize");
-    return TS_OK;
 }
 
 ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
