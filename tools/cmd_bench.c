@@ -2,6 +2,10 @@
  *
  * llama-bench style: ppN = prefill of N tokens in one batched eval from an
  * empty context; tgN = N single-token decode steps from an empty context.
+ * Each test has its own session with a context of N + 1 positions, as each
+ * llama-bench test has its own (a tg128 context is 128, whatever -p says):
+ * a GPU's attention plan depends on the context length. With instruments
+ * on, both tests share one session (one capture), sized for the larger.
  * Tokens are seeded-random ids (as llama-bench feeds), so routing in MoE
  * models varies; the number of distinct ids fed is printed. One warm-up run
  * precedes the r timed repetitions; rows give mean +- sample sd of t/s. */
@@ -61,13 +65,20 @@ int cmd_bench(int argc, char **argv) {
     if (!cli_env_instruments(cmd, &ins)) return 1;
     cli_model m;
     if (!cli_model_load(cmd, &cc, &m)) return 1;
-    ts_session_opts so = cli_session_opts(cmd, &cc, &m, &ins);
-    so.n_ctx = (int32_t)(p > n ? p : n) + 1;
-    so.n_batch = (int32_t)(p > 0 ? p : 1);
-    ts_session *s = NULL;
+    const bool shared = ins.router_path || ins.ffn_path || ins.phases || ins.pilot != TS_PILOT_OFF || ins.router_logits_layer >= 0;
+    ts_session *ss[2] = {NULL, NULL}; /* pp's, tg's (the same one when shared) */
     int rc = 0;
     int32_t *ids = NULL;
-    if (ts_session_new(m.model, &so, &s) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
+    for (int test = 0; test < 2; test++) {
+        const int64_t count = test ? n : p;
+        if (!count || (shared && ss[0])) continue;
+        ts_session_opts so = cli_session_opts(cmd, &cc, &m, &ins);
+        so.n_ctx = (int32_t)(shared ? (p > n ? p : n) : count) + 1;
+        so.n_batch = (int32_t)(p > 0 && (shared || !test) ? p : 1);
+        if (ts_session_new(m.model, &so, &ss[test]) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
+    }
+    if (shared) ss[0] = ss[1] = ss[0] ? ss[0] : ss[1];
+    ts_session *s = ss[0] ? ss[0] : ss[1]; /* for what both share: vocabulary, threads, instruments */
     int32_t nv = ts_session_n_vocab(s);
     int64_t n_ids = p > n ? p : n;
     ids = malloc(sizeof *ids * (size_t)n_ids);
@@ -107,14 +118,15 @@ int cmd_bench(int argc, char **argv) {
                     ids[i] = (int32_t)(ts_rng_next(&rng) % (uint64_t)nv);
                     if (phase == 1 && !seen[ids[i]]) distinct[test]++, seen[ids[i]] = true;
                 }
-                ts_session_reset(s);
+                ts_session *st = ss[test];
+                ts_session_reset(st);
                 float *logits;
                 double t0 = ts_now();
                 if (test == 0) {
-                    if (ts_session_eval(s, ids, (int32_t)count, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
+                    if (ts_session_eval(st, ids, (int32_t)count, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
                 } else {
                     for (int64_t i = 0; i < count && !rc; i++)
-                        if (ts_session_eval(s, ids + i, 1, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
+                        if (ts_session_eval(st, ids + i, 1, &logits) != TS_OK) rc = cli_error(cmd, "%s", ts_last_error());
                 }
                 if (phase == 1) all_tps[test * r + rep] = (double)count / (ts_now() - t0);
             }
@@ -162,7 +174,8 @@ int cmd_bench(int argc, char **argv) {
     if (!rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_error(cmd, "writing output failed");
 done:
     free(ids);
-    ts_session_free(s);
+    ts_session_free(ss[0]);
+    if (ss[1] != ss[0]) ts_session_free(ss[1]);
     cli_model_free(&m);
     return rc;
 }
