@@ -65,7 +65,8 @@ int cmd_bench(int argc, char **argv) {
     if (!cli_env_instruments(cmd, &ins)) return 1;
     cli_model m;
     if (!cli_model_load(cmd, &cc, &m)) return 1;
-    const bool shared = ins.router_path || ins.ffn_path || ins.phases || ins.pilot != TS_PILOT_OFF || ins.router_logits_layer >= 0;
+    /* the instruments that give a session a capture (the pilot and logit rows ride on the router's) */
+    const bool shared = ins.router_path || ins.ffn_path || ins.phases;
     ts_session *ss[2] = {NULL, NULL}; /* pp's, tg's (the same one when shared) */
     int rc = 0;
     int32_t *ids = NULL;

@@ -3,7 +3,7 @@
 # all layers on the GPU, flash attention on), or another turbospark build
 # (-B), on the same file, in rotating order: group i runs the engines
 # starting from engine i mod n, so each goes first in turn. One process per engine and group runs pp and tg together (a
-# 17 GB file is loaded once per run, not once per test), each with one
+# 17 GB file is loaded once per run, not once per test; each test in its own context of N + 1, as llama-bench's), each with one
 # untimed warm-up and REPS timed runs (llama-bench's method for both).
 # docs/BENCHMARKS.md records runs; commit the TSV under bench/results/.
 #
