@@ -18,6 +18,11 @@
  * the real model (SmolLM2 Q4_1) mean KL < 1e-3 and top-1 beyond a 0.5 margin.
  * Greedy ids must match until the first step whose CPU margin is under the
  * bar, after which the two texts may legitimately diverge (counted, printed).
+ * MoE fixtures: a row whose token the CPU routed through a near-tie (the
+ * k-th and (k+1)-th router logits of a layer within ROUTE_TIE, relative) is
+ * not compared, and a greedy step on one ends the id comparison as a logit
+ * near-tie does: the GPU's router sums in another order may pick the other
+ * expert (route_watch; each such row is printed).
  *
  * 4. the recorded decode step: a session without all-logits mode records
  *    its second decode step and replays it after; its logits must equal, bit
@@ -67,8 +72,55 @@ typedef struct bar {
 
 typedef struct stats {
     int rows, decisive, agree;
+    int tied; /* rows routed through a near-tie on the CPU: not compared */
     double kl_sum, kl_max;
 } stats;
+
+/* MoE fixtures: which rows of the CPU session's last eval were routed
+ * through a near-tie, where the k-th and (k+1)-th router logits of some
+ * layer are within ROUTE_TIE (relative) of each other. The GPU's router sums
+ * the same products in another order (~1e-6 apart), so there it may pick the
+ * other expert, and that token's row then differs by far more than the bar
+ * (seen once: KL 0.39 on one row of 100, tiny-olmoe precise); such a row
+ * says nothing about the kernels. The hooks are the instruments' route
+ * points (forward/hooks.h), attached to the CPU session only. */
+#define ROUTE_TIE 1e-4f
+#define WATCH_ROWS 256
+typedef struct route_watch {
+    int k, n_expert;
+    int32_t last_layer;     /* the last chunk's layer: one not above it starts the next chunk */
+    int base, chunk_n, i;   /* rows before the current chunk, its length, its rows routed so far */
+    bool tie[WATCH_ROWS];   /* per row of the eval */
+} route_watch;
+
+static void watch_reset(route_watch *w) {
+    if (!w) return;
+    w->last_layer = INT32_MAX;
+    w->base = w->chunk_n = w->i = 0;
+    memset(w->tie, 0, sizeof w->tie);
+}
+
+static ts_status watch_chunk(void *user, int32_t layer, int32_t n_tok) {
+    route_watch *w = (route_watch *)user;
+    if (layer <= w->last_layer) w->base += w->chunk_n;
+    w->last_layer = layer, w->chunk_n = n_tok, w->i = 0;
+    return TS_OK;
+}
+
+static ts_status watch_route(void *user, int32_t layer, const int32_t *ids, const float *logits) {
+    (void)layer;
+    route_watch *w = (route_watch *)user;
+    const float kth = logits[ids[w->k - 1]];
+    float next = -INFINITY; /* the best logit outside the top-k */
+    for (int e = 0; e < w->n_expert; e++) {
+        bool in = false;
+        for (int j = 0; j < w->k; j++) in |= ids[j] == e;
+        if (!in && logits[e] > next) next = logits[e];
+    }
+    const int row = w->base + w->i++;
+    if (row < WATCH_ROWS && kth - next < ROUTE_TIE * (1.0f + fabsf(kth))) w->tie[row] = true;
+    return TS_OK;
+}
 
 static double margin_of(const float *x, int32_t n) {
     int32_t a = ts_argmax(x, n);
@@ -78,9 +130,16 @@ static double margin_of(const float *x, int32_t n) {
     return (double)x[a] - (double)second;
 }
 
-static void compare_rows(stats *s, const float *cpu, const float *gpu, int rows, int32_t V, double margin) {
+/* tie: rows not compared (route_watch), or NULL */
+static void compare_rows(stats *s, const float *cpu, const float *gpu, int rows, int32_t V, double margin, const bool *tie) {
     for (int r = 0; r < rows; r++) {
         const float *p = cpu + (size_t)r * V, *q = gpu + (size_t)r * V;
+        if (tie && r < WATCH_ROWS && tie[r]) {
+            printf("  row %d routed through a near-tie on the cpu: not compared (cuda top-1 %s)\n", r,
+                   ts_argmax(p, V) == ts_argmax(q, V) ? "same" : "differs");
+            s->tied++;
+            continue;
+        }
         bool finite = true;
         for (int32_t i = 0; i < V && finite; i++) finite = isfinite(q[i]);
         double kl = finite ? ts_kl_rows(p, q, V) : INFINITY;
@@ -119,8 +178,9 @@ static ts_session *session(ts_model *m, bool precise, int n_batch) {
 
 /* Evaluates ids on both sessions and compares every row; false on an error. */
 static bool eval_both(ts_session *sc, ts_session *sg, const int32_t *ids, int n, int32_t V, stats *s, double margin,
-                      const char *what) {
+                      const char *what, route_watch *w) {
     float *lc, *lg;
+    watch_reset(w);
     ts_status a = ts_session_eval(sc, ids, n, &lc);
     CHECKF(a == TS_OK, "%s: cpu eval: %s", what, ts_last_error());
     if (a != TS_OK) return false;
@@ -129,7 +189,7 @@ static bool eval_both(ts_session *sc, ts_session *sg, const int32_t *ids, int n,
     memcpy(keep, lc, sizeof(float) * (size_t)n * V);
     ts_status b = ts_session_eval(sg, ids, n, &lg);
     CHECKF(b == TS_OK, "%s: cuda eval: %s", what, ts_last_error());
-    if (b == TS_OK) compare_rows(s, keep, lg, n, V, margin);
+    if (b == TS_OK) compare_rows(s, keep, lg, n, V, margin, w ? w->tie : NULL);
     free(keep);
     return b == TS_OK;
 }
@@ -146,6 +206,11 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
     ts_session *sc = NULL, *sg = NULL, *sc2 = NULL, *sg2 = NULL;
     int32_t *ids = NULL;
     stats pf = {}, big = {}, gen = {};
+    route_watch watch;
+    ts_hooks whooks;
+    memset(&watch, 0, sizeof watch);
+    memset(&whooks, 0, sizeof whooks);
+    route_watch *w = NULL;
     int gen_same = 0, gen_cmp = 0, gen_diverged_at = -1;
     if (!load(path, NULL, &mc) || !load(path, be, &mg)) goto done;
     {
@@ -159,11 +224,17 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
         if (!sc || !sg || !sc2 || !sg2) goto done;
         ids = (int32_t *)malloc(sizeof(int32_t) * 128);
         for (int i = 0; i < 128; i++) ids[i] = (int32_t)(tcu_u64() % (uint64_t)V);
+        if (info.n_expert > 0) { /* the CPU sessions report their routing (route_watch) */
+            watch.k = info.n_expert_used, watch.n_expert = info.n_expert;
+            whooks.user = &watch, whooks.route_chunk = watch_chunk, whooks.route = watch_route;
+            sc->hooks = &whooks, sc2->hooks = &whooks;
+            w = &watch;
+        }
 
         /* 1. a 37-token prompt in chunks of 16 (16, 16, 5) */
-        if (!eval_both(sc, sg, ids, 37, V, &pf, B->margin, name)) goto done;
+        if (!eval_both(sc, sg, ids, 37, V, &pf, B->margin, name, w)) goto done;
         /* 2. 100 tokens in one chunk: the GEMM */
-        if (!eval_both(sc2, sg2, ids, 100, V, &big, B->gemm_margin, name)) goto done;
+        if (!eval_both(sc2, sg2, ids, 100, V, &big, B->gemm_margin, name, w)) goto done;
 
         /* 3. greedy, one token at a time, from the end of prompt 1 */
         float *lc, *lg;
@@ -172,16 +243,17 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
         /* the last row of prompt 1, re-evaluated once more for a fresh copy on both sides */
         ts_session_truncate(sc, 36);
         ts_session_truncate(sg, 36);
+        watch_reset(w);
         if (ts_session_eval(sc, ids + 36, 1, &lc) != TS_OK) { CHECKF(0, "cpu eval: %s", ts_last_error()); free(keep); goto done; }
         memcpy(keep, lc, sizeof(float) * (size_t)V);
         if (ts_session_eval(sg, ids + 36, 1, &lg) != TS_OK) { CHECKF(0, "cuda eval: %s", ts_last_error()); free(keep); goto done; }
         last_c = keep;
         for (int step = 0; step < GEN_STEPS; step++) {
             int32_t ic = ts_argmax(last_c, V), ig = ts_argmax(lg, V);
-            compare_rows(&gen, last_c, lg, 1, V, B->margin);
+            compare_rows(&gen, last_c, lg, 1, V, B->margin, w ? w->tie : NULL);
             if (gen_diverged_at < 0) {
-                if (margin_of(last_c, V) < B->margin) {
-                    gen_diverged_at = step; /* a near-tie: from here the texts may differ */
+                if (margin_of(last_c, V) < B->margin || (w && w->tie[0])) {
+                    gen_diverged_at = step; /* a near-tie (logits or routing): from here the texts may differ */
                 } else {
                     gen_cmp++;
                     gen_same += ic == ig;
@@ -191,6 +263,7 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
             /* after a near-tie both sides take the CPU's id: two contexts that
              * chose differently would make every later row differ */
             if (gen_diverged_at >= 0) ig = ic;
+            watch_reset(w);
             if (ts_session_eval(sc, &ic, 1, &lc) != TS_OK) { CHECKF(0, "cpu eval: %s", ts_last_error()); break; }
             memcpy(keep, lc, sizeof(float) * (size_t)V);
             if (ts_session_eval(sg, &ig, 1, &lg) != TS_OK) { CHECKF(0, "cuda eval: %s", ts_last_error()); break; }
@@ -199,6 +272,7 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
     }
     {
         stats all = pf;
+        all.tied += big.tied + gen.tied;
         all.rows += big.rows + gen.rows;
         all.decisive += big.decisive + gen.decisive;
         all.agree += big.agree + gen.agree;
@@ -206,10 +280,10 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
         all.kl_max = fmax(fmax(pf.kl_max, big.kl_max), gen.kl_max);
         double mean = all.rows ? all.kl_sum / all.rows : INFINITY;
         printf("%-22s %-8s rows %4d  top-1 %d/%d (margin >= %g, gemm %g)  KL mean %.2e max %.2e (chunked %.1e, gemm %.1e, decode %.1e)  "
-               "greedy %d/%d%s  %.1fs\n",
+               "greedy %d/%d%s%s  %.1fs\n",
                name, precise ? "precise" : "default", all.rows, all.agree, all.decisive, B->margin, B->gemm_margin, mean, all.kl_max, pf.kl_max,
                big.kl_max, gen.kl_max, gen_same, gen_cmp, gen_diverged_at >= 0 ? " (near-tie, stopped comparing)" : "",
-               ts_now() - t0);
+               all.tied ? "  (rows routed through a near-tie, not compared: see above)" : "", ts_now() - t0);
         CHECKF(all.rows > 0 && all.agree == all.decisive, "%s: top-1 %d of %d decisive rows (chunked %d/%d, gemm %d/%d, decode %d/%d)",
                name, all.agree, all.decisive, pf.agree, pf.decisive, big.agree, big.decisive, gen.agree, gen.decisive);
         CHECKF(all.kl_max < B->max_kl, "%s: max KL %.3e >= %.0e", name, all.kl_max, B->max_kl);
