@@ -13,9 +13,10 @@ output is meaningless.
 as llama.cpp's pure Q4_0 files keep those at Q6_K or better) into Q4_0: the
 type and offset fields of the tensor table have fixed widths, so they are
 patched in place and the header keeps its length. That gives a 7B Q4_0 with
-the same real header.
+the same real header. --retype Q5_K does the same with Q5_K (rows whose
+length is a multiple of 256).
 
-usage: make_synthetic_dense.py SOURCE.gguf OUT.gguf [--seed N] [--retype Q4_0]
+usage: make_synthetic_dense.py SOURCE.gguf OUT.gguf [--seed N] [--retype Q4_0|Q5_K]
 """
 import argparse, os, struct, sys
 import numpy as np
@@ -103,7 +104,7 @@ def main():
     ap.add_argument('source')
     ap.add_argument('out')
     ap.add_argument('--seed', type=int, default=1234)
-    ap.add_argument('--retype', choices=['Q4_0'])
+    ap.add_argument('--retype', choices=['Q4_0', 'Q5_K'])
     a = ap.parse_args()
     header, data_offset, align, tensors = read_header(a.source)
     with open(a.source, 'rb') as src:
@@ -111,9 +112,10 @@ def main():
     if a.retype:
         # new types, then offsets laid out again in the original order
         out, off = [], 0
+        new_type, new_be = {'Q4_0': (2, 32), 'Q5_K': (13, 256)}[a.retype]
         for name, dims, qtype, _, tpos in sorted(tensors, key=lambda t: t[3]):
-            if qtype not in (0, 1) and len(dims) == 2 and name not in ('token_embd.weight', 'output.weight') and dims[0] % 32 == 0:
-                qtype = 2
+            if qtype not in (0, 1) and len(dims) == 2 and name not in ('token_embd.weight', 'output.weight') and dims[0] % new_be == 0:
+                qtype = new_type
             be, bb = GGML_BLOCK[qtype]
             off = (off + align - 1) // align * align
             struct.pack_into('<IQ', head, tpos, qtype, off)

@@ -156,18 +156,19 @@ VINL void tr16x16(__m512i r[16]) {
     }
 }
 
-/* ts_q_gemm_pack for Q4_K and Q6_K (sc_pair 0), byte for byte, 16 rows at a
- * time: a row's 64 quants of a k-step are one zmm (the element order: Q4_K
- * the low nibbles of 32 bytes then their high nibbles; Q6_K the same from
- * ql with two bits of qh on top), whose 16 dwords are the 16 k-groups; 16
+/* ts_q_gemm_pack for Q4_K, Q5_K and Q6_K (sc_pair 0), byte for byte, 16 rows
+ * at a time: a row's 64 quants of a k-step are one zmm (the element order:
+ * Q4_K the low nibbles of 32 bytes then their high nibbles; Q5_K the same
+ * with bits 2kk and 2kk + 1 of qh on top; Q6_K the same from ql with two
+ * bits of qh on top), whose 16 dwords are the 16 k-groups; 16
  * rows' zmm transposed are the panel's 16 lane-group rows of those k-groups.
  * The scalar packer spends ~700 cycles a row and super-block decoding and
  * scattering 4 bytes at a time (a quarter of the VNNI kernel's time).
  * Scales, corrections, d, dm: the scalar packer's own decode. */
 static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
-    const int q6 = t == TS_TYPE_Q6_K, nsub = q6 ? 16 : 8, bb = q6 ? 210 : 144;
+    const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, nsub = q6 ? 16 : 8, bb = q6 ? 210 : q5 ? 176 : 144;
     const size_t sbb = TS_GP_SB_BYTES(nsub);
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
     for (int lg = 0; lg < 2; lg++) {
         const uint8_t *rb[16]; /* the rows' first packed block, NULL past nrows */
         for (int l = 0; l < 16; l++) {
@@ -186,7 +187,7 @@ static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int
                     if (s + 2 < ns)
                         for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)b + 2 * bb + o, _MM_HINT_T0);
                     if (q6) ts_q_gemm_q6_K_head(b, sc, cr, &dd, &ddm);
-                    else ts_q_gemm_q4_K_head(b, sc, cr, &dd, &ddm);
+                    else ts_q_gemm_q4_K_head(b, sc, cr, &dd, &ddm); /* Q5_K: the same d, dmin and scales */
                 } else {
                     memset(sc, 0, sizeof sc), memset(cr, 0, sizeof cr);
                 }
@@ -214,6 +215,13 @@ static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int
                         const __m256i H1 = _mm256_and_si256(_mm256_srli_epi16(H, sh + 2), m3);
                         lo = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, sh), m4), _mm256_slli_epi16(H0, 4));
                         hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, sh), m4), _mm256_slli_epi16(H1, 4));
+                    } else if (q5) { /* qs at 48, qh at 16: elements 64 kk + [0, 64) */
+                        const __m256i x = _mm256_loadu_si256((const __m256i *)(b + 48 + 32 * kk));
+                        const __m256i H = _mm256_loadu_si256((const __m256i *)(b + 16));
+                        const __m256i H0 = _mm256_and_si256(_mm256_srli_epi16(H, 2 * kk), m1);
+                        const __m256i H1 = _mm256_and_si256(_mm256_srli_epi16(H, 2 * kk + 1), m1);
+                        lo = _mm256_or_si256(_mm256_and_si256(x, m4), _mm256_slli_epi16(H0, 4));
+                        hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 4), m4), _mm256_slli_epi16(H1, 4));
                     } else {
                         const __m256i x = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * kk));
                         lo = _mm256_and_si256(x, m4);
@@ -229,7 +237,7 @@ static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int
 }
 
 /* Packs rows [r0, r0 + nr) (nr <= 64: nu units), super-blocks [s0, s0 + ns);
- * vec: Q4_K and Q6_K through pack_vec. Only the VNNI kernel asks for it: in the 7B
+ * vec: Q4_K, Q5_K and Q6_K through pack_vec. Only the VNNI kernel asks for it: in the 7B
  * prefill on the 2-core Xeon it made that path ~10% faster (5 pairs) but the
  * AMX one ~5% slower (8 pairs; perf: the AMX kernel's own A-tile loads
  * waited longer, the pack itself went from 24% to 11% of the run; the cause
@@ -240,7 +248,7 @@ static void pack_units(ts_type t, int vec, const uint8_t *pw, uint64_t ws, int64
     for (int u = 0; u < nu; u++) {
         int64_t ru = nr - u * TS_GP_ROWS;
         const int rows = (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS);
-        if (vec && (t == TS_TYPE_Q4_K || t == TS_TYPE_Q6_K))
+        if (vec && (t == TS_TYPE_Q4_K || t == TS_TYPE_Q5_K || t == TS_TYPE_Q6_K))
             pack_vec(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, rows, s0, ns, sp + u * unit);
         else ts_q_gemm_pack(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, rows, s0, ns, 0, sp + u * unit);
     }
