@@ -72,13 +72,13 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ids = NULL;
     for (int test = 0; test < 2; test++) {
         const int64_t count = test ? n : p;
-        if (!count || (shared && ss[0])) continue;
+        if (!count) continue;
+        if (shared && ss[0]) { ss[1] = ss[0]; continue; }
         ts_session_opts so = cli_session_opts(cmd, &cc, &m, &ins);
         so.n_ctx = (int32_t)(shared ? (p > n ? p : n) : count) + 1;
-        so.n_batch = (int32_t)(p > 0 && (shared || !test) ? p : 1);
+        so.n_batch = (int32_t)(test == 0 ? p : 1); /* test 0 runs only when p > 0 */
         if (ts_session_new(m.model, &so, &ss[test]) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
     }
-    if (shared) ss[0] = ss[1] = ss[0] ? ss[0] : ss[1];
     ts_session *s = ss[0] ? ss[0] : ss[1]; /* for what both share: vocabulary, threads, instruments */
     int32_t nv = ts_session_n_vocab(s);
     int64_t n_ids = p > n ? p : n;
