@@ -40,6 +40,16 @@ static void bench_one(const Model &M, const char *name, int64_t n_in, int64_t n_
     snprintf(extra, sizeof extra, "%.1f TFLOP/s", flop / (us * 1e6));
     bench_result("gemm", shape, var, (double)wbytes + 4.0 * nx + 4.0 * n_tok * n_out, us, extra);
 
+    /* the same call with a session's scratch: the rows it holds make the
+     * tiles, as in a prefill (the line above is one tile, the ideal) */
+    const size_t se = ts_cuda_gemm_scratch_min(&m, n_tok) + TS_CUDA_GEMM_TILE_BYTES;
+    if (se < sb) {
+        const double use = bench_time_us([&](size_t) { BOK(ts_cuda_gemm(NULL, g_h, &m, dy, dx, n_tok, ct, false, scratch, se)); });
+        snprintf(var, sizeof var, "%s/%s t=%d engine scratch", ts_type_name(type), ts_type_name(ct), n_tok);
+        snprintf(extra, sizeof extra, "%.1f TFLOP/s", flop / (use * 1e6));
+        bench_result("gemm", shape, var, (double)wbytes + 4.0 * nx + 4.0 * n_tok * n_out, use, extra);
+    }
+
     void *w16 = (uint8_t *)scratch + ts_cuda_gemm_scratch_min(&m, n_tok);
     const double usd = bench_time_us([&](size_t) { BOK(ts_cuda_dequant(NULL, &m, 0, n_out, w16, ct)); });
     snprintf(var, sizeof var, "%s->%s dequant", ts_type_name(type), ts_type_name(ct));

@@ -122,6 +122,7 @@ int main(void) {
         test_gemm(TS_TYPE_Q4_K, 256, 130, 9, TS_TYPE_F16, true, false, 128);
         test_gemm(TS_TYPE_F32, 96, 70, 9, TS_TYPE_F16, true, true, 128);
         test_gemm(TS_TYPE_F16, 96, 70, 9, TS_TYPE_F16, true, true, 128); /* in place: no dequantized copy */
+        test_gemm(TS_TYPE_Q4_K, 512, 700, 9, TS_TYPE_F16, false, true, 300); /* room 300 -> 256: tiles 256, 256, 188 */
         cublasDestroy(g_cublas);
         return tu_finish();
     }
@@ -133,6 +134,7 @@ int main(void) {
         test_gemm(t, k ? 2816 : 864, 301, 9, TS_TYPE_F16, false, false, 1 << 20);
         test_gemm(t, 1536, 300, 64, TS_TYPE_BF16, true, false, 128); /* 3 row tiles */
         test_gemm(t, 1536, 129, 17, TS_TYPE_F16, true, true, 128);   /* tiles of 128 + 1 */
+        test_gemm(t, 512, 700, 9, TS_TYPE_F16, false, true, 300);    /* room 300 -> 256: tiles 256, 256, 188 */
     }
     test_gemm(TS_TYPE_Q4_K, 3584, 1024, 96, TS_TYPE_F16, false, false, 1 << 20);
     /* x conversion alone, odd length (scalar tail) */

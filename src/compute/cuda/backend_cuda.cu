@@ -53,7 +53,6 @@ extern "C" {
 #ifndef CUDA_MOE_GEMM
 #define CUDA_MOE_GEMM 1
 #endif
-#define CUDA_GEMM_TILE_BYTES ((size_t)32 << 20) /* dequantized weight tile room beyond the minimum */
 #define CUDA_WEIGHT_SLACK 16                    /* bytes after each weight: the byte readers read one word past */
 
 typedef struct cuda_backend {
@@ -491,7 +490,7 @@ static ts_status cuda_reserve(ts_stream *st, const ts_backend_reserve *r) {
     /* the GEMM: x converted plus at least 128 dequantized rows, more rows
      * meaning fewer cuBLAS calls */
     ts_cuda_mat wm = {NULL, TS_TYPE_F16, r->max_in, 1, 0, NULL};
-    c->gemm_bytes = align256(ts_cuda_gemm_scratch_min(&wm, (int)r->max_tokens) + CUDA_GEMM_TILE_BYTES);
+    c->gemm_bytes = align256(ts_cuda_gemm_scratch_min(&wm, (int)r->max_tokens) + TS_CUDA_GEMM_TILE_BYTES);
     size_t need = 2 * c->q8_stride + c->gemm_bytes + sizeof(int32_t) * (size_t)r->max_tokens;
     /* the grouped expert matmul: every (token, rank) row of a prefill chunk */
     cudaFree(c->q8g);

@@ -132,6 +132,9 @@ ts_status ts_cuda_convert_f32(void *stream, const float *x, int64_t n, void *dst
 /* Smallest scratch ts_cuda_gemm accepts: x converted, plus 128 dequantized
  * weight rows; more scratch means fewer, larger cuBLAS calls. */
 size_t ts_cuda_gemm_scratch_min(const ts_cuda_mat *w, int n_tok);
+/* Tile room a session gives ts_cuda_gemm beyond that minimum (bench_gemm
+ * times the call with it too, so its figures are the engine's). */
+#define TS_CUDA_GEMM_TILE_BYTES ((size_t)32 << 20)
 /* y (n_tok, w.n_out) = x (n_tok, n_in) . w^T (+ bias) (accumulate: y += that).
  * Weight rows are dequantized to compute_type (TS_TYPE_F16 or TS_TYPE_BF16)
  * tile by tile into scratch, x converted once, and each tile multiplied by

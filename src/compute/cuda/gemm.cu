@@ -126,6 +126,23 @@ const char *cublas_name(cublasStatus_t st) { return cublasGetStatusString(st); }
 
 size_t x_bytes(const ts_cuda_mat *w, int n_tok) { return ((size_t)n_tok * (size_t)w->n_in * 2 + 255) & ~(size_t)255; }
 
+/* Rows per dequantized tile. Tiles start at multiples of 128 rows and are
+ * near equal: a tile of 1,013 rows (what 32 MiB of scratch held of the 7B's
+ * ffn_down, n_in 18944) put its output at y + 1013 floats, a 4-byte-aligned
+ * C, and cuBLAS answered with an sm75 align1 kernel that ran the 7B's down
+ * projection at ~15% of the tensor cores' rate: half of a pp512 (ncu, H200,
+ * session 14). 128 keeps every C 512-byte aligned and the tiles whole
+ * multiples of the GEMMs' own tiles. */
+int64_t gemm_tile_rows(const ts_cuda_mat *w, int n_tok, size_t scratch_bytes) {
+    int64_t room = (int64_t)((scratch_bytes - x_bytes(w, n_tok)) / ((size_t)w->n_in * 2));
+    if (room > 65535) room = 65535; /* grid y of the dequantizer */
+    if (room >= w->n_out) return w->n_out;
+    room &= ~(int64_t)127; /* >= 128: ts_cuda_gemm_scratch_min */
+    const int64_t n_tiles = (w->n_out + room - 1) / room;
+    const int64_t even = (w->n_out + n_tiles - 1) / n_tiles;
+    return (even + 127) & ~(int64_t)127; /* <= room: room is a multiple of 128 and >= even */
+}
+
 } // namespace
 
 ts_status ts_cuda_dequant(void *stream, const ts_cuda_mat *w, int64_t row0, int64_t n_rows, void *dst, uint32_t dst_type) {
@@ -190,9 +207,7 @@ ts_status ts_cuda_gemm(void *stream, void *cublas, const ts_cuda_mat *w, float *
     uint8_t *xs = (uint8_t *)scratch, *ws = xs + x_bytes(w, n_tok);
     if (w->type != TS_TYPE_F32) st = ts_cuda_convert_f32(stream, x, (int64_t)n_tok * w->n_in, xs, compute_type);
     if (st != TS_OK) return st;
-    int64_t tile = (int64_t)((scratch_bytes - x_bytes(w, n_tok)) / ((size_t)w->n_in * 2));
-    if (tile > 65535) tile = 65535; /* grid y of the dequantizer */
-    if (tile > w->n_out) tile = w->n_out;
+    int64_t tile = gemm_tile_rows(w, n_tok, scratch_bytes);
     const cudaDataType_t dt = compute_type == TS_TYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
     if (w->type == compute_type) {
         /* the weights are already what the tensor cores take: no copy */
