@@ -283,6 +283,7 @@ int main(void) {
         run_rope_all({1, 9, 3, 64, 300, 200, 0});   /* fused RoPE: splits, the new row mid-split */
         run_rope_all({1, 7, 1, 128, 100, 0, 0});    /* the first token */
         run_rope_all({1, 4, 1, 256, 70, 40, 16});   /* head_dim 256, window */
+        run_rope_all({1, 28, 4, 128, 129, 128, 0}); /* one split: a group's 7 heads over 7 blocks, each storing k, v */
         check_refusals();
         return tu_finish();
     }
@@ -321,6 +322,7 @@ int main(void) {
     run_rope_all({1, 8, 8, 64, 333, 40, 0});      /* no GQA */
     run_rope_all({1, 9, 3, 64, 129, 70, 0});      /* one split with Q8_0 in the kernel */
     run_rope_all({1, 9, 3, 64, 256, 255, 0});     /* the cache's last slot */
+    run_rope_all({1, 28, 4, 128, 129, 128, 0});  /* 7B, one split: a group's 7 heads over 7 blocks, each storing k, v */
     check_refusals();
     return tu_finish();
 }

@@ -41,6 +41,14 @@
 namespace {
 
 #define ATT_RW 8 /* query rows per warp (decode: the heads of a GQA group) */
+#ifndef ATT_SHORT_RW
+/* Query rows per block when the cache is one split (ATT_SHORT_TILES): a
+ * GQA group's heads then go to blocks of this many, not all to one. With
+ * one block per group, the 7B (4 kv heads) decoded on 4 SMs and its
+ * attention took 9 us a layer, the block's warps walking eight rows of
+ * scores each (ncu, H200, session 14). */
+#define ATT_SHORT_RW 1
+#endif
 
 template <int HD, int RW> struct AttnState {
     float m[RW], l[RW], acc[RW][HD / 32];
@@ -202,7 +210,7 @@ struct Q8Out {
     int64_t nd, ns; /* per token row */
 };
 
-template <int HD, bool ROPE>
+template <int HD, bool ROPE, int RW>
 __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     attn_decode(const ts_cuda_attn a, const RopeNew rn, int n_split, int split_len, int n_hchunk, float *part_ml,
                 float *part_acc, const Q8Out qo) {
@@ -215,7 +223,7 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int split = blockIdx.x, t = blockIdx.z;
     const int kvh = blockIdx.y / n_hchunk, hc = blockIdx.y % n_hchunk;
-    const int G = a.n_head / a.n_head_kv, g0 = hc * ATT_RW, ng = min(ATT_RW, G - g0);
+    const int G = a.n_head / a.n_head_kv, g0 = hc * RW, ng = min(RW, G - g0);
     const int h0 = kvh * G + g0; /* first query head of the block */
 
     int lo, hi;
@@ -253,6 +261,11 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
      * nothing stored, as rope_kv_kernel). Their loads (frequencies, k, v,
      * the norm weights) are issued with the query's, before any of them is
      * used: one round trip for all, not one after another. */
+    /* With a group's heads over several blocks (n_hchunk > 1), each of them
+     * computes the new k and v and stores them: the same inputs and code, so
+     * the same bits, and every block has stored its own before its barrier
+     * and its tiles, so whatever order the stores land in, no block reads a
+     * value other than the one it wrote. */
     const int half = rn.n_rot / 2;
     const int pos = hi; /* the position, whenever the token's is valid (token_range) */
     const bool has_new = ROPE && !empty && pos >= s_lo && pos <= s_hi;
@@ -344,11 +357,11 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         __syncthreads();
     }
 
-    AttnState<HD, ATT_RW> S;
-    state_init<HD, ATT_RW>(S);
-    int lor[ATT_RW], hir[ATT_RW];
+    AttnState<HD, RW> S;
+    state_init<HD, RW>(S);
+    int lor[RW], hir[RW];
 #pragma unroll
-    for (int r = 0; r < ATT_RW; r++) lor[r] = ka, hir[r] = r < ng ? kb : -1;
+    for (int r = 0; r < RW; r++) lor[r] = ka, hir[r] = r < ng ? kb : -1;
     const uint16_t *Kh = a.k + (int64_t)kvh * a.n_ctx * HD, *Vh = a.v + (int64_t)kvh * a.n_ctx * HD;
     if (!empty) {
         for (int key0 = (ka & ~31) + 32 * warp; key0 <= kb; key0 += 32 * C::WARPS) {
@@ -372,19 +385,19 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
                 }
             }
             __syncwarp();
-            attn_tile<HD, ATT_RW, C::KS>(S, &Qs[0][0], Ks[warp], Vh + (int64_t)key0 * HD, HD, key0, lor, hir, a.scale,
+            attn_tile<HD, RW, C::KS>(S, &Qs[0][0], Ks[warp], Vh + (int64_t)key0 * HD, HD, key0, lor, hir, a.scale,
                                          P[warp], lane);
         }
     }
 
     /* merge the warps' states through the (now free) K buffers */
     __syncthreads();
-    float *mine = (float *)Ks[warp]; /* (ATT_RW, HD) acc, then m[ATT_RW], l[ATT_RW] */
+    float *mine = (float *)Ks[warp]; /* (RW, HD) acc, then m[RW], l[RW] */
 #pragma unroll
-    for (int r = 0; r < ATT_RW; r++) {
+    for (int r = 0; r < RW; r++) {
 #pragma unroll
         for (int e = 0; e < HD / 32; e++) mine[r * HD + lane * (HD / 32) + e] = S.acc[r][e];
-        if (lane == 0) mine[ATT_RW * HD + r] = S.m[r], mine[ATT_RW * HD + ATT_RW + r] = S.l[r];
+        if (lane == 0) mine[RW * HD + r] = S.m[r], mine[RW * HD + RW + r] = S.l[r];
     }
     __syncthreads();
     /* ng * HD and the block are whole warps, so a warp's 32 elements are 32
@@ -392,15 +405,15 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     for (int i = threadIdx.x; i < ng * HD; i += blockDim.x) {
         const int r = i / HD, d = i % HD;
         float M = -INFINITY;
-        for (int w = 0; w < C::WARPS; w++) M = fmaxf(M, ((const float *)Ks[w])[ATT_RW * HD + r]);
+        for (int w = 0; w < C::WARPS; w++) M = fmaxf(M, ((const float *)Ks[w])[RW * HD + r]);
         float L = 0.0f, A = 0.0f;
         if (M != -INFINITY) {
             for (int w = 0; w < C::WARPS; w++) {
                 const float *o = (const float *)Ks[w];
-                const float mw = o[ATT_RW * HD + r];
+                const float mw = o[RW * HD + r];
                 if (mw == -INFINITY) continue;
                 const float f = expf(mw - M);
-                L += f * o[ATT_RW * HD + ATT_RW + r];
+                L += f * o[RW * HD + RW + r];
                 A += f * o[r * HD + d];
             }
         }
@@ -622,6 +635,7 @@ template <int HD> __global__ void __launch_bounds__(128) attn_prefill(const ts_c
 #define ATT_SHORT_TILES 2
 struct AttnPlan {
     int n_split, split_len, n_hchunk;
+    int rw; /* query rows per block: ATT_RW, or ATT_SHORT_RW for a one-split cache */
 };
 
 template <int HD> ts_status attn_plan(const ts_cuda_attn *a, AttnPlan &p) {
@@ -629,11 +643,13 @@ template <int HD> ts_status attn_plan(const ts_cuda_attn *a, AttnPlan &p) {
     ts_status st = ts_cuda_sm_count(&sms);
     if (st != TS_OK) return st;
     const int G = a->n_head / a->n_head_kv;
-    p.n_hchunk = (G + ATT_RW - 1) / ATT_RW;
+    const bool short_cache = a->n_ctx <= ATT_SHORT_TILES * 32 * DecCfg<HD>::WARPS;
+    p.rw = short_cache ? ATT_SHORT_RW : ATT_RW;
+    p.n_hchunk = (G + p.rw - 1) / p.rw;
     const int64_t items = (int64_t)a->n_head_kv * p.n_hchunk * a->n_tok;
     const int64_t target = 4 * (int64_t)sms; /* blocks */
     int64_t max_split = (a->n_ctx + 32 * DecCfg<HD>::WARPS - 1) / (32 * DecCfg<HD>::WARPS);
-    if (a->n_ctx <= ATT_SHORT_TILES * 32 * DecCfg<HD>::WARPS) max_split = 1;
+    if (short_cache) max_split = 1;
     if (max_split > ATT_MAX_SPLIT) max_split = ATT_MAX_SPLIT;
     int64_t ns = (target + items - 1) / items;
     ns = ns < 1 ? 1 : ns > max_split ? max_split : ns;
@@ -698,15 +714,20 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
         qo = Q8Out{(int8_t *)(b + L.qs), (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns};
     }
     const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
-    if (rn) {
-        ts_launch(&attn_decode<HD, true>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, *rn, p.n_split, p.split_len, p.n_hchunk, ml,
-                                                                              acc, qo);
-        TS_CUDA_LAUNCHED("rope + attention decode");
-    } else {
-        ts_launch(&attn_decode<HD, false>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, RopeNew{}, p.n_split, p.split_len,
-                                                                               p.n_hchunk, ml, acc, qo);
-        TS_CUDA_LAUNCHED("attention decode");
-    }
+    const RopeNew rn0 = rn ? *rn : RopeNew{};
+    if (rn && p.rw == ATT_RW)
+        ts_launch(&attn_decode<HD, true, ATT_RW>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, rn0, p.n_split, p.split_len,
+                                                                                      p.n_hchunk, ml, acc, qo);
+    else if (rn)
+        ts_launch(&attn_decode<HD, true, ATT_SHORT_RW>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, rn0, p.n_split, p.split_len,
+                                                                                            p.n_hchunk, ml, acc, qo);
+    else if (p.rw == ATT_RW)
+        ts_launch(&attn_decode<HD, false, ATT_RW>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, rn0, p.n_split, p.split_len,
+                                                                                       p.n_hchunk, ml, acc, qo);
+    else
+        ts_launch(&attn_decode<HD, false, ATT_SHORT_RW>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, rn0, p.n_split, p.split_len,
+                                                                                             p.n_hchunk, ml, acc, qo);
+    TS_CUDA_LAUNCHED("(rope +) attention decode");
     if (fused_q8) return TS_OK;
     if (q8 && p.n_split > 1) {
         const int64_t n_in = (int64_t)a->n_head * HD;
