@@ -200,7 +200,12 @@ typedef struct ts_cuda_attn {
     float scale;
 } ts_cuda_attn;
 
+/* Decode scratch (0 for prefill). Its first ts_cuda_attn_ticket_bytes(a)
+ * bytes are counters that must be zero before the first call and that every
+ * call leaves zero (the Q8_K quantization inside the decode kernel); one
+ * scratch per stream. */
 size_t ts_cuda_attn_scratch_bytes(const ts_cuda_attn *a);
+size_t ts_cuda_attn_ticket_bytes(const ts_cuda_attn *a);
 ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes);
 /* ts_cuda_attention, then its output quantized to `partner` into q8 for the
  * next int8 matvec (Wo), as ts_cuda_quantize_q8(out) would: with split-K the
@@ -212,12 +217,12 @@ ts_status ts_cuda_attention_q8(void *stream, const ts_cuda_attn *a, void *scratc
                                void *q8);
 /* ts_cuda_rope_kv_store(r), then ts_cuda_attention_q8(a, partner, q8) (q8
  * NULL: ts_cuda_attention(a)), in one decode kernel: the query rows are rotated
- * where the attention reads them and the new k/v row is stored by the block
- * that first reads it. The cache and out hold exactly the two calls' values,
- * bit for bit; r->q and r->k are left as they were (not rotated). Only where
- * ts_cuda_rope_attention_fits: one token, r and a naming the same q, pos and
- * cache, both per-head norms or neither, at most 8 query heads per kv head
- * (one block per GQA group: no other block reads the new row). */
+ * where the attention reads them and the new k/v row is stored by every
+ * block that reads it (the same bits). The cache and out hold exactly the two
+ * calls' values, bit for bit; r->q and r->k are left as they were (not
+ * rotated). Only where ts_cuda_rope_attention_fits: one token, r and a naming
+ * the same q, pos and cache, both per-head norms or neither, at most 8 query
+ * heads per kv head. */
 bool ts_cuda_rope_attention_fits(const ts_cuda_rope_kv *r, const ts_cuda_attn *a);
 ts_status ts_cuda_rope_attention(void *stream, const ts_cuda_rope_kv *r, const ts_cuda_attn *a, void *scratch,
                                  size_t scratch_bytes, uint32_t partner, void *q8);
