@@ -471,7 +471,7 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
             if (d == 0) part_ml[(row * n_split + split) * 2] = M, part_ml[(row * n_split + split) * 2 + 1] = L;
         }
     }
-    if (qo.tk && n_split == 1) { /* Q8_K: the host sets it only with one head per block (RW 1) */
+    if (RW == 1 && qo.tk && n_split == 1) { /* Q8_K: the host sets tk only with one head per block */
         __shared__ int last;
         __shared__ float shm[C::WARPS];
         const int64_t n_in = (int64_t)a.n_head * HD, e0 = (int64_t)h0 * HD / 256 * 256;
