@@ -49,6 +49,12 @@ namespace {
  * scores each (ncu, H200, session 14). */
 #define ATT_SHORT_RW 1
 #endif
+#ifndef ATT_Q8K_TICKETS
+/* 1: with one head per block, a Q8_K partner is quantized inside the decode
+ * kernel by the last block of each 256 elements (Q8Out below); 0: by its
+ * own launch after the kernel */
+#define ATT_Q8K_TICKETS 1
+#endif
 
 template <int HD, int RW> struct AttnState {
     float m[RW], l[RW], acc[RW][HD / 32];
@@ -776,7 +782,7 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
     Q8Out qo = {NULL, NULL, NULL, 0, 0, NULL};
     /* Q8_K in the kernel needs one head per block and the tickets (a caller
      * without that scratch gets the quantization launch) */
-    const bool fused_k = q8 && p.n_split == 1 && partner == TS_TYPE_Q8_K && p.rw == 1 && scratch &&
+    const bool fused_k = ATT_Q8K_TICKETS && q8 && p.n_split == 1 && partner == TS_TYPE_Q8_K && p.rw == 1 && scratch &&
                          scratch_bytes >= attn_tickets(a) && ((uintptr_t)scratch & 255) == 0;
     const bool fused_q8 = q8 && p.n_split == 1 && (partner == TS_TYPE_Q8_0 || fused_k);
     if (fused_q8) {
