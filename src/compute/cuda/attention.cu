@@ -49,12 +49,6 @@ namespace {
  * scores each (ncu, H200, session 14). */
 #define ATT_SHORT_RW 1
 #endif
-#ifndef ATT_Q8K_TICKETS
-/* 1: with one head per block, a Q8_K partner is quantized inside the decode
- * kernel by the last block of each 256 elements (Q8Out below); 0: by its
- * own launch after the kernel */
-#define ATT_Q8K_TICKETS 1
-#endif
 
 template <int HD, int RW> struct AttnState {
     float m[RW], l[RW], acc[RW][HD / 32];
@@ -204,59 +198,17 @@ struct RopeNew {
     float mscale;       /* multiplies cos and sin */
 };
 
-/* Where a single-split decode kernel also quantizes its output for the int8
- * Wo: the q8 layout's parts (cuda_quant.cuh q8_layout), or qs NULL for none.
- * Q8_0 (tk NULL): a block is 32 elements of one head, so the block that
- * writes a head's output quantizes it. Q8_K (tk set, one head per block): a
- * block of 256 elements spans 256 / HD heads, written by as many blocks;
- * each counts itself in on the Q8_K block's ticket after its stores, and
- * the last to arrive quantizes the 256 elements and sets the ticket back to
- * 0 for the next launch (the threadFenceReduction pattern). */
+/* Where a single-split decode kernel also quantizes its output to Q8_0 (the
+ * int8 Wo's partner): the q8 layout's parts (cuda_quant.cuh q8_layout), or
+ * qs NULL for none. A Q8_0 block is 32 elements of one head, so the block
+ * that writes a head's output can quantize it; a Q8_K block spans heads of
+ * several kv groups, so that partner keeps its own launch. */
 struct Q8Out {
     int8_t *qs;     /* (n_tok, n_head * HD) quants */
     float *d;       /* (n_tok, nd) scales */
     int32_t *s;     /* (n_tok, ns) sums */
     int64_t nd, ns; /* per token row */
-    int *tk;        /* (TS_CUDA_MAX_DECODE_TOK, n_head * HD / 256) Q8_K tickets, all 0 between launches; NULL for Q8_0 */
 };
-
-/* Q8_K quantization of 256 floats (src: token t's elements [e0, e0 + 256),
- * written by other blocks of this grid) by a block of NT threads, with
- * q8_quant_elem<true>'s arithmetic (same amax, iscale, rounding and sums),
- * so the same bytes as the plain quantizer. shm: NT / 32 floats. */
-template <int NT>
-TS_DEV void q8k_quant_256(const float *src, int64_t t, int64_t e0, int64_t n_in, const Q8Out &qo, float *shm) {
-    constexpr int E = 256 / NT;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float v[E], m = 0.0f;
-#pragma unroll
-    for (int k = 0; k < E; k++) {
-        v[k] = __ldcg(src + threadIdx.x + k * NT); /* L2: other blocks wrote them */
-        m = fmaxf(m, fabsf(v[k]));
-    }
-    m = warp_max(m);
-    if (lane == 0) shm[warp] = m;
-    __syncthreads();
-    float amax = 0.0f;
-#pragma unroll
-    for (int w = 0; w < NT / 32; w++) amax = fmaxf(amax, shm[w]);
-    const float iscale = amax != 0.0f ? 127.0f / amax : 0.0f;
-#pragma unroll
-    for (int k = 0; k < E; k++) {
-        const int64_t e = e0 + threadIdx.x + k * NT; /* a warp: 32 consecutive elements, two sums of 16 */
-        int q = 0;
-        if (amax != 0.0f) {
-            q = rne_int(fmul_rn(iscale, v[k]));
-            q = q < -127 ? -127 : q > 127 ? 127 : q;
-        }
-        int b = q;
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) b += __shfl_xor_sync(0xffffffffu, b, o);
-        qo.qs[t * n_in + e] = (int8_t)q;
-        if ((lane & 15) == 0) qo.s[t * qo.ns + e / 16] = b;
-    }
-    if (threadIdx.x == 0) qo.d[t * qo.nd + e0 / 256] = amax != 0.0f ? 1.0f / iscale : 0.0f;
-}
 
 template <int HD, bool ROPE, int RW>
 __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
@@ -469,29 +421,12 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         if (n_split == 1) {
             const float o = L > 0.0f ? A / L : 0.0f;
             a.out[row * HD + d] = o;
-            if (qo.qs && !qo.tk)
+            if (qo.qs)
                 q8_quant_elem<false>(o, true, t, (int64_t)(h0 + r) * HD + d, (int64_t)a.n_head * HD, qo.qs, qo.d, qo.s,
                                      qo.nd, qo.ns, NULL);
         } else {
             part_acc[(row * n_split + split) * HD + d] = A;
             if (d == 0) part_ml[(row * n_split + split) * 2] = M, part_ml[(row * n_split + split) * 2 + 1] = L;
-        }
-    }
-    if (RW == 1 && qo.tk && n_split == 1) { /* Q8_K: the host sets tk only with one head per block */
-        __shared__ int last;
-        __shared__ float shm[C::WARPS];
-        const int64_t n_in = (int64_t)a.n_head * HD, e0 = (int64_t)h0 * HD / 256 * 256;
-        __threadfence(); /* this block's outputs reach L2 before its ticket */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            int *tk = qo.tk + t * (n_in / 256) + e0 / 256;
-            last = atomicAdd(tk, 1) == 256 / HD - 1;
-            if (last) *tk = 0; /* every head of the Q8_K block is in: ready for the next launch */
-        }
-        __syncthreads();
-        if (last) {
-            __threadfence();
-            q8k_quant_256<C::WARPS * 32>(a.out + t * n_in + e0, t, e0, n_in, qo, shm);
         }
     }
 }
@@ -738,21 +673,13 @@ ts_status attn_check(const ts_cuda_attn *a) {
     return TS_OK;
 }
 
-/* The decode scratch: the Q8_K tickets (a fixed size, so that no other
- * call's layout moves them), then the splits' max/sum and outputs. */
-size_t attn_tickets(const ts_cuda_attn *a) {
-    const size_t blocks = ((size_t)a->n_head * (size_t)a->head_dim + 255) / 256;
-    return ((size_t)TS_CUDA_MAX_DECODE_TOK * blocks * sizeof(int) + 255) & ~(size_t)255;
-}
-
 template <int HD> size_t attn_scratch(const ts_cuda_attn *a) {
     if (a->n_tok > TS_CUDA_MAX_DECODE_TOK) return 0;
     AttnPlan p;
-    if (attn_plan<HD>(a, p) != TS_OK) return 0;
-    if (p.n_split == 1) return attn_tickets(a);
+    if (attn_plan<HD>(a, p) != TS_OK || p.n_split == 1) return 0;
     const size_t rows = (size_t)a->n_tok * (size_t)a->n_head;
     const size_t ml = (rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255;
-    return attn_tickets(a) + ml + rows * p.n_split * HD * sizeof(float);
+    return ml + rows * p.n_split * HD * sizeof(float);
 }
 
 /* q8 != NULL: the output is also quantized to `partner` there (the caller
@@ -776,20 +703,15 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
         TS_ARG_CHECK(scratch && scratch_bytes >= need && ((uintptr_t)scratch & 255) == 0,
                      "cuda attention: scratch %zu bytes (256-aligned) given, %zu needed", scratch_bytes, need);
         const size_t rows = (size_t)a->n_tok * (size_t)a->n_head;
-        ml = (float *)((uint8_t *)scratch + attn_tickets(a));
-        acc = (float *)((uint8_t *)ml + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
+        ml = (float *)scratch;
+        acc = (float *)((uint8_t *)scratch + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
     }
-    Q8Out qo = {NULL, NULL, NULL, 0, 0, NULL};
-    /* Q8_K in the kernel needs one head per block and the tickets (a caller
-     * without that scratch gets the quantization launch) */
-    const bool fused_k = ATT_Q8K_TICKETS && q8 && p.n_split == 1 && partner == TS_TYPE_Q8_K && p.rw == 1 && scratch &&
-                         scratch_bytes >= attn_tickets(a) && ((uintptr_t)scratch & 255) == 0;
-    const bool fused_q8 = q8 && p.n_split == 1 && (partner == TS_TYPE_Q8_0 || fused_k);
+    Q8Out qo = {NULL, NULL, NULL, 0, 0};
+    const bool fused_q8 = q8 && p.n_split == 1 && partner == TS_TYPE_Q8_0;
     if (fused_q8) {
         const Q8Layout L = q8_layout(partner, (int64_t)a->n_head * HD, a->n_tok);
         uint8_t *b = (uint8_t *)q8;
-        qo = Q8Out{(int8_t *)(b + L.qs), (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns,
-                   fused_k ? (int *)scratch : NULL};
+        qo = Q8Out{(int8_t *)(b + L.qs), (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns};
     }
     const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
     const RopeNew rn0 = rn ? *rn : RopeNew{};
@@ -833,11 +755,6 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
 }
 
 } // namespace
-
-size_t ts_cuda_attn_ticket_bytes(const ts_cuda_attn *a) {
-    if (attn_check(a) != TS_OK || a->n_tok > TS_CUDA_MAX_DECODE_TOK) return 0;
-    return attn_tickets(a);
-}
 
 size_t ts_cuda_attn_scratch_bytes(const ts_cuda_attn *a) {
     if (attn_check(a) != TS_OK) return 0;

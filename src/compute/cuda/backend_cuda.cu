@@ -848,8 +848,6 @@ static bool attn_scratch_ready(cuda_stream *c, const ts_cuda_attn *a, const char
         c->attn = NULL;
         c->attn_bytes = 0;
         e = cudaMalloc(&c->attn, need);
-        /* the Q8_K tickets at its front start at 0 (each launch leaves them so) */
-        if (e == cudaSuccess) e = cudaMemsetAsync(c->attn, 0, need, c->s);
     }
     if (e == cudaErrorMemoryAllocation) {
         note(c, oom(need, "attention scratch"), op);

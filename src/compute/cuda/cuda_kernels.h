@@ -200,12 +200,7 @@ typedef struct ts_cuda_attn {
     float scale;
 } ts_cuda_attn;
 
-/* Decode scratch (0 for prefill). Its first ts_cuda_attn_ticket_bytes(a)
- * bytes are counters that must be zero before the first call and that every
- * call leaves zero (the Q8_K quantization inside the decode kernel); one
- * scratch per stream. */
 size_t ts_cuda_attn_scratch_bytes(const ts_cuda_attn *a);
-size_t ts_cuda_attn_ticket_bytes(const ts_cuda_attn *a);
 ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes);
 /* ts_cuda_attention, then its output quantized to `partner` into q8 for the
  * next int8 matvec (Wo), as ts_cuda_quantize_q8(out) would: with split-K the
