@@ -91,8 +91,9 @@ void ts_moe_route_row(const float *r, int n_expert, int k, bool renorm, int32_t 
 
 /* ---- the fused ops' compositions ---- */
 
-void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w,
+void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, bool keep_xn, int n_w,
                                     const ts_mat *const *w, float *const *y, int n_tok) {
+    (void)keep_xn; /* xn always holds them here */
     const ts_backend_ops *op = st->be->ops;
     op->rmsnorm(st, x, norm, w[0]->n_in, n_tok, eps, xn);
     op->matmul(st, n_w, w, y, xn, n_tok);

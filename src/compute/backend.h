@@ -251,10 +251,11 @@ typedef struct ts_backend_ops {
     /* ---- fused forms: each is exactly the composition its comment gives
      * (the CPU runs that composition, see ts_backend_compose_*); a device
      * backend fuses it to save launches and passes over memory ---- */
-    /* y[i] = matmul(rmsnorm(x, norm, eps)) for each w[i]; xn (n_tok, n_in) is
-     * room for the normalized rows, written or not (undefined after) */
-    void (*norm_matmul)(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w, const ts_mat *const *w,
-                        float *const *y, int n_tok);
+    /* y[i] = matmul(rmsnorm(x, norm, eps)) for each w[i]; xn (n_tok, n_in)
+     * receives the normalized rows when keep_xn (the MoE FFN reads them
+     * again), else it is room, written or not (undefined after) */
+    void (*norm_matmul)(ts_stream *st, const float *x, const float *norm, float eps, float *xn, bool keep_xn, int n_w,
+                        const ts_mat *const *w, float *const *y, int n_tok);
     /* x (n_tok, w->n_out) += a (n_tok, w->n_in) . w^T; tmp (n_tok, n_out):
      * room for the product, written or not */
     void (*matmul_add)(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp);
@@ -304,7 +305,7 @@ typedef struct ts_backend_ops {
 
 /* The compositions the fused ops stand for, in the plain ops: what the CPU
  * backend runs, and the reference a fused implementation is tested against. */
-void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w,
+void ts_backend_compose_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, bool keep_xn, int n_w,
                                     const ts_mat *const *w, float *const *y, int n_tok);
 void ts_backend_compose_matmul_add(ts_stream *st, const ts_mat *w, const float *a, int n_tok, float *x, float *tmp);
 void ts_backend_compose_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_mat *w, int n_tok, float *x,

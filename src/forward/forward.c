@@ -56,7 +56,7 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
         /* ---- attention ---- */
         const ts_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
         float *qkv_out[3] = {s->q, s->k, s->v};
-        op->norm_matmul(st, s->x, L->attn_norm, eps, s->xb, 3, qkv, qkv_out, n);
+        op->norm_matmul(st, s->x, L->attn_norm, eps, s->xb, false, 3, qkv, qkv_out, n);
         if (L->q_norm && fam->qk_norm_full) {
             op->rmsnorm(st, s->q, L->q_norm, (int64_t)H * HD, n, eps, s->q);
             op->rmsnorm(st, s->k, L->k_norm, (int64_t)HKV * HD, n, eps, s->k);
@@ -100,8 +100,7 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
 
         /* ---- feed-forward ---- */
         if (L->moe) {
-            op->rmsnorm(st, s->x, L->ffn_norm, E, n, eps, s->xb);
-            ts_status rc = ts_forward_moe(s, l, n); /* x += the routed FFN; marks its own phases */
+            ts_status rc = ts_forward_moe(s, l, n); /* xb = ffn_norm(x), x += the routed FFN; marks its own phases */
             if (rc != TS_OK) {
                 (void)ts_forward_moe_release(s);
                 return rc;
@@ -111,7 +110,7 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
         }
         const ts_mat *gu[2] = {&L->ffn_gate, &L->ffn_up};
         float *gu_out[2] = {s->ffn_act, s->ffn_up};
-        op->norm_matmul(st, s->x, L->ffn_norm, eps, s->xb, 2, gu, gu_out, n);
+        op->norm_matmul(st, s->x, L->ffn_norm, eps, s->xb, false, 2, gu, gu_out, n);
         if (L->ffn_post_norm) {
             op->act_mul(st, fam->act, s->ffn_act, s->ffn_up, (int64_t)n * FF, s->ffn_act);
             const ts_mat *down[1] = {&L->ffn_down};
@@ -130,7 +129,7 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
     int rows = all_rows ? n : 1;
     const float *xr = all_rows ? s->x : s->x + (int64_t)(n - 1) * E;
     const ts_mat *head[1] = {&md->output};
-    op->norm_matmul(st, xr, md->out_norm, eps, s->xb, 1, head, &s->logits, rows);
+    op->norm_matmul(st, xr, md->out_norm, eps, s->xb, false, 1, head, &s->logits, rows);
     if (hp->logit_softcap > 0) op->softcap(st, s->logits, (int64_t)rows * hp->n_vocab, hp->logit_softcap);
     HOOK(h, mark, s, TS_PHASE_LM_HEAD);
     return ts_forward_moe_release(s);

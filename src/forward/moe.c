@@ -285,7 +285,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     const bool folded = n == 1 && !tables && prefetch_target(s, l) >= 0 && L->pilot_router.data;
     const ts_mat *rw[2] = {&L->ffn_router, &L->pilot_router};
     float *ro[2] = {s->router, s->router + NE};
-    op->matmul(st, folded ? 2 : 1, rw, ro, s->xb, n);
+    op->norm_matmul(st, s->x, L->ffn_norm, hp->norm_eps, s->xb, true, folded ? 2 : 1, rw, ro, n); /* xb: the normalized rows */
     op->moe_route(st, s->router, folded ? 2 : n, NE, K, hp->expert_norm, s->moe_ids_dev, s->moe_w_dev);
     if (!tables) t = session_tables(s); /* streamed: filled by each fetch */
     /* the host needs the routing to group a chunk or ask the cache (streamed

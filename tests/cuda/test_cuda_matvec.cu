@@ -17,8 +17,10 @@
  * Shapes: n_in 576 (SmolLM2: a partial chunk), 2816 (11 K super-blocks: two
  * full chunks and a partial one), 4096; 2643 rows at one token (enough for
  * the 4-row groups of large launches, the last one 3 rows); n_out odd (a group with one row);
- * 1, 3 and 8 tokens; bias, accumulate (y += W x), the RMSNorm fold, and
- * several weights of mixed types in one call. Weights are allocated to their
+ * 1, 3 and 8 tokens; bias, accumulate (y += W x), the RMSNorm fold (1/rms
+ * from ts_cuda_rms_inv, and ts_cuda_norm_matvec's own in every block, which
+ * must give the same outputs bit for bit and store the CPU rmsnorm's rows),
+ * and several weights of mixed types in one call. Weights are allocated to their
  * exact size, so an over-read past the matrix shows under compute-sanitizer. */
 #include "cpu_ref.h"
 #include "cuda_test_util.h"
@@ -46,6 +48,45 @@ static size_t q8_bytes_differ(uint32_t partner, int64_t n_in, int nt, const uint
     for (size_t k = 0; k < (size_t)nt * nd * 4; k++) bad += want[a + k] != have[a + k];
     for (size_t k = 0; k < (size_t)nt * ns * 4; k++) bad += want[b + k] != have[b + k];
     return bad;
+}
+
+/* ts_cuda_norm_matvec (1/rms in every block, the normalized rows stored) on
+ * the inputs of a launch that took 1/rms from ts_cuda_rms_inv: its outputs
+ * must equal that launch's (dy) bit for bit, and xn the CPU rmsnorm's rows
+ * (xr) bit for bit. */
+static void check_norm_matvec(const Case &c, const ts_cuda_mat *m, float *const *dy, const float *dx, const float *dnw,
+                              const float *xr, const char *what) {
+    const int nt = c.n_tok;
+    const size_t nx = (size_t)(c.n_in * nt);
+    float *dy2[TS_CUDA_MAX_MATS], *dxn = (float *)tcu_dalloc(sizeof(float) * nx);
+    for (int i = 0; i < c.n_w; i++) {
+        dy2[i] = (float *)tcu_dalloc(sizeof(float) * (size_t)(c.n_out[i] * nt));
+        tcu_poison(dy2[i], sizeof(float) * (size_t)(c.n_out[i] * nt));
+    }
+    tcu_poison(dxn, sizeof(float) * nx);
+    char w2[200];
+    snprintf(w2, sizeof w2, "%s self-norm", what);
+    TCU_OK(ts_cuda_norm_matvec(NULL, c.n_w, m, dy2, dx, nt, dnw, EPS, dxn), w2);
+    tcu_sync(w2);
+    size_t ydiff = 0;
+    for (int i = 0; i < c.n_w; i++) {
+        const size_t ny = (size_t)(c.n_out[i] * nt);
+        float *a = (float *)malloc(sizeof(float) * ny), *b = (float *)malloc(sizeof(float) * ny);
+        tcu_down(a, dy[i], sizeof(float) * ny);
+        tcu_down(b, dy2[i], sizeof(float) * ny);
+        for (size_t j = 0; j < ny; j++) ydiff += memcmp(&a[j], &b[j], sizeof(float)) != 0;
+        free(a), free(b);
+        cudaFree(dy2[i]);
+    }
+    float *xn = (float *)malloc(sizeof(float) * nx);
+    tcu_down(xn, dxn, sizeof(float) * nx);
+    size_t xdiff = 0;
+    for (size_t j = 0; j < nx; j++) xdiff += memcmp(&xn[j], &xr[j], sizeof(float)) != 0;
+    printf("%-60s %zu outputs differ from the rms_inv launch, %zu of xn from the CPU rmsnorm %s\n", w2, ydiff, xdiff,
+           ydiff || xdiff ? "FAIL" : "ok");
+    CHECKF(ydiff == 0 && xdiff == 0, "%s: %zu outputs, %zu normalized elements differ", w2, ydiff, xdiff);
+    free(xn);
+    cudaFree(dxn);
 }
 
 /* ts_cuda_matvec_q8 with the register loaders and with the cp.async ring,
@@ -146,6 +187,8 @@ static void run_case(const Case &c) {
     } else {
         if (c.rms) TCU_OK(ts_cuda_rms_inv(NULL, dx, n_in, nt, EPS, dinv), what);
         TCU_OK(ts_cuda_matvec(NULL, c.n_w, m, dy, dx, nt, c.rms ? dinv : NULL, c.rms ? dnw : NULL, c.accumulate), what);
+        tcu_sync(what);
+        if (c.rms && !c.accumulate) check_norm_matvec(c, m, dy, dx, dnw, xr, what);
     }
     tcu_sync(what);
 
@@ -281,6 +324,9 @@ static void check_refusals(void) {
     bad.n_in = 4000;
     CHECK(ts_cuda_matvec(NULL, 1, &bad, ys, dx, 1, NULL, NULL, false) == TS_ERR_ARG);
     CHECK(ts_cuda_matvec(NULL, 1, &m, ys, dx, 1, dx, NULL, false) == TS_ERR_ARG);
+    CHECK(ts_cuda_norm_matvec(NULL, 1, &m, ys, dx, 1, NULL, EPS, NULL) == TS_ERR_ARG);        /* no norm weights */
+    CHECK(ts_cuda_norm_matvec(NULL, 1, &m, ys, dx, 1, dx, EPS, dx + 100) == TS_ERR_ARG);     /* xn overlaps x */
+    CHECK(ts_cuda_norm_matvec(NULL, 1, &m, ys, dx, 9, dx, EPS, NULL) == TS_ERR_ARG);         /* 9 tokens */
     ts_cuda_mat two[2] = {m, m};
     two[1].n_in = 2048;
     two[1].row_bytes = ts_type_row_bytes(TS_TYPE_Q4_K, 2048);
@@ -317,6 +363,7 @@ int main(void) {
             run_case(one(TS_TYPE_Q5_K, 2048, 37, 3, true, false, true, true)); /* 2 chunks: 1024 had 1, no split */
         }
         g_kw1 = -1;
+        run_case(one(TS_TYPE_F32, 2048, 128, 1, false, false, true, false)); /* a 30B-A3B router, self-normalized too */
         check_quantize_act(TS_TYPE_Q8_0, 0, 576, 1);
         check_quantize_act(TS_TYPE_Q8_K, 1, 512, 2);
         return tu_finish();
@@ -362,6 +409,8 @@ int main(void) {
     run_case(gu);
     /* residual add fused into a large down projection */
     run_case(one(TS_TYPE_Q6_K, 8960, 1536, 1, false, true, false, false));
+    run_case(one(TS_TYPE_F32, 2048, 128, 1, false, false, true, false)); /* a 30B-A3B router, self-normalized too */
+    run_case(one(TS_TYPE_F32, 2048, 130, 2, false, false, true, false)); /* with a folded pilot: 2 tokens' rows */
     run_case(one(TS_TYPE_Q6_K, 8960, 1536, 1, false, true, false, true));
     for (int act = 0; act < 2; act++) {
         check_quantize_act(TS_TYPE_Q8_0, act, 1536, 1);

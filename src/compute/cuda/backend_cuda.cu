@@ -707,17 +707,32 @@ static void cuda_matmul(ts_stream *st, int n_w, const ts_mat *const *w, float *c
     matmul_impl(c, n_w, w, y, x, n_tok, NULL, 0.0f, false);
 }
 
-static void cuda_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, int n_w, const ts_mat *const *w,
-                             float *const *y, int n_tok) {
+/* Fused where every weight takes one path: the int8 path normalizes inside
+ * the activation quantization (xn not written); the F32 decode matvec
+ * (the MoE router, --precise) computes 1/rms in every block and stores xn
+ * from the same launch (ts_cuda_norm_matvec), so a decode token's router
+ * waits for no one-block rmsnorm kernel. Otherwise rmsnorm, then matmul. */
+static void cuda_norm_matmul(ts_stream *st, const float *x, const float *norm, float eps, float *xn, bool keep_xn, int n_w,
+                             const ts_mat *const *w, float *const *y, int n_tok) {
     cuda_stream *c = cst(st);
     if (!live(c)) return;
-    bool fused = n_w >= 1;
-    for (int i = 0; i < n_w; i++) fused = fused && matmul_path(c, w[i]->type, n_tok) == 0;
-    if (fused) {
+    bool q8 = n_w >= 1, flt = n_w >= 1 && n_w <= TS_CUDA_MAX_MATS && n_tok <= TS_CUDA_MAX_DECODE_TOK;
+    for (int i = 0; i < n_w; i++) {
+        const int p = matmul_path(c, w[i]->type, n_tok);
+        q8 = q8 && p == 0;
+        flt = flt && p == 1 && ts_cuda_type_supported(w[i]->type);
+    }
+    if (q8 && !keep_xn) {
         matmul_impl(c, n_w, w, y, x, n_tok, norm, eps, false);
         return;
     }
-    ts_backend_compose_norm_matmul(st, x, norm, eps, xn, n_w, w, y, n_tok);
+    if (flt) {
+        ts_cuda_mat m[TS_CUDA_MAX_MATS];
+        for (int i = 0; i < n_w; i++) m[i] = cmat(w[i]);
+        OP(c, ts_cuda_norm_matvec(c->s, n_w, m, y, x, n_tok, norm, eps, keep_xn ? xn : NULL), "norm_matmul (f32 matvec)");
+        return;
+    }
+    ts_backend_compose_norm_matmul(st, x, norm, eps, xn, keep_xn, n_w, w, y, n_tok);
 }
 
 /* int8 path: act(gate) * up is made, stored and quantized in one kernel,

@@ -82,6 +82,14 @@ ts_status ts_cuda_rms_inv(void *stream, const float *x, int64_t n, int64_t rows,
  * are allowed (one launch per distinct type). */
 ts_status ts_cuda_matvec(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, const float *x, int n_tok,
                          const float *inv_rms, const float *norm_w, bool accumulate);
+/* ts_cuda_matvec with the RMSNorm folded in and no 1/rms launch before it:
+ * every block computes inv = 1 / sqrt(mean(x^2) + eps) per token itself (as
+ * ts_cuda_rms_inv: the CPU's value) and, when xn is given, the normalized
+ * rows xn (n_tok, n_in) = (x * inv) * norm_w are stored too (the CPU
+ * rmsnorm's values), for ops that read them after. xn must not overlap x.
+ * y = the product (no accumulate). */
+ts_status ts_cuda_norm_matvec(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, const float *x, int n_tok,
+                              const float *norm_w, float eps, float *xn);
 
 /* int8 activations, the CPU's default path: x is quantized once to the
  * weights' partner format (Q8_0 for the 32-element quants, Q8_K for the

@@ -36,14 +36,55 @@ TS_DEV float4 rms_fold(float4 x, float inv, float4 n) {
                        fmul_rn(fmul_rn(x.z, inv), n.z), fmul_rn(fmul_rn(x.w, inv), n.w));
 }
 
-template <int NT> TS_DEV void load_inv(const MvArgs &a, float (&inv)[NT]) {
+/* Self-normalizing launches (ts_cuda_norm_matvec): every block sums each
+ * token's squares itself (the row, n_in floats, read from L2) instead of
+ * waiting for a 1/rms launch before it, which on a decode token is a
+ * one-block kernel of pure latency on the critical path; and block b stores
+ * the b-th slice of the normalized rows to a.xn for the ops that read them
+ * after. The sum is in double (the CPU's value, as ts_cuda_rms_inv) and the
+ * element the CPU rmsnorm's, (x * inv) * w. Whole block, before any early
+ * exit; sinv (shared, NT) receives each token's 1/rms. */
+template <int NT> TS_DEV void mv_norm_prologue(const MvArgs &a, float *sinv) {
+    if (!a.self_norm) return;
+    __shared__ double sh[MV_WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int t = 0; t < a.n_tok && t < NT; t++) {
+        const float4 *r4 = (const float4 *)(a.x + (int64_t)t * a.n_in); /* n_in % 32 == 0: 16-aligned rows */
+        double ss = 0;
+#pragma unroll 4
+        for (int64_t i = threadIdx.x; i < a.n_in / 4; i += MV_WARPS * 32) {
+            const float4 q = r4[i];
+            ss += (double)q.x * q.x + (double)q.y * q.y + (double)q.z * q.z + (double)q.w * q.w;
+        }
+        ss = warp_sum_d(ss);
+        if (lane == 0) sh[warp] = ss;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double tot = 0;
 #pragma unroll
-    for (int t = 0; t < NT; t++) inv[t] = (a.inv_rms && t < a.n_tok) ? a.inv_rms[t] : 1.0f;
+            for (int i = 0; i < MV_WARPS; i++) tot += sh[i];
+            sinv[t] = rms_scale(tot, a.n_in, a.eps);
+        }
+        __syncthreads();
+    }
+    if (!a.xn) return;
+    const int64_t per = (a.n_in + gridDim.x - 1) / gridDim.x, lo = (int64_t)blockIdx.x * per;
+    const int64_t hi = lo + per < a.n_in ? lo + per : a.n_in;
+    for (int t = 0; t < a.n_tok && t < NT; t++)
+        for (int64_t i = lo + threadIdx.x; i < hi; i += MV_WARPS * 32)
+            a.xn[(int64_t)t * a.n_in + i] = fmul_rn(fmul_rn(a.x[(int64_t)t * a.n_in + i], sinv[t]), a.norm_w[i]);
+}
+
+template <int NT> TS_DEV void load_inv(const MvArgs &a, const float *sinv, float (&inv)[NT]) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) inv[t] = t >= a.n_tok ? 1.0f : a.self_norm ? sinv[t] : a.inv_rms ? a.inv_rms[t] : 1.0f;
 }
 
 /* Quantized weights, F32 activations. */
 template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS) mv_q_f32(const MvArgs a) {
     ts_pdl_enter();
+    __shared__ float sinv[NT];
+    mv_norm_prologue<NT>(a, sinv);
     typedef Dec<T> D;
     typedef Geo<T> G;
     __shared__ __align__(16) uint8_t sm[MV_WARPS][MV_R * G::SROW];
@@ -60,7 +101,7 @@ template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN
         const MvMat &m = a.m[g.wi];
         const int64_t nb = a.n_in / D::QK, nchunks = (nb + G::CB - 1) / G::CB;
         float inv[NT];
-        load_inv<NT>(a, inv);
+        load_inv<NT>(a, sinv, inv);
         uint8_t *buf = sm[warp];
         Stage<T, MV_R> st;
         int64_t c = warp % a.kw;
@@ -151,6 +192,8 @@ template <> struct FRow<TS_TYPE_BF16> {
 /* F32/F16/BF16 weights, F32 activations. */
 template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS) mv_f_f32(const MvArgs a) {
     ts_pdl_enter();
+    __shared__ float sinv[NT];
+    mv_norm_prologue<NT>(a, sinv);
     typedef FRow<T> F;
     __shared__ float red[MV_WARPS][MV_R][NT];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -165,7 +208,7 @@ template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN
         const MvMat &m = a.m[g.wi];
         const int64_t nchunks = (a.n_in + MVF_CHUNK - 1) / MVF_CHUNK;
         float inv[NT];
-        load_inv<NT>(a, inv);
+        load_inv<NT>(a, sinv, inv);
         typename F::V v[MV_R];
         int64_t c = warp % a.kw;
         int64_t e = c * MVF_CHUNK + lane * 8;
@@ -237,13 +280,16 @@ bool ts_cuda_type_supported(uint32_t type) {
     }
 }
 
-ts_status ts_cuda_matvec(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, const float *x, int n_tok,
-                         const float *inv_rms, const float *norm_w, bool accumulate) {
+/* ts_cuda_matvec and ts_cuda_norm_matvec (self_norm: norm_w without inv_rms) */
+static ts_status matvec_launches(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, const float *x, int n_tok,
+                                 const float *inv_rms, const float *norm_w, bool self_norm, float eps, float *xn,
+                                 bool accumulate) {
     MvArgs all;
     ts_status st = mv_check(n_w, w, y, n_tok, all);
     if (st != TS_OK) return st;
     TS_ARG_CHECK(x != NULL, "cuda matvec: NULL x");
-    TS_ARG_CHECK((inv_rms == NULL) == (norm_w == NULL), "cuda matvec: inv_rms and norm_w go together");
+    const int64_t nx = (int64_t)n_tok * all.n_in;
+    TS_ARG_CHECK(xn == NULL || xn + nx <= x || x + nx <= xn, "cuda norm_matvec: xn overlaps x");
     /* one launch per distinct weight type, in order of first appearance */
     bool done[TS_CUDA_MAX_MATS] = {false, false, false, false};
     for (int i = 0; i < n_w; i++) {
@@ -256,6 +302,9 @@ ts_status ts_cuda_matvec(void *stream, int n_w, const ts_cuda_mat *w, float *con
         a.x = x;
         a.inv_rms = inv_rms;
         a.norm_w = norm_w;
+        a.self_norm = self_norm;
+        a.eps = eps;
+        a.xn = i == 0 ? xn : NULL; /* the first launch writes the normalized rows */
         for (int j = i; j < n_w; j++) {
             if (done[j] || w[j].type != w[i].type) continue;
             done[j] = true;
@@ -271,4 +320,16 @@ ts_status ts_cuda_matvec(void *stream, int n_w, const ts_cuda_mat *w, float *con
         if (r != TS_OK) return r;
     }
     return TS_OK;
+}
+
+ts_status ts_cuda_matvec(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, const float *x, int n_tok,
+                         const float *inv_rms, const float *norm_w, bool accumulate) {
+    TS_ARG_CHECK((inv_rms == NULL) == (norm_w == NULL), "cuda matvec: inv_rms and norm_w go together");
+    return matvec_launches(stream, n_w, w, y, x, n_tok, inv_rms, norm_w, false, 0.0f, NULL, accumulate);
+}
+
+ts_status ts_cuda_norm_matvec(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, const float *x, int n_tok,
+                              const float *norm_w, float eps, float *xn) {
+    TS_ARG_CHECK(norm_w != NULL, "cuda norm_matvec: NULL norm_w");
+    return matvec_launches(stream, n_w, w, y, x, n_tok, NULL, norm_w, true, eps, xn, false);
 }

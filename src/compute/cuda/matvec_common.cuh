@@ -69,6 +69,9 @@ struct MvArgs {
     const float *x;                   /* (n_tok, n_in) */
     const float *inv_rms;             /* (n_tok) or NULL */
     const float *norm_w;              /* (n_in) or NULL */
+    int self_norm;                    /* norm_w without inv_rms: every block computes 1/rms itself (mv_norm_prologue) */
+    float eps;                        /* self_norm: the RMSNorm's epsilon */
+    float *xn;                        /* self_norm: (n_tok, n_in), the normalized rows (each block writes a slice), or NULL */
     /* int8 activations (ts_cuda_q8_bytes layout) */
     const int8_t *xq;                 /* (n_tok, n_in) */
     const float *xd;                  /* (n_tok, nd) */
