@@ -127,13 +127,6 @@ void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, c
     op->moe_matmul(st, 1, &w, ys, ids, k, gate, true);
 }
 
-void ts_backend_compose_route_moe_matmul(ts_stream *st, const float *r, int n_expert, bool renorm, int32_t *ids, float *wr, int n_set,
-                                         const ts_expert_mat *const *w, float *const *y, int k, const float *x) {
-    const ts_backend_ops *op = st->be->ops;
-    op->moe_route(st, r, 1, n_expert, k, renorm, ids, wr);
-    op->moe_matmul(st, n_set, w, y, ids, k, x, false);
-}
-
 void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n) {
     const ts_backend_ops *op = st->be->ops;
     op->moe_combine(st, tmp, y, w, NULL, 1, k, n);

@@ -271,11 +271,6 @@ typedef struct ts_backend_ops {
      * projections */
     void (*moe_act_matmul)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
                            const int32_t *ids, int k);
-    /* moe_route(r, 1, n_expert, k, renorm, ids, wr), then moe_matmul(n_set,
-     * w, y, ids, k, x, false): one token's routing and its experts' first
-     * projections (a device backend routes inside x's quantization) */
-    void (*route_moe_matmul)(ts_stream *st, const float *r, int n_expert, bool renorm, int32_t *ids, float *wr, int n_set,
-                             const ts_expert_mat *const *w, float *const *y, int k, const float *x);
     /* moe_combine(tmp, y, w, NULL, 1, k, n), then add(x, tmp, n): one token's
      * weighted expert sum into the residual; tmp (n) is room, written or not */
     void (*moe_combine_add)(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
@@ -319,8 +314,6 @@ void ts_backend_compose_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, co
                                         const ts_mat *w, float *x, float *tmp);
 void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
                                        const int32_t *ids, int k);
-void ts_backend_compose_route_moe_matmul(ts_stream *st, const float *r, int n_expert, bool renorm, int32_t *ids, float *wr, int n_set,
-                                         const ts_expert_mat *const *w, float *const *y, int k, const float *x);
 void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
                                       float *k, const float *v);

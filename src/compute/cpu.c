@@ -958,7 +958,6 @@ static const ts_backend_ops cpu_ops = {
     .norm_matmul = ts_backend_compose_norm_matmul,
     .matmul_add = ts_backend_compose_matmul_add,
     .moe_act_matmul = ts_backend_compose_moe_act_matmul,
-    .route_moe_matmul = ts_backend_compose_route_moe_matmul,
     .moe_combine_add = ts_backend_compose_moe_combine_add,
     .rope_kv_store = ts_backend_compose_rope_kv_store,
     .act_matmul_add = ts_backend_compose_act_matmul_add,

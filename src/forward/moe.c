@@ -89,10 +89,8 @@ static int group_chunk(ts_session *s, int n, int NE, int K) {
 /* Decode: the ids and weights stay where they were routed, so with the
  * cache's tables a device backend runs the token without a host round trip
  * (one recorded graph). gate/up of each expert from the one xb row, act_mul
- * over the k rows, each down from its own row (rank order). route: the
- * routing was left to this pass (route_moe_matmul: no one between needs
- * the ids). */
-static void moe_decode(ts_session *s, int l, const moe_tables *t, bool route) {
+ * over the k rows, each down from its own row (rank order). */
+static void moe_decode(ts_session *s, int l, const moe_tables *t) {
     const ts_model_desc *md = &s->model->desc;
     const ts_backend_ops *op = s->be->ops;
     const int K = md->hp.n_expert_used;
@@ -101,10 +99,7 @@ static void moe_decode(ts_session *s, int l, const moe_tables *t, bool route) {
     ts_expert_mat d = expert_set(s, l, t, EXPERT_PROJ_DOWN);
     const ts_expert_mat *gu[2] = {&g, &u};
     float *gu_out[2] = {s->exp_gate, s->exp_up};
-    if (route)
-        op->route_moe_matmul(s->st, s->router, md->hp.n_expert, md->hp.expert_norm, s->moe_ids_dev, s->moe_w_dev, 2, gu, gu_out, K,
-                             s->xb);
-    else op->moe_matmul(s->st, 2, gu, gu_out, s->moe_ids_dev, K, s->xb, false);
+    op->moe_matmul(s->st, 2, gu, gu_out, s->moe_ids_dev, K, s->xb, false);
     op->moe_act_matmul(s->st, md->fam->act, s->exp_gate, s->exp_up, &d, s->exp_out, s->moe_ids_dev, K);
 }
 
@@ -291,10 +286,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     const ts_mat *rw[2] = {&L->ffn_router, &L->pilot_router};
     float *ro[2] = {s->router, s->router + NE};
     op->norm_matmul(st, s->x, L->ffn_norm, hp->norm_eps, s->xb, true, folded ? 2 : 1, rw, ro, n); /* xb: the normalized rows */
-    /* a decode token from the cache's tables with no hooks reads its ids
-     * only on the device: the routing goes with the experts' first launch */
-    const bool late_route = n == 1 && tables && !folded && h == NULL;
-    if (!late_route) op->moe_route(st, s->router, folded ? 2 : n, NE, K, hp->expert_norm, s->moe_ids_dev, s->moe_w_dev);
+    op->moe_route(st, s->router, folded ? 2 : n, NE, K, hp->expert_norm, s->moe_ids_dev, s->moe_w_dev);
     if (!tables) t = session_tables(s); /* streamed: filled by each fetch */
     /* the host needs the routing to group a chunk or ask the cache (streamed
      * decode: host_point), and the hooks see every token; the weights stay
@@ -327,7 +319,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
             ts_status rc = host_point(s, l);
             if (rc != TS_OK) return rc;
         }
-        moe_decode(s, l, &t, late_route);
+        moe_decode(s, l, &t);
         if (into_x) op->moe_combine_add(st, s->x, s->xb2, s->exp_out, s->moe_w_dev, K, E);
         else op->moe_combine(st, s->xb2, s->exp_out, s->moe_w_dev, NULL, 1, K, E);
         if (tables) expert_cache_count(ec, l, K);

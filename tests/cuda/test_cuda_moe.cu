@@ -42,37 +42,6 @@
 
 /* ------------------------------------------------------------ routing */
 
-/* ts_cuda_quantize_q8_route on the first token's logits (dr) and a random
- * row x of n_in: its ids and weights must be the CPU's (id_want, w_want:
- * the first k) bit for bit, its quantized bytes ts_cuda_quantize_q8's. */
-static void check_route_q8(uint32_t partner, int64_t n_in, const float *dr, int n_expert, int k, bool renorm,
-                           const int32_t *id_want, const float *w_want, const char *what0) {
-    float *x = (float *)malloc(4 * n_in);
-    tcu_fill_normal(x, (size_t)n_in, 1.0f);
-    const size_t qb = ts_cuda_q8_bytes(partner, n_in, 1);
-    float *dx = (float *)tcu_dalloc(4 * n_in), *dw = (float *)tcu_dalloc(4 * k);
-    int32_t *did = (int32_t *)tcu_dalloc(4 * k);
-    void *q_want = tcu_dalloc(qb), *q_got = tcu_dalloc(qb);
-    tcu_up(dx, x, 4 * n_in);
-    tcu_poison(dw, 4 * k), tcu_poison(did, 4 * k), tcu_poison(q_want, qb), tcu_poison(q_got, qb);
-    char what[160];
-    snprintf(what, sizeof what, "%s + quantize_q8 %s n_in=%lld", what0, ts_type_name(partner), (long long)n_in);
-    TCU_OK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, 1, NULL, 0.0f, q_want), what);
-    TCU_OK(ts_cuda_quantize_q8_route(NULL, partner, dx, n_in, 1, q_got, dr, n_expert, k, renorm, did, dw), what);
-    tcu_sync(what);
-    int32_t *id_got = (int32_t *)malloc(4 * k);
-    float *w_got = (float *)malloc(4 * k);
-    uint8_t *a = (uint8_t *)malloc(qb), *b = (uint8_t *)malloc(qb);
-    tcu_down(id_got, did, 4 * k), tcu_down(w_got, dw, 4 * k), tcu_down(a, q_want, qb), tcu_down(b, q_got, qb);
-    size_t bad = 0, badq = 0;
-    for (int i = 0; i < k; i++) bad += id_got[i] != id_want[i] || memcmp(&w_got[i], &w_want[i], 4) != 0;
-    for (size_t i = 0; i < qb; i++) badq += a[i] != b[i];
-    printf("%-60s %zu ranks, %zu quantized bytes differ %s\n", what, bad, badq, bad || badq ? "FAIL" : "ok");
-    CHECKF(bad == 0 && badq == 0, "%s: %zu ranks, %zu quantized bytes differ", what, bad, badq);
-    free(x), free(id_got), free(w_got), free(a), free(b);
-    cudaFree(dx), cudaFree(dw), cudaFree(did), cudaFree(q_want), cudaFree(q_got);
-}
-
 static void check_route(int n_expert, int k, bool renorm, int n_tok, bool ties) {
     const size_t nr = (size_t)n_tok * n_expert, nk = (size_t)n_tok * k;
     float *r = (float *)malloc(4 * nr), *w_want = (float *)malloc(4 * nk), *w_got = (float *)malloc(4 * nk);
@@ -104,9 +73,6 @@ static void check_route(int n_expert, int k, bool renorm, int n_tok, bool ties) 
         for (size_t i = 0; i < nk && i < 16; i++)
             printf("    [%zu] id %d want %d, w %.9g want %.9g\n", i, id_got[i], id_want[i], w_got[i], w_want[i]);
     CHECKF(ok, "%s: %zu ids, %zu weights differ", what, bad_id, bad_w);
-    /* the routing folded into a decode token's quantization (the padding of
-     * a quantized buffer is not written: poisoned alike on both sides) */
-    if (n_tok >= 1) check_route_q8(k % 2 ? TS_TYPE_Q8_K : TS_TYPE_Q8_0, 512, dr, n_expert, k, renorm, id_want, w_want, what);
     free(r), free(w_want), free(w_got), free(id_want), free(id_got);
     cudaFree(dr), cudaFree(dw), cudaFree(did);
 }
@@ -602,9 +568,6 @@ static void check_refusals(void) {
     CHECK(ts_cuda_moe_route(NULL, dx, 1, 4, 5, false, dids, dy) == TS_ERR_ARG);
     CHECK(ts_cuda_moe_route(NULL, dx, -1, 64, 8, false, dids, dy) == TS_ERR_ARG);
     CHECK(ts_cuda_moe_route(NULL, NULL, 1, 64, 8, false, dids, dy) == TS_ERR_ARG);
-    CHECK(ts_cuda_quantize_q8_route(NULL, TS_TYPE_Q8_0, dx, 64, 1, dq8, NULL, 64, 8, false, dids, dy) == TS_ERR_ARG);
-    CHECK(ts_cuda_quantize_q8_route(NULL, TS_TYPE_Q8_0, dx, 64, 1, dq8, dx, 1025, 8, false, dids, dy) == TS_ERR_ARG);
-    CHECK(ts_cuda_quantize_q8_route(NULL, TS_TYPE_Q8_0, dx, 64, 1, dq8, dx, 4, 5, false, dids, dy) == TS_ERR_ARG);
     /* matvec: sets, k, type, row_bytes, n_in, x alignment */
     CHECK(ts_cuda_moe_matvec(NULL, 0, &m, ys, dids, 2, dx, false, NULL) == TS_ERR_ARG);
     CHECK(ts_cuda_moe_matvec(NULL, 3, two, ys, dids, 2, dx, false, NULL) == TS_ERR_ARG);

@@ -998,17 +998,10 @@ static ts_cuda_moe_mat cmoe(const ts_expert_mat *w) {
 
 /* Sets sharing a path (and partner format) go in one launch: gate and up of
  * the usual file. The int8 path quantizes x (1 or k rows) once. */
-/* The routing a decode token's first expert launch does first (NULL: none). */
-typedef struct moe_route_args {
-    const float *r; /* (n_expert) router logits */
-    int n_expert;
-    bool renorm;
-    int32_t *ids; /* (k) */
-    float *w;     /* (k) */
-} moe_route_args;
-
-static void moe_matmul_impl(cuda_stream *c, int n_set, const ts_expert_mat *const *w, float *const *y, const int32_t *ids, int k,
-                            const float *x, bool x_per_expert, const moe_route_args *ra) {
+static void cuda_moe_matmul(ts_stream *st, int n_set, const ts_expert_mat *const *w, float *const *y, const int32_t *ids, int k,
+                            const float *x, bool x_per_expert) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
     if (n_set < 1 || n_set > 2 || k < 1 || k > TS_CUDA_MOE_MAX_K) {
         note(c, ts_fail(TS_ERR_ARG, "%d expert sets, top-%d (at most 2 and %d)", n_set, k, TS_CUDA_MOE_MAX_K), "moe_matmul");
         return;
@@ -1029,11 +1022,7 @@ static void moe_matmul_impl(cuda_stream *c, int n_set, const ts_expert_mat *cons
         const int ns = s0 + 1 < n_set && partner[s0 + 1] == partner[s0] ? 2 : 1;
         if (partner[s0] != (uint32_t)TS_TYPE_COUNT) {
             void *q8 = (uint8_t *)c->q8 + (size_t)(partner[s0] == TS_TYPE_Q8_K) * c->q8_stride;
-            if (ra && s0 == 0)
-                OP(c, ts_cuda_quantize_q8_route(c->s, partner[s0], x, m[s0].n_in, rows, q8, ra->r, ra->n_expert, k, ra->renorm, ra->ids, ra->w),
-                   "moe_matmul (route + quantize activations)");
-            else
-                OP(c, ts_cuda_quantize_q8(c->s, partner[s0], x, m[s0].n_in, rows, NULL, 0.0f, q8), "moe_matmul (quantize activations)");
+            OP(c, ts_cuda_quantize_q8(c->s, partner[s0], x, m[s0].n_in, rows, NULL, 0.0f, q8), "moe_matmul (quantize activations)");
             if (c->err == TS_OK)
                 OP(c, ts_cuda_moe_matvec_q8(c->s, ns, m + s0, y + s0, ids, k, partner[s0], q8, x_per_expert, c->err_dev),
                    "moe_matmul (int8 matvec)");
@@ -1042,27 +1031,6 @@ static void moe_matmul_impl(cuda_stream *c, int n_set, const ts_expert_mat *cons
         }
         s0 += ns;
     }
-}
-
-static void cuda_moe_matmul(ts_stream *st, int n_set, const ts_expert_mat *const *w, float *const *y, const int32_t *ids, int k,
-                            const float *x, bool x_per_expert) {
-    cuda_stream *c = cst(st);
-    if (!live(c)) return;
-    moe_matmul_impl(c, n_set, w, y, ids, k, x, x_per_expert, NULL);
-}
-
-/* The int8 path routes inside the quantization of x (its first launch):
- * ts_cuda_quantize_q8_route. The F32 path (--precise) routes first. */
-static void cuda_route_moe_matmul(ts_stream *st, const float *r, int n_expert, bool renorm, int32_t *ids, float *wr, int n_set,
-                                  const ts_expert_mat *const *w, float *const *y, int k, const float *x) {
-    cuda_stream *c = cst(st);
-    if (!live(c)) return;
-    if (c->exact_act || n_set < 1 || ts_cuda_q8_partner(w[0]->type) == (uint32_t)TS_TYPE_COUNT) {
-        ts_backend_compose_route_moe_matmul(st, r, n_expert, renorm, ids, wr, n_set, w, y, k, x);
-        return;
-    }
-    const moe_route_args ra = {r, n_expert, renorm, ids, wr};
-    moe_matmul_impl(c, n_set, w, y, ids, k, x, false, &ra);
 }
 
 /* int8 path: act(gate) * up made, stored and quantized (k rows) in one
@@ -1363,7 +1331,6 @@ static const ts_backend_ops cuda_ops = {
     .act_matmul_add = cuda_act_matmul_add,
     .attn_matmul_add = cuda_attn_matmul_add,
     .moe_act_matmul = cuda_moe_act_matmul,
-    .route_moe_matmul = cuda_route_moe_matmul,
     .moe_combine_add = cuda_moe_combine_add,
     .rope_kv_store = cuda_rope_kv_store,
     .rope_attn_matmul_add = cuda_rope_attn_matmul_add,

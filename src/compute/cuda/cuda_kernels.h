@@ -112,12 +112,6 @@ ts_status ts_cuda_quantize_q8(void *stream, uint32_t partner, const float *x, in
  * formulas; the product is also stored to gate_out (may equal gate): the
  * FFN's act_mul and the down projection's activation quantization in one
  * pass. act: TS_CUDA_ACT_*. */
-/* ts_cuda_moe_route(r, 1 token, n_expert, k, renorm, ids, w), then
- * ts_cuda_quantize_q8(x, no norm): one launch, the routing by one warp of its
- * first block (the ids and weights ts_cuda_moe_route gives, bit for bit). A
- * decode token's MoE FFN routes and quantizes its input this way. */
-ts_status ts_cuda_quantize_q8_route(void *stream, uint32_t partner, const float *x, int64_t n_in, int n_tok, void *q8,
-                                    const float *r, int n_expert, int k, bool renorm, int32_t *ids, float *w);
 ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const float *gate, const float *up, int64_t n_in,
                                   int n_tok, float *gate_out, void *q8);
 /* As ts_cuda_matvec, from a q8 buffer of the given partner format: every

@@ -9,7 +9,6 @@
  * CPU reference: ts_quantize_row_ref into the partner format and
  * ts_vec_dot_ref per row (the integer structure of the CPU's int8 kernels). */
 #include "compute/cuda/matvec_common.cuh"
-#include "compute/cuda/route.cuh"
 
 namespace {
 
@@ -26,24 +25,11 @@ TS_DEV double block_sum_256(double v, double *sh) {
     return t;
 }
 
-/* A decode token's MoE routing, run by the quantization launch
- * (ts_cuda_quantize_q8_route): r (n_expert logits) -> ids, w (k). */
-struct QRoute {
-    const float *r;
-    int n_expert, k, renorm;
-    int32_t *ids;
-    float *w;
-};
-
-/* Grid (n_in/256 rounded up, n_tok), 256 threads: thread = element. With
- * ROUTE, the first block's first warp also routes (route_warp) once its
- * elements are done: the routing's own launch, one warp of pure latency
- * between the router and the experts, is gone, and no other block waits for
- * it (the experts' kernel, next, waits for this whole grid). */
-template <bool K, bool ROUTE>
+/* Grid (n_in/256 rounded up, n_tok), 256 threads: thread = element. */
+template <bool K>
 __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, const float *norm_w, float eps,
                                                  const float *up, int act, float *xout,
-                                                 int8_t *qs, float *d, int32_t *s, int64_t nd, int64_t ns, const QRoute rt) {
+                                                 int8_t *qs, float *d, int32_t *s, int64_t nd, int64_t ns) {
     ts_pdl_enter();
     __shared__ double shd[8];
     __shared__ float shf[8];
@@ -77,13 +63,6 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
         xout[t * n_in + e] = v;
     }
     q8_quant_elem<K>(v, valid, t, e, n_in, qs, d, s, nd, ns, shf);
-    if constexpr (ROUTE) {
-        __shared__ double ew[ROUTE_MAX_EXPERT];
-        __shared__ int sel[TS_CUDA_MOE_MAX_K];
-        __shared__ double den;
-        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < 32)
-            route_warp(rt.r, rt.n_expert, rt.k, rt.renorm, rt.ids, rt.w, ew, sel, &den, threadIdx.x);
-    }
 }
 
 /* ---- the int8 matvec ----------------------------------------------------
@@ -626,7 +605,7 @@ size_t ts_cuda_q8_bytes(uint32_t partner, int64_t n_in, int n_tok) {
 }
 
 static ts_status quantize_launch(void *stream, uint32_t partner, const float *x, int64_t n_in, int n_tok, const float *norm_w,
-                                 float eps, const float *up, int act, float *xout, void *q8, const QRoute *rt = nullptr) {
+                                 float eps, const float *up, int act, float *xout, void *q8) {
     TS_ARG_CHECK(ts_cuda_q8_bytes(partner, n_in, n_tok) > 0,
                  "cuda quantize_q8: partner %s with n_in %lld, %d tokens", ts_type_name(partner), (long long)n_in,
                  n_tok);
@@ -636,19 +615,12 @@ static ts_status quantize_launch(void *stream, uint32_t partner, const float *x,
     const Q8Layout L = q8_layout(partner, n_in, n_tok);
     uint8_t *b = (uint8_t *)q8;
     const dim3 grid((unsigned)((n_in + 255) / 256), (unsigned)n_tok);
-    const QRoute none = {nullptr, 0, 0, 0, nullptr, nullptr}, r = rt ? *rt : none;
-    int8_t *qs = (int8_t *)(b + L.qs);
-    float *d = (float *)(b + L.d);
-    int32_t *s = (int32_t *)(b + L.s);
-    cudaStream_t st = ts_stream(stream);
-    if (partner == TS_TYPE_Q8_K && rt)
-        ts_launch(&q8_quant<true, true>, grid, 256, 0, st)(x, n_in, norm_w, eps, up, act, xout, qs, d, s, L.nd, L.ns, r);
-    else if (partner == TS_TYPE_Q8_K)
-        ts_launch(&q8_quant<true, false>, grid, 256, 0, st)(x, n_in, norm_w, eps, up, act, xout, qs, d, s, L.nd, L.ns, r);
-    else if (rt)
-        ts_launch(&q8_quant<false, true>, grid, 256, 0, st)(x, n_in, norm_w, eps, up, act, xout, qs, d, s, L.nd, L.ns, r);
+    if (partner == TS_TYPE_Q8_K)
+        ts_launch(&q8_quant<true>, grid, 256, 0, ts_stream(stream))(x, n_in, norm_w, eps, up, act, xout, (int8_t *)(b + L.qs),
+                                                            (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
     else
-        ts_launch(&q8_quant<false, false>, grid, 256, 0, st)(x, n_in, norm_w, eps, up, act, xout, qs, d, s, L.nd, L.ns, r);
+        ts_launch(&q8_quant<false>, grid, 256, 0, ts_stream(stream))(x, n_in, norm_w, eps, up, act, xout, (int8_t *)(b + L.qs),
+                                                             (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns);
     TS_CUDA_LAUNCHED("quantize_q8");
     return TS_OK;
 }
@@ -656,17 +628,6 @@ static ts_status quantize_launch(void *stream, uint32_t partner, const float *x,
 ts_status ts_cuda_quantize_q8(void *stream, uint32_t partner, const float *x, int64_t n_in, int n_tok,
                               const float *norm_w, float eps, void *q8) {
     return quantize_launch(stream, partner, x, n_in, n_tok, norm_w, eps, NULL, 0, NULL, q8);
-}
-
-ts_status ts_cuda_quantize_q8_route(void *stream, uint32_t partner, const float *x, int64_t n_in, int n_tok, void *q8,
-                                    const float *r, int n_expert, int k, bool renorm, int32_t *ids, float *w) {
-    TS_ARG_CHECK(r && ids && w, "cuda quantize_q8_route: NULL routing pointer");
-    TS_ARG_CHECK(n_expert >= 1 && n_expert <= ROUTE_MAX_EXPERT, "cuda quantize_q8_route: %d experts (1..%d)", n_expert,
-                 ROUTE_MAX_EXPERT);
-    TS_ARG_CHECK(k >= 1 && k <= TS_CUDA_MOE_MAX_K && k <= n_expert, "cuda quantize_q8_route: k %d (1..%d, <= %d experts)", k,
-                 TS_CUDA_MOE_MAX_K, n_expert);
-    const QRoute rt = {r, n_expert, k, renorm ? 1 : 0, ids, w};
-    return quantize_launch(stream, partner, x, n_in, n_tok, NULL, 0.0f, NULL, 0, NULL, q8, &rt);
 }
 
 ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const float *gate, const float *up, int64_t n_in,

@@ -2,12 +2,11 @@
  * weighted combination, with the selected ids kept in device memory so a
  * decode token of a MoE model stays one CUDA graph (cuda_kernels.h, section 7).
  *
- * Routing (ts_cuda_moe_route): a warp per token running route_warp
- * (route.cuh): k rounds of a warp arg-max (value, then the lower id:
- * ts_topk's order) pick the ids, then the weights are computed as
- * ts_moe_route_row computes them: exp(r - max) in double, the normalizer
- * summed sequentially by one lane (all n_expert in ascending id order, or the
- * k in rank order with renorm), the quotient rounded to float.
+ * Routing (ts_cuda_moe_route): a warp per token; k rounds of a warp arg-max
+ * (value, then the lower id: ts_topk's order) pick the ids, then the weights
+ * are computed as ts_moe_route_row computes them: exp(r - max) in double, the
+ * normalizer summed sequentially by one lane (all n_expert in ascending id
+ * order, or the k in rank order with renorm), the quotient rounded to float.
  * The same operations in the same order, so the weights equal the CPU's
  * wherever the device exp() and glibc's round alike (both within 1 ulp in
  * double; a float weight can differ only when that ulp straddles a float
@@ -57,13 +56,13 @@
 
 #include "compute/cuda/matvec_common.cuh"
 #include "compute/cuda/qgemm.cuh"
-#include "compute/cuda/route.cuh"
 
 namespace {
 
 /* ------------------------------------------------------------ routing */
 
-#define ROUTE_WARPS 4 /* tokens per block (a warp each) */
+#define ROUTE_WARPS 4          /* tokens per block (a warp each) */
+#define ROUTE_MAX_EXPERT 1024  /* 32 per lane: one bit each in a lane's `taken` word */
 
 /* Grid (tokens / ROUTE_WARPS), ROUTE_WARPS warps: warp = token. */
 __global__ void __launch_bounds__(ROUTE_WARPS * 32) moe_route_kernel(const float *r, int n_tok, int n_expert, int k,
@@ -75,7 +74,51 @@ __global__ void __launch_bounds__(ROUTE_WARPS * 32) moe_route_kernel(const float
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + warp;
     if (t >= n_tok) return; /* warp-uniform; no block barrier below */
-    route_warp(r + t * n_expert, n_expert, k, renorm, ids + t * k, w + t * k, ex[warp], sel[warp], &den[warp], lane);
+    const float *row = r + t * n_expert;
+    /* lane owns experts lane + 32 j; bit j of `taken`: already chosen */
+    uint32_t taken = 0;
+    for (int round = 0; round < k; round++) {
+        float bv = -INFINITY;
+        int bi = INT_MAX;
+        for (int j = 0, e = lane; e < n_expert; j++, e += 32) {
+            float v = row[e];
+            if (v != v) v = -INFINITY; /* NaN ranks last (ts_topk may rank it elsewhere: documented) */
+            if (!((taken >> j) & 1u) && (v > bv || (v == bv && e < bi))) bv = v, bi = e;
+        }
+        /* (value desc, id asc) is a total order over distinct ids, so every
+         * lane ends with the same winner; k <= n_expert leaves one untaken
+         * expert at least, so the winner is a real id */
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+        }
+        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+        if (lane == 0) sel[warp][round] = bi;
+    }
+    __syncwarp();
+    /* ts_moe_route_row: mx = r[ids[0]], terms exp((double)r[e] - mx) */
+    const double mx = (double)row[sel[warp][0]];
+    double *ew = ex[warp];
+    for (int e = lane; e < n_expert; e += 32) ew[e] = exp((double)row[e] - mx);
+    __syncwarp();
+    if (lane == 0) {
+        /* the CPU's sums, in its order: one lane, sequentially */
+        double z = 0, s = 0;
+        if (renorm) {
+            for (int i = 0; i < k; i++) s += ew[sel[warp][i]];
+        } else {
+            for (int e = 0; e < n_expert; e++) z += ew[e];
+        }
+        den[warp] = renorm ? s : z;
+    }
+    __syncwarp();
+    if (lane < k) {
+        const int id = sel[warp][lane];
+        ids[t * k + lane] = id;
+        w[t * k + lane] = (float)(ew[id] / den[warp]);
+    }
 }
 
 /* ------------------------------------------------------------ expert matvecs */
