@@ -176,18 +176,19 @@ __global__ void iota_kernel(int32_t *pos, int pos0, int n) {
     if (i < n) pos[i] = pos0 + i;
 }
 
-/* cs (n_tok, half, 2) = cos/sin of the float32 angle pos[t] * freq[i], times mscale */
+/* cs (n_tok, half, 2) = cos/sin of the float32 angle pos[t] * freq[i], times
+ * mscale (rope_cs: the fused kernels' formula) */
 __global__ void rope_table_kernel(const float *freq, int half, const int32_t *pos, int n_tok, float mscale, float *cs) {
     ts_pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)n_tok * half) return;
     int t = (int)(i / half), j = (int)(i % half);
-    float th = fmul_rn((float)pos[t], freq[j]);
-    cs[2 * i] = fmul_rn(cosf(th), mscale);
-    cs[2 * i + 1] = fmul_rn(sinf(th), mscale);
+    const float2 c = rope_cs((float)pos[t], freq[j], mscale);
+    cs[2 * i] = c.x;
+    cs[2 * i + 1] = c.y;
 }
 
-/* the CPU's rotation, without FMA contraction */
+/* the CPU's rotation, without FMA contraction (rope_rot) */
 __global__ void rope_kernel(float *x, int n_tok, int n_head, int head_dim, int half, const float *cs, int neox) {
     ts_pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -196,11 +197,11 @@ __global__ void rope_kernel(float *x, int n_tok, int n_head, int head_dim, int h
     int64_t th = i / half; /* token * n_head + head */
     int t = (int)(th / n_head);
     float *v = x + th * head_dim;
-    float c = cs[((int64_t)t * half + j) * 2], s = cs[((int64_t)t * half + j) * 2 + 1];
+    const float2 c = make_float2(cs[((int64_t)t * half + j) * 2], cs[((int64_t)t * half + j) * 2 + 1]);
     int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
-    float x0 = v[a], x1 = v[b];
-    v[a] = fsub_rn(fmul_rn(x0, c), fmul_rn(x1, s));
-    v[b] = fadd_rn(fmul_rn(x0, s), fmul_rn(x1, c));
+    const float2 y = rope_rot(v[a], v[b], c);
+    v[a] = y.x;
+    v[b] = y.y;
 }
 
 /* k, v (n_tok, n_head_kv, hd) -> caches at positions pos[t] */
