@@ -714,19 +714,10 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
         qo = Q8Out{(int8_t *)(b + L.qs), (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns};
     }
     const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
-    const RopeNew rn0 = rn ? *rn : RopeNew{};
-    if (rn && p.rw == ATT_RW)
-        ts_launch(&attn_decode<HD, true, ATT_RW>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, rn0, p.n_split, p.split_len,
-                                                                                      p.n_hchunk, ml, acc, qo);
-    else if (rn)
-        ts_launch(&attn_decode<HD, true, ATT_SHORT_RW>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, rn0, p.n_split, p.split_len,
-                                                                                            p.n_hchunk, ml, acc, qo);
-    else if (p.rw == ATT_RW)
-        ts_launch(&attn_decode<HD, false, ATT_RW>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, rn0, p.n_split, p.split_len,
-                                                                                       p.n_hchunk, ml, acc, qo);
-    else
-        ts_launch(&attn_decode<HD, false, ATT_SHORT_RW>, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, rn0, p.n_split, p.split_len,
-                                                                                             p.n_hchunk, ml, acc, qo);
+    const bool group = p.rw == ATT_RW;
+    auto kernel = rn ? (group ? &attn_decode<HD, true, ATT_RW> : &attn_decode<HD, true, ATT_SHORT_RW>)
+                     : (group ? &attn_decode<HD, false, ATT_RW> : &attn_decode<HD, false, ATT_SHORT_RW>);
+    ts_launch(kernel, grid, DecCfg<HD>::WARPS * 32, 0, s)(*a, rn ? *rn : RopeNew{}, p.n_split, p.split_len, p.n_hchunk, ml, acc, qo);
     TS_CUDA_LAUNCHED("(rope +) attention decode");
     if (fused_q8) return TS_OK;
     if (q8 && p.n_split > 1) {

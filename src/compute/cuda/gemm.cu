@@ -129,9 +129,9 @@ size_t x_bytes(const ts_cuda_mat *w, int n_tok) { return ((size_t)n_tok * (size_
 /* Rows per dequantized tile. Tiles start at multiples of 128 rows and are
  * near equal: a tile of 1,013 rows (what 32 MiB of scratch held of the 7B's
  * ffn_down, n_in 18944) put its output at y + 1013 floats, a 4-byte-aligned
- * C, and cuBLAS answered with an sm75 align1 kernel that ran the 7B's down
- * projection at ~15% of the tensor cores' rate: half of a pp512 (ncu, H200,
- * session 14). 128 keeps every C 512-byte aligned and the tiles whole
+ * C, and cuBLAS answered with an sm75 align1 kernel with split-K: 214 us a
+ * tile where an aligned one takes ~40, half of a pp512 (ncu, H200, session
+ * 14). 128 keeps every C 512-byte aligned and the tiles whole
  * multiples of the GEMMs' own tiles. */
 int64_t gemm_tile_rows(const ts_cuda_mat *w, int n_tok, size_t scratch_bytes) {
     int64_t room = (int64_t)((scratch_bytes - x_bytes(w, n_tok)) / ((size_t)w->n_in * 2));
