@@ -7,8 +7,9 @@
  * possible difference is the libm: the device exp() and glibc's are within 1
  * ulp in double, which changes a float weight only when it straddles a float
  * rounding boundary (~2^-29 per weight); the emulation uses glibc's. Logits
- * normal, or on a coarse grid (many ties: the lower id must win); n_expert 8,
- * 60, 64, 128, 1024; k 1..8 and 16; renorm on and off.
+ * normal, or on a coarse grid (many ties, -0 against +0 among them: the
+ * lower id must win); n_expert 8, 60, 64, 128, 1024; k 1..8 and 16; renorm
+ * on and off.
  *
  * moe_matvec (F32 activations) and moe_matvec_q8 (int8): each rank's row is
  * the dense matvec of its expert, so the references and threshold are
@@ -46,7 +47,10 @@ static void check_route(int n_expert, int k, bool renorm, int n_tok, bool ties) 
     const size_t nr = (size_t)n_tok * n_expert, nk = (size_t)n_tok * k;
     float *r = (float *)malloc(4 * nr), *w_want = (float *)malloc(4 * nk), *w_got = (float *)malloc(4 * nk);
     int32_t *id_want = (int32_t *)malloc(4 * nk), *id_got = (int32_t *)malloc(4 * nk);
-    for (size_t i = 0; i < nr; i++) r[i] = ties ? 0.5f * (float)(int)(tcu_u64() % 5) - 1.0f : 2.0f * tcu_normal();
+    for (size_t i = 0; i < nr; i++) {
+        r[i] = ties ? 0.5f * (float)(int)(tcu_u64() % 5) - 1.0f : 2.0f * tcu_normal();
+        if (r[i] == 0.0f && tcu_u64() % 2) r[i] = -0.0f; /* -0 ties +0 (ts_topk: equal, the lower id first) */
+    }
     if (ties && n_tok > 1) /* a whole row of one value: the k lowest ids, equal weights */
         for (int e = 0; e < n_expert; e++) r[(size_t)n_expert + e] = -0.25f;
     cref_moe_route(r, n_tok, n_expert, k, renorm, id_want, w_want);

@@ -2,11 +2,13 @@
  * weighted combination, with the selected ids kept in device memory so a
  * decode token of a MoE model stays one CUDA graph (cuda_kernels.h, section 7).
  *
- * Routing (ts_cuda_moe_route): a warp per token; k rounds of a warp arg-max
- * (value, then the lower id: ts_topk's order) pick the ids, then the weights
- * are computed as ts_moe_route_row computes them: exp(r - max) in double, the
- * normalizer summed sequentially by one lane (all n_expert in ascending id
- * order, or the k in rank order with renorm), the quotient rounded to float.
+ * Routing (ts_cuda_moe_route): a warp per token, its logits read once into
+ * registers as order-preserving keys; k rounds of a warp arg-max (value, then
+ * the lower id: ts_topk's order; two redux instructions a round) pick the ids,
+ * then the weights are computed as ts_moe_route_row computes them: exp(r -
+ * max) in double, the normalizer summed sequentially (all n_expert in
+ * ascending id order, or the k in rank order with renorm, the terms passed
+ * lane to lane by shuffles), the quotient rounded to float.
  * The same operations in the same order, so the weights equal the CPU's
  * wherever the device exp() and glibc's round alike (both within 1 ulp in
  * double; a float weight can differ only when that ulp straddles a float
@@ -62,62 +64,72 @@ namespace {
 /* ------------------------------------------------------------ routing */
 
 #define ROUTE_WARPS 4          /* tokens per block (a warp each) */
-#define ROUTE_MAX_EXPERT 1024  /* 32 per lane: one bit each in a lane's `taken` word */
+#define ROUTE_MAX_EXPERT 1024  /* 32 per lane */
 
-/* Grid (tokens / ROUTE_WARPS), ROUTE_WARPS warps: warp = token. */
+/* A logit as an unsigned key with the floats' order (NaN read as -inf and
+ * -0 as +0 first, as ts_topk's comparisons see them; -inf's key is 0x007fffff),
+ * so one redux finds a warp's maximum; key 0 is below every logit (taken, or
+ * no expert). */
+TS_DEV unsigned route_key(float v) {
+    if (v != v) v = -INFINITY;
+    if (v == 0.0f) v = 0.0f;
+    const unsigned u = __float_as_uint(v);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+TS_DEV float route_val(unsigned key) { return __uint_as_float(key & 0x80000000u ? key & 0x7fffffffu : ~key); }
+
+/* Grid (tokens / ROUTE_WARPS), ROUTE_WARPS warps: warp = token; PL logits a
+ * lane (n_expert <= 32 PL), expert lane + 32 j in key[j], read once. */
+template <int PL>
 __global__ void __launch_bounds__(ROUTE_WARPS * 32) moe_route_kernel(const float *r, int n_tok, int n_expert, int k,
                                                                       int renorm, int32_t *ids, float *w) {
     ts_pdl_enter();
-    __shared__ double ex[ROUTE_WARPS][ROUTE_MAX_EXPERT]; /* exp(r - max) per expert */
-    __shared__ int sel[ROUTE_WARPS][TS_CUDA_MOE_MAX_K];  /* the chosen ids in rank order */
-    __shared__ double den[ROUTE_WARPS];                  /* the normalizer */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + warp;
     if (t >= n_tok) return; /* warp-uniform; no block barrier below */
     const float *row = r + t * n_expert;
-    /* lane owns experts lane + 32 j; bit j of `taken`: already chosen */
-    uint32_t taken = 0;
-    for (int round = 0; round < k; round++) {
-        float bv = -INFINITY;
-        int bi = INT_MAX;
-        for (int j = 0, e = lane; e < n_expert; j++, e += 32) {
-            float v = row[e];
-            if (v != v) v = -INFINITY; /* NaN ranks last (ts_topk may rank it elsewhere: documented) */
-            if (!((taken >> j) & 1u) && (v > bv || (v == bv && e < bi))) bv = v, bi = e;
-        }
-        /* (value desc, id asc) is a total order over distinct ids, so every
-         * lane ends with the same winner; k <= n_expert leaves one untaken
-         * expert at least, so the winner is a real id */
+    unsigned key[PL];
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-        }
-        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
-        if (lane == 0) sel[warp][round] = bi;
+    for (int j = 0; j < PL; j++) key[j] = lane + 32 * j < n_expert ? route_key(row[lane + 32 * j]) : 0u;
+    /* k rounds of the warp's (value desc, id asc) maximum: a total order over
+     * distinct ids, so every lane gets the same winner; k <= n_expert leaves an
+     * untaken expert (key > 0) in every round. Lane i keeps rank i. */
+    int my_id = 0;
+    unsigned my_key = 0, top = 0;
+    for (int round = 0; round < k; round++) {
+        unsigned bk = 0;
+        int bj = 0;
+#pragma unroll
+        for (int j = 0; j < PL; j++)
+            if (key[j] > bk) bk = key[j], bj = j; /* strict: the lane's lowest id of its best value */
+        const unsigned mk = __reduce_max_sync(0xffffffffu, bk);
+        const int bi = (int)__reduce_min_sync(0xffffffffu, bk == mk ? (unsigned)(lane + 32 * bj) : UINT_MAX);
+        if ((bi & 31) == lane)
+#pragma unroll
+            for (int j = 0; j < PL; j++)
+                if (j == bi >> 5) key[j] = 0;
+        if (round == 0) top = mk;
+        if (round == lane) my_id = bi, my_key = mk;
     }
-    __syncwarp();
-    /* ts_moe_route_row: mx = r[ids[0]], terms exp((double)r[e] - mx) */
-    const double mx = (double)row[sel[warp][0]];
-    double *ew = ex[warp];
-    for (int e = lane; e < n_expert; e += 32) ew[e] = exp((double)row[e] - mx);
-    __syncwarp();
-    if (lane == 0) {
-        /* the CPU's sums, in its order: one lane, sequentially */
-        double z = 0, s = 0;
-        if (renorm) {
-            for (int i = 0; i < k; i++) s += ew[sel[warp][i]];
-        } else {
-            for (int e = 0; e < n_expert; e++) z += ew[e];
+    /* ts_moe_route_row: mx = r[ids[0]], terms exp((double)r[e] - mx), the
+     * normalizer summed in its order (every lane the same sum) */
+    const double mx = (double)route_val(top);
+    const double ew = lane < k ? exp((double)route_val(my_key) - mx) : 0.0;
+    double den = 0;
+    if (renorm) {
+        for (int i = 0; i < k; i++) den += __shfl_sync(0xffffffffu, ew, i);
+    } else {
+#pragma unroll
+        for (int j = 0; j < PL; j++) {
+            if (32 * j >= n_expert) break; /* warp-uniform */
+            const int e = lane + 32 * j;
+            const double ej = e < n_expert ? exp((double)row[e] - mx) : 0.0;
+            for (int l = 0; l < 32 && 32 * j + l < n_expert; l++) den += __shfl_sync(0xffffffffu, ej, l);
         }
-        den[warp] = renorm ? s : z;
     }
-    __syncwarp();
     if (lane < k) {
-        const int id = sel[warp][lane];
-        ids[t * k + lane] = id;
-        w[t * k + lane] = (float)(ew[id] / den[warp]);
+        ids[t * k + lane] = my_id;
+        w[t * k + lane] = (float)(ew / den);
     }
 }
 
@@ -821,7 +833,9 @@ ts_status ts_cuda_moe_route(void *stream, const float *r, int n_tok, int n_exper
                  TS_CUDA_MOE_MAX_K, n_expert);
     if (n_tok == 0) return TS_OK;
     const unsigned blocks = (unsigned)((n_tok + ROUTE_WARPS - 1) / ROUTE_WARPS);
-    ts_launch(&moe_route_kernel, blocks, ROUTE_WARPS * 32, 0, ts_stream(stream))(r, n_tok, n_expert, k, renorm ? 1 : 0, ids, w);
+    void (*kern)(const float *, int, int, int, int, int32_t *, float *) =
+        n_expert <= 128 ? moe_route_kernel<4> : n_expert <= 256 ? moe_route_kernel<8> : moe_route_kernel<32>;
+    ts_launch(kern, blocks, ROUTE_WARPS * 32, 0, ts_stream(stream))(r, n_tok, n_expert, k, renorm ? 1 : 0, ids, w);
     TS_CUDA_LAUNCHED("moe_route");
     return TS_OK;
 }

@@ -120,6 +120,17 @@ template <typename T> T shfl(T v, int src) {
     return out;
 }
 
+/* every lane's v, in lane order (a whole warp, as the reduce intrinsics) */
+template <typename T> void gather(T v, T out[32]) {
+    uint64_t *slot = &ctx.blk->xch[(size_t)ctx.warp * 32];
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    slot[ctx.lane] = u;
+    ctx.blk->wbar[ctx.warp]->arrive_and_wait();
+    for (int i = 0; i < 32; i++) memcpy(&out[i], &slot[i], sizeof(T));
+    ctx.blk->wbar[ctx.warp]->arrive_and_wait();
+}
+
 } // namespace emu
 
 #define threadIdx (emu::ctx.tid)
@@ -130,6 +141,19 @@ template <typename T> T shfl(T v, int src) {
 inline void __syncthreads() { emu::ctx.blk->bar.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::ctx.blk->wbar[emu::ctx.warp]->arrive_and_wait(); }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int o) { return emu::shfl(v, emu::ctx.lane ^ o); }
+template <typename T> T __shfl_sync(unsigned, T v, int src) { return emu::shfl(v, src); }
+inline unsigned __reduce_max_sync(unsigned, unsigned v) {
+    unsigned a[32];
+    emu::gather(v, a);
+    for (int i = 1; i < 32; i++) a[0] = a[i] > a[0] ? a[i] : a[0];
+    return a[0];
+}
+inline unsigned __reduce_min_sync(unsigned, unsigned v) {
+    unsigned a[32];
+    emu::gather(v, a);
+    for (int i = 1; i < 32; i++) a[0] = a[i] < a[0] ? a[i] : a[0];
+    return a[0];
+}
 template <typename T> T __shfl_up_sync(unsigned, T v, unsigned d) {
     const T r = emu::shfl(v, emu::ctx.lane - (int)d);
     return emu::ctx.lane >= (int)d ? r : v;
