@@ -1062,7 +1062,7 @@ static void cuda_moe_act_matmul_add(ts_stream *st, ts_act act, float *gate, cons
     if (!live(c)) return;
     (void)tmp; /* the sum goes straight into x */
     const uint32_t partner = c->exact_act ? (uint32_t)TS_TYPE_COUNT : ts_cuda_q8_partner(w->type);
-    if (partner == (uint32_t)TS_TYPE_COUNT || !ts_cuda_moe_add_ok(w->type, w->n_in, k) || k < 1 || k > TS_CUDA_MOE_MAX_K) {
+    if (partner == (uint32_t)TS_TYPE_COUNT || !ts_cuda_moe_add_type(w->type) || k < 1 || k > TS_CUDA_MOE_MAX_K) {
         cuda_moe_act_matmul(st, act, gate, up, w, y, ids, k);
         if (live(c)) OP(c, ts_cuda_moe_combine_add(c->s, x, y, wts, NULL, 1, k, w->n_out), "moe_combine_add");
         return;

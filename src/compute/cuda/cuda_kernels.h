@@ -336,11 +336,9 @@ ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *
  * y_i = rank i's product as ts_cuda_moe_matvec_q8 (one set, x_per_expert,
  * q8 of k rows) makes it; the result is bit-identical to that call followed
  * by ts_cuda_moe_combine_add, in one launch and without the products' round
- * trip through memory. Calls with ts_cuda_moe_add_ok: Q4_K or Q5_K (16-byte
- * aligned super-blocks, loaded straight into registers) and k activation rows
- * that fit in 16 KB of shared memory (k = 8 of up to 1,536); wts: (k)
- * device floats. */
-bool ts_cuda_moe_add_ok(uint32_t type, int64_t n_in, int k);
+ * trip through memory. Types with ts_cuda_moe_add_type (16-byte aligned
+ * super-blocks, loaded straight into registers); wts: (k) device floats. */
+bool ts_cuda_moe_add_type(uint32_t type);
 ts_status ts_cuda_moe_matvec_q8_add(void *stream, const ts_cuda_moe_mat *w, const int32_t *ids, const float *wts, int k,
                                     uint32_t partner, const void *q8, float *x, unsigned *err);
 /* A chunk's activation rows grouped by expert (prefill): item j covers rows
