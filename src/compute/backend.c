@@ -127,12 +127,10 @@ void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, c
     op->moe_matmul(st, 1, &w, ys, ids, k, gate, true);
 }
 
-void ts_backend_compose_moe_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w,
-                                           const int32_t *ids, const float *wts, int k, float *x, float *y, float *tmp) {
+void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n) {
     const ts_backend_ops *op = st->be->ops;
-    op->moe_act_matmul(st, act, gate, up, w, y, ids, k);
-    op->moe_combine(st, tmp, y, wts, NULL, 1, k, w->n_out);
-    op->add(st, x, tmp, w->n_out);
+    op->moe_combine(st, tmp, y, w, NULL, 1, k, n);
+    op->add(st, x, tmp, n);
 }
 
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,

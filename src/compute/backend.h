@@ -271,12 +271,9 @@ typedef struct ts_backend_ops {
      * projections */
     void (*moe_act_matmul)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
                            const int32_t *ids, int k);
-    /* moe_act_matmul(act, gate, up, w, y, ids, k), then moe_combine(tmp, y,
-     * wts, NULL, 1, k, w->n_out) and add(x, tmp): one token's experts, from
-     * their activation to their weighted sum in the residual; y (k, w->n_out)
-     * and tmp (w->n_out) are room, written or not */
-    void (*moe_act_matmul_add)(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, const int32_t *ids,
-                               const float *wts, int k, float *x, float *y, float *tmp);
+    /* moe_combine(tmp, y, w, NULL, 1, k, n), then add(x, tmp, n): one token's
+     * weighted expert sum into the residual; tmp (n) is room, written or not */
+    void (*moe_combine_add)(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
     /* per-head norms (r->q_norm/k_norm), rope(q), rope(k), then kv_store(k, v) */
     void (*rope_kv_store)(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q, float *k,
                           const float *v);
@@ -317,8 +314,7 @@ void ts_backend_compose_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, co
                                         const ts_mat *w, float *x, float *tmp);
 void ts_backend_compose_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w, float *y,
                                        const int32_t *ids, int k);
-void ts_backend_compose_moe_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w,
-                                           const int32_t *ids, const float *wts, int k, float *x, float *y, float *tmp);
+void ts_backend_compose_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n);
 void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r, float *q,
                                       float *k, const float *v);
 void ts_backend_compose_rope_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r,

@@ -89,9 +89,8 @@ static int group_chunk(ts_session *s, int n, int NE, int K) {
 /* Decode: the ids and weights stay where they were routed, so with the
  * cache's tables a device backend runs the token without a host round trip
  * (one recorded graph). gate/up of each expert from the one xb row, act_mul
- * over the k rows, each down from its own row (rank order); into_x: their
- * weighted sum added to x in the same op, else left in exp_out. */
-static void moe_decode(ts_session *s, int l, const moe_tables *t, bool into_x) {
+ * over the k rows, each down from its own row (rank order). */
+static void moe_decode(ts_session *s, int l, const moe_tables *t) {
     const ts_model_desc *md = &s->model->desc;
     const ts_backend_ops *op = s->be->ops;
     const int K = md->hp.n_expert_used;
@@ -101,10 +100,7 @@ static void moe_decode(ts_session *s, int l, const moe_tables *t, bool into_x) {
     const ts_expert_mat *gu[2] = {&g, &u};
     float *gu_out[2] = {s->exp_gate, s->exp_up};
     op->moe_matmul(s->st, 2, gu, gu_out, s->moe_ids_dev, K, s->xb, false);
-    if (into_x)
-        op->moe_act_matmul_add(s->st, md->fam->act, s->exp_gate, s->exp_up, &d, s->moe_ids_dev, s->moe_w_dev, K, s->x, s->exp_out,
-                               s->xb2);
-    else op->moe_act_matmul(s->st, md->fam->act, s->exp_gate, s->exp_up, &d, s->exp_out, s->moe_ids_dev, K);
+    op->moe_act_matmul(s->st, md->fam->act, s->exp_gate, s->exp_up, &d, s->exp_out, s->moe_ids_dev, K);
 }
 
 /* Prefill: groups g0 .. g0+ng-1 of the chunk (group_chunk; their rows are
@@ -313,7 +309,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     HOOK(h, mark, s, TS_PHASE_ROUTER);
 
     /* without a shared expert one token's weighted sum goes straight into
-     * the residual (moe_act_matmul_add); the caller's add is then skipped */
+     * the residual (moe_combine_add); the caller's add is then skipped */
     const bool into_x = n == 1 && !L->ffn_gate_shexp.data;
     if (n == 1) {
         /* 2. decode: the top-k in rank order, one pass; the same products and
@@ -323,8 +319,9 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
             ts_status rc = host_point(s, l);
             if (rc != TS_OK) return rc;
         }
-        moe_decode(s, l, &t, into_x);
-        if (!into_x) op->moe_combine(st, s->xb2, s->exp_out, s->moe_w_dev, NULL, 1, K, E);
+        moe_decode(s, l, &t);
+        if (into_x) op->moe_combine_add(st, s->x, s->xb2, s->exp_out, s->moe_w_dev, K, E);
+        else op->moe_combine(st, s->xb2, s->exp_out, s->moe_w_dev, NULL, 1, K, E);
         if (tables) expert_cache_count(ec, l, K);
         HOOK(h, mark, s, TS_PHASE_EXPERT);
     } else {

@@ -32,10 +32,6 @@
  * mixed types), then an item with an id outside the table (zero rows, error
  * bit) and a malformed item (skipped: its rows untouched, error bit).
  *
- * moe_matvec_q8_add (down + combine in one launch, Q4_K/Q5_K): in each int8
- * one-set per-expert case's three calls, x bit-identical to that call's
- * products summed by moe_combine_add, and the same error word.
- *
  * moe_combine and moe_combine_add (with and without rows), gather_rows: bit-identical to the CPU
  * ops (memcmp). gated_add: the CPU's operations in its order; bit-identical
  * in the emulation (the host expf); on a GPU the device expf (within 2 ulp)
@@ -157,39 +153,6 @@ static void ref_rank(const MoeCase &c, const Experts &E, int32_t id, const float
     free(wf);
 }
 
-/* ts_cuda_moe_matvec_q8_add against the two launches it stands for: the
- * call's products dy (moe_matvec_q8, already checked against ref_rank) summed
- * into x by moe_combine_add; x must match bit for bit, and the error word. */
-static void check_add(const MoeCase &c, const ts_cuda_moe_mat &m, const float *dy, const int32_t *dids, const void *dq8,
-                      unsigned want_err, const char *what) {
-    const int64_t no = c.n_out[0];
-    const int k = c.k;
-    float *x0 = (float *)malloc(sizeof(float) * no), *want = (float *)malloc(sizeof(float) * no),
-          *got = (float *)malloc(sizeof(float) * no), wts[TS_CUDA_MOE_MAX_K];
-    tcu_fill_normal(x0, (size_t)no, 1.0f);
-    for (int i = 0; i < k; i++) wts[i] = 0.05f + 0.9f * (float)(tcu_u64() % 1000) / 1000.0f;
-    float *dxw = (float *)tcu_dalloc(sizeof(float) * no), *dxg = (float *)tcu_dalloc(sizeof(float) * no),
-          *dwts = (float *)tcu_dalloc(sizeof(float) * k);
-    unsigned *derr = (unsigned *)tcu_dalloc(sizeof(unsigned));
-    tcu_up(dxw, x0, sizeof(float) * no);
-    tcu_up(dxg, x0, sizeof(float) * no);
-    tcu_up(dwts, wts, sizeof(float) * k);
-    TCU(cudaMemset(derr, 0, sizeof(unsigned)));
-    char w2[240];
-    snprintf(w2, sizeof w2, "%s: down + combine", what);
-    TCU_OK(ts_cuda_moe_combine_add(NULL, dxw, dy, dwts, NULL, 1, k, no), w2);
-    TCU_OK(ts_cuda_moe_matvec_q8_add(NULL, &m, dids, dwts, k, ts_cuda_q8_partner(m.type), dq8, dxg, derr), w2);
-    tcu_sync(w2);
-    unsigned err = 0;
-    tcu_down(&err, derr, sizeof err);
-    tcu_down(want, dxw, sizeof(float) * no);
-    tcu_down(got, dxg, sizeof(float) * no);
-    CHECKF(err == want_err, "%s: error word %#x, want %#x", w2, err, want_err);
-    tcu_report(w2, memcmp(got, want, sizeof(float) * no) ? INFINITY : 0.0, 0.0, 0);
-    free(x0), free(want), free(got);
-    cudaFree(dxw), cudaFree(dxg), cudaFree(dwts), cudaFree(derr);
-}
-
 static void run_moe(const MoeCase &c) {
     const int64_t n_in = c.n_in;
     const int k = c.k, xr = c.per_expert ? k : 1;
@@ -271,8 +234,6 @@ static void run_moe(const MoeCase &c) {
             CHECKF(nonzero == 0, "%s: %zu elements of the bad rank's row are not +0", w2, nonzero);
             free(got), free(ref);
         }
-        if (c.int8 && c.n_set == 1 && c.per_expert && ts_cuda_moe_add_type(c.type[0]))
-            check_add(c, m[0], dy[0], dids, dq8, want_err, what);
     }
     for (int s = 0; s < c.n_set; s++) experts_free(E[s]), cudaFree(dy[s]);
     free(x), free(xq);
@@ -638,13 +599,6 @@ static void check_refusals(void) {
     CHECK(ts_cuda_moe_matvec_q8(NULL, 1, &bad, ys, dids, 2, TS_TYPE_Q8_0, dq8, false, NULL) == TS_ERR_ARG);
     bad = m, bad.type = TS_TYPE_F16, bad.row_bytes = ts_type_row_bytes(TS_TYPE_F16, n_in);
     CHECK(ts_cuda_moe_matvec_q8(NULL, 1, &bad, ys, dids, 2, TS_TYPE_Q8_0, dq8, false, NULL) == TS_ERR_ARG);
-    /* down + combine: weights, a type without the direct loads, partner, k */
-    CHECK(ts_cuda_moe_matvec_q8_add(NULL, &m, dids, NULL, 2, TS_TYPE_Q8_K, dq8, dy, NULL) == TS_ERR_ARG);
-    CHECK(ts_cuda_moe_matvec_q8_add(NULL, &m, dids, dx, 2, TS_TYPE_Q8_0, dq8, dy, NULL) == TS_ERR_ARG);
-    CHECK(ts_cuda_moe_matvec_q8_add(NULL, &m, dids, dx, 0, TS_TYPE_Q8_K, dq8, dy, NULL) == TS_ERR_ARG);
-    CHECK(ts_cuda_moe_matvec_q8_add(NULL, &m, NULL, dx, 2, TS_TYPE_Q8_K, dq8, dy, NULL) == TS_ERR_ARG);
-    bad = m, bad.type = TS_TYPE_Q6_K, bad.row_bytes = ts_type_row_bytes(TS_TYPE_Q6_K, n_in);
-    CHECK(ts_cuda_moe_matvec_q8_add(NULL, &bad, dids, dx, 2, TS_TYPE_Q8_K, dq8, dy, NULL) == TS_ERR_ARG);
     /* grouped: sets, items, fewer rows than items, partner, q8 alignment, type */
     CHECK(ts_cuda_moe_matvec_q8_items(NULL, 0, &m, ys, dids, 2, TS_TYPE_Q8_K, dq8, 9, NULL) == TS_ERR_ARG);
     CHECK(ts_cuda_moe_matvec_q8_items(NULL, 1, &m, ys, NULL, 2, TS_TYPE_Q8_K, dq8, 9, NULL) == TS_ERR_ARG);
@@ -711,11 +665,6 @@ int main(void) {
     /* mixed types (two launches), different row counts, odd rows */
     run_moe(two(one(true, TS_TYPE_Q4_K, 512, 33, 4, 2, false), TS_TYPE_Q6_K, 17));
     run_moe(two(one(false, TS_TYPE_Q8_0, 1088, 9, 4, 3, true), TS_TYPE_F16, 15));
-    /* down + combine in one launch (Q4_K, Q5_K): one chunk a rank (768); a partial third chunk
-     * with 9 items, two batches (Q5_K 2304, k 3); k = 16, two batches */
-    run_moe(one(true, TS_TYPE_Q4_K, 768, 37, 5, 8, true));
-    run_moe(one(true, TS_TYPE_Q5_K, 2304, 19, 5, 3, true));
-    run_moe(one(true, TS_TYPE_Q4_K, 512, 21, 6, TS_CUDA_MOE_MAX_K, true));
     /* several groups per warp (runs of gpt > 1 and loads in flight across groups): more row groups
      * than the grid's warps (132 SMs x 24 in the emulation) */
     run_moe(two(one(true, TS_TYPE_Q4_K, 256, 400, 9, 8, false), TS_TYPE_Q4_K, 400));

@@ -1052,28 +1052,6 @@ static void cuda_moe_act_matmul(ts_stream *st, ts_act act, float *gate, const fl
     if (c->err == TS_OK) OP(c, ts_cuda_moe_matvec_q8(c->s, 1, &m, ys, ids, k, partner, q8, true, c->err_dev), "moe_matmul (int8 matvec)");
 }
 
-/* int8 path, Q4_K/Q5_K: act(gate) * up quantized as moe_act_matmul does,
- * then the down projections summed straight into x (one launch, bit-identical
- * to the composition's moe_matvec_q8 + moe_combine_add); other types and
- * --precise: moe_act_matmul into y, then moe_combine_add */
-static void cuda_moe_act_matmul_add(ts_stream *st, ts_act act, float *gate, const float *up, const ts_expert_mat *w,
-                                    const int32_t *ids, const float *wts, int k, float *x, float *y, float *tmp) {
-    cuda_stream *c = cst(st);
-    if (!live(c)) return;
-    (void)tmp; /* the sum goes straight into x */
-    const uint32_t partner = c->exact_act ? (uint32_t)TS_TYPE_COUNT : ts_cuda_q8_partner(w->type);
-    if (partner == (uint32_t)TS_TYPE_COUNT || !ts_cuda_moe_add_type(w->type) || k < 1 || k > TS_CUDA_MOE_MAX_K) {
-        cuda_moe_act_matmul(st, act, gate, up, w, y, ids, k);
-        if (live(c)) OP(c, ts_cuda_moe_combine_add(c->s, x, y, wts, NULL, 1, k, w->n_out), "moe_combine_add");
-        return;
-    }
-    void *q8 = (uint8_t *)c->q8 + (size_t)(partner == TS_TYPE_Q8_K) * c->q8_stride;
-    OP(c, ts_cuda_quantize_q8_act(c->s, partner, (int)act, gate, up, w->n_in, k, gate, q8), "moe act + quantize");
-    ts_cuda_moe_mat m = cmoe(w);
-    if (c->err == TS_OK)
-        OP(c, ts_cuda_moe_matvec_q8_add(c->s, &m, ids, wts, k, partner, q8, x, c->err_dev), "moe down + combine");
-}
-
 /* Prefill through the tables: int8 experts run as items of up to
  * TS_CUDA_MAX_DECODE_TOK rows of one expert, all in one launch per set pair
  * (ts_cuda_moe_matvec_q8_items); other types, and --precise, run each group
@@ -1151,6 +1129,12 @@ static void cuda_moe_combine(ts_stream *st, float *out, const float *y, const fl
     OP(c, ts_cuda_moe_combine(c->s, out, y, w, rows, n_tok, k, n), "moe_combine");
 }
 
+static void cuda_moe_combine_add(ts_stream *st, float *x, float *tmp, const float *y, const float *w, int k, int64_t n) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    (void)tmp; /* the sum goes straight into x */
+    OP(c, ts_cuda_moe_combine_add(c->s, x, y, w, NULL, 1, k, n), "moe_combine_add");
+}
 
 static void cuda_gather_rows(ts_stream *st, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n) {
     cuda_stream *c = cst(st);
@@ -1348,7 +1332,7 @@ static const ts_backend_ops cuda_ops = {
     .act_matmul_add = cuda_act_matmul_add,
     .attn_matmul_add = cuda_attn_matmul_add,
     .moe_act_matmul = cuda_moe_act_matmul,
-    .moe_act_matmul_add = cuda_moe_act_matmul_add,
+    .moe_combine_add = cuda_moe_combine_add,
     .rope_kv_store = cuda_rope_kv_store,
     .rope_attn_matmul_add = cuda_rope_attn_matmul_add,
     .capture_begin = cuda_capture_begin,

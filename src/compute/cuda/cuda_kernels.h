@@ -331,16 +331,6 @@ ts_status ts_cuda_moe_matvec(void *stream, int n_set, const ts_cuda_moe_mat *w, 
  * weights' partner format; types with ts_cuda_q8_partner != TS_TYPE_COUNT. */
 ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y, const int32_t *ids, int k,
                                 uint32_t partner, const void *q8, bool x_per_expert, unsigned *err);
-/* One token's down projections summed into the residual (decode, int8):
- *   x (w.n_out) += wts[0] y_0 + ... + wts[k-1] y_{k-1} (in that order)
- * y_i = rank i's product as ts_cuda_moe_matvec_q8 (one set, x_per_expert,
- * q8 of k rows) makes it; the result is bit-identical to that call followed
- * by ts_cuda_moe_combine_add, in one launch and without the products' round
- * trip through memory. Types with ts_cuda_moe_add_type (16-byte aligned
- * super-blocks, loaded straight into registers); wts: (k) device floats. */
-bool ts_cuda_moe_add_type(uint32_t type);
-ts_status ts_cuda_moe_matvec_q8_add(void *stream, const ts_cuda_moe_mat *w, const int32_t *ids, const float *wts, int k,
-                                    uint32_t partner, const void *q8, float *x, unsigned *err);
 /* A chunk's activation rows grouped by expert (prefill): item j covers rows
  * it[3j+1] .. it[3j+1] + it[3j+2] - 1 of x and of each y[s], all routed to
  * expert it[3j]; 1 <= it[3j+2] <= TS_CUDA_MAX_DECODE_TOK (8). The items

@@ -504,96 +504,6 @@ __global__ void __launch_bounds__(MOE_WARPS * 32, (NT == 1 ? MOE_SM_WARPS : MOE_
                          });
 }
 
-/* ------------------------------------------------------------ down + combine (decode) */
-
-#ifndef MOE_ADD_WARPS
-#define MOE_ADD_WARPS 4 /* warps per block; a warp owns one output row */
-#endif
-#ifndef MOE_ADD_BATCH
-#define MOE_ADD_BATCH 8 /* (rank, chunk) items whose loads a warp has in flight together */
-#endif
-
-/* One lane's unit of one row of a direct-load type (16-byte aligned
- * super-blocks: Q4_K, Q5_K), its words in registers. */
-template <int T> struct DRow;
-template <> struct DRow<TS_TYPE_Q4_K> {
-    typedef Dec<TS_TYPE_Q4_K> D;
-    uint4 hd, q;
-    TS_DEV void load(const uint8_t *b, int u) { hd = ldw16(b), q = ldw16(b + D::qoff(u)); }
-    TS_DEV void iload(int u, D::UI &s) const { D::iload_w(hd, q, K4Sel(u), s); }
-};
-template <> struct DRow<TS_TYPE_Q5_K> {
-    typedef Dec<TS_TYPE_Q5_K> D;
-    uint4 hd, h, q;
-    TS_DEV void load(const uint8_t *b, int u) { hd = ldw16(b), h = ldw16(b + D::hoff(u)), q = ldw16(b + D::qoff(u)); }
-    TS_DEV void iload(int u, D::UI &s) const { D::iload_w(hd, h, q, u, K4Sel(u), s); }
-};
-
-/* One token's down projections and their weighted sum into the residual
- * (ts_cuda_moe_matvec_q8_add): x[row] += w[0] y_0[row] + ... + w[k-1]
- * y_{k-1}[row], y_i = rank i's int8 product. Grid (n_out / MOE_ADD_WARPS),
- * MOE_ADD_WARPS warps: warp = row, walking all k ranks' items (rank, chunk)
- * with MOE_ADD_BATCH of them in flight. Each rank's lane sums and butterfly
- * are moe_q8's (so y_i is its y row, bit for bit) and the combination is
- * moe_combine_kernel<true>'s operations in its order, so x ends bit-identical
- * to moe_matvec_q8 then moe_combine_add, without y's round trip through
- * memory or the second launch. A rank whose id is outside the table adds
- * w_i * 0 (moe_q8 writes its rows 0) and sets TS_CUDA_ERR_EXPERT. */
-template <int T>
-__global__ void __launch_bounds__(MOE_ADD_WARPS * 32) moe_q8_add(const MoeArgs a, const float *wts, float *x) {
-    ts_pdl_enter();
-    typedef Dec<T> D;
-    typedef Geo<T> G;
-    __shared__ const uint8_t *wp[TS_CUDA_MOE_MAX_K]; /* rank i's matrix, NULL for an id outside the table */
-    __shared__ float wr[TS_CUDA_MOE_MAX_K];          /* rank i's weight */
-    const MoeSet &S = a.set[0];
-    if ((int)threadIdx.x < a.k) {
-        const int32_t id = a.ids[threadIdx.x];
-        const bool bad = id < 0 || id >= S.n_expert;
-        wp[threadIdx.x] = bad ? nullptr : (const uint8_t *)S.table[id];
-        wr[threadIdx.x] = wts[threadIdx.x];
-        if (bad && a.err && blockIdx.x == 0) atomicOr(a.err, TS_CUDA_ERR_EXPERT);
-    }
-    __syncthreads();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, u = lane % D::NU;
-    const int64_t row = (int64_t)blockIdx.x * MOE_ADD_WARPS + warp;
-    if (row >= S.n_out) return; /* warp-uniform, after the block's one barrier */
-    const int nb = (int)(a.n_in / D::QK), nch = (nb + G::CB - 1) / G::CB, nitems = a.k * nch;
-    float part = 0.0f, comb = 0.0f;
-#pragma unroll 1
-    for (int i0 = 0; i0 < nitems; i0 += MOE_ADD_BATCH) {
-        DRow<T> ld[MOE_ADD_BATCH];
-#pragma unroll
-        for (int b = 0; b < MOE_ADD_BATCH; b++) {
-            const int it = i0 + b;
-            if (it >= nitems) break; /* warp-uniform */
-            const int i = it / nch, bl = (it - i * nch) * G::CB + lane / D::NU;
-            if (bl < nb && wp[i]) ld[b].load(wp[i] + (size_t)row * S.rb + (size_t)bl * D::BB, u);
-        }
-#pragma unroll
-        for (int b = 0; b < MOE_ADD_BATCH; b++) {
-            const int it = i0 + b;
-            if (it >= nitems) break;
-            const int i = it / nch, c = it - i * nch, bl = c * G::CB + lane / D::NU;
-            if (bl < nb && wp[i]) {
-                typename D::UI wu;
-                ld[b].iload(u, wu);
-                uint32_t X[8];
-                XScale xsc;
-                XSide<T>::xwords(a.xq + (int64_t)i * a.n_in + (int64_t)bl * D::QK, u, X);
-                XSide<T>::xscale(a.xd + (int64_t)i * a.nd, a.xs + (int64_t)i * a.ns, bl, u, xsc);
-                part += D::idot(wu, u, X, xsc);
-            }
-            if (c == nch - 1) { /* rank i done: its y value, into the rank-ordered sum */
-                const float y = warp_sum(part);
-                part = 0.0f;
-                comb = i == 0 ? fmul_rn(wr[0], y) : fadd_rn(comb, fmul_rn(wr[i], y));
-            }
-        }
-    }
-    if (lane == 0) x[row] = fadd_rn(x[row], comb);
-}
-
 /* Quantized experts, F32 activations (staged, every type). */
 template <int T> __global__ void __launch_bounds__(MOE_WARPS * 32, MOE_SM_WARPS_F / MOE_WARPS) moe_qf(const MoeArgs a) {
     ts_pdl_enter();
@@ -988,39 +898,6 @@ ts_status ts_cuda_moe_matvec_q8(void *stream, int n_set, const ts_cuda_moe_mat *
         return TS_OK;
     };
     return moe_launches(n_set, w, y, base, MOE_SM_WARPS, launch);
-}
-
-bool ts_cuda_moe_add_type(uint32_t type) {
-    return type == TS_TYPE_Q4_K || (MOE_DIRECT_Q5K && type == TS_TYPE_Q5_K);
-}
-
-ts_status ts_cuda_moe_matvec_q8_add(void *stream, const ts_cuda_moe_mat *w, const int32_t *ids, const float *wts, int k,
-                                    uint32_t partner, const void *q8, float *x, unsigned *err) {
-    float *none[1] = {x}; /* moe_check wants an output per set */
-    ts_status st = moe_check("moe_matvec_q8_add", 1, w, none, ids, k);
-    if (st != TS_OK) return st;
-    TS_ARG_CHECK(wts, "cuda moe_matvec_q8_add: NULL weights");
-    TS_ARG_CHECK(ts_cuda_moe_add_type(w->type), "cuda moe_matvec_q8_add: type %s (Q4_K or Q5_K)", ts_type_name(w->type));
-    MoeArgs a;
-    memset(&a, 0, sizeof a);
-    st = moe_q8_args("moe_matvec_q8_add", 1, w, partner, q8, k, a);
-    if (st != TS_OK) return st;
-    a.set[0].table = w->table;
-    a.set[0].n_expert = (int)w->n_expert;
-    a.set[0].n_out = (int)w->n_out;
-    a.set[0].rb = (uint32_t)w->row_bytes;
-    a.ids = ids;
-    a.k = k;
-    a.x_per_expert = 1;
-    a.err = err;
-    const unsigned blocks = (unsigned)((w->n_out + MOE_ADD_WARPS - 1) / MOE_ADD_WARPS);
-    cudaStream_t s = ts_stream(stream);
-    if (w->type == TS_TYPE_Q4_K) ts_launch(&moe_q8_add<TS_TYPE_Q4_K>, blocks, MOE_ADD_WARPS * 32, 0, s)(a, wts, x);
-#if MOE_DIRECT_Q5K
-    else ts_launch(&moe_q8_add<TS_TYPE_Q5_K>, blocks, MOE_ADD_WARPS * 32, 0, s)(a, wts, x);
-#endif
-    TS_CUDA_LAUNCHED("moe_matvec_q8_add");
-    return TS_OK;
 }
 
 ts_status ts_cuda_moe_matvec_q8_items(void *stream, int n_set, const ts_cuda_moe_mat *w, float *const *y,
