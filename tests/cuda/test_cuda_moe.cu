@@ -716,6 +716,7 @@ int main(void) {
     check_combine(3, 8, small ? 257 : 2048, true);
     check_combine(small ? 5 : 67, 2, small ? 33 : 1000, true);
     check_combine(2, 1, 64, false);
+    check_combine(2, TS_CUDA_MOE_MAX_K, 100, true); /* every rank slot of the kernel's unrolled loads */
     check_gather(9, 7, small ? 130 : 2048);
     check_gather(5, 1, 1);
     check_gated_add(1, small ? 300 : 2048);

@@ -643,10 +643,17 @@ __global__ void __launch_bounds__(MOE_EW_THREADS) moe_combine_kernel(float *out,
         const int32_t *rt = rows ? rows + t * k : nullptr;
         for (int64_t j = (int64_t)blockIdx.x * MOE_EW_THREADS + threadIdx.x; j < n;
              j += (int64_t)gridDim.x * MOE_EW_THREADS) {
-            float acc = fmul_rn(wt[0], y[(rt ? (int64_t)rt[0] : t * k) * n + j]);
-            for (int i = 1; i < k; i++)
-                acc = fadd_rn(acc, fmul_rn(wt[i], y[(rt ? (int64_t)rt[i] : t * k + i) * n + j]));
-            out[t * n + j] = ADD ? fadd_rn(out[t * n + j], acc) : acc;
+            /* every rank's value and weight loaded first (one round trip, not k), then summed in rank order */
+            float yv[TS_CUDA_MOE_MAX_K], wv[TS_CUDA_MOE_MAX_K];
+#pragma unroll
+            for (int i = 0; i < TS_CUDA_MOE_MAX_K; i++)
+                if (i < k) yv[i] = y[(rt ? (int64_t)rt[i] : t * k + i) * n + j], wv[i] = wt[i];
+            const float o = ADD ? out[t * n + j] : 0.0f;
+            float acc = fmul_rn(wv[0], yv[0]);
+#pragma unroll
+            for (int i = 1; i < TS_CUDA_MOE_MAX_K; i++)
+                if (i < k) acc = fadd_rn(acc, fmul_rn(wv[i], yv[i]));
+            out[t * n + j] = ADD ? fadd_rn(o, acc) : acc;
         }
     }
 }
