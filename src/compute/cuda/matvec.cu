@@ -191,14 +191,26 @@ template <> struct FRow<TS_TYPE_BF16> {
 
 /* F32/F16/BF16 weights, F32 activations. */
 template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS) mv_f_f32(const MvArgs a) {
-    ts_pdl_enter();
     __shared__ float sinv[NT];
-    mv_norm_prologue<NT>(a, sinv);
     typedef FRow<T> F;
     __shared__ float red[MV_WARPS][MV_R][NT];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     MvGroup g;
     const bool active = mv_group(a, (int64_t)blockIdx.x * (MV_WARPS / a.kw) + warp / a.kw, g);
+    const int64_t nchunks = (a.n_in + MVF_CHUNK - 1) / MVF_CHUNK;
+    /* the warp's first chunk of weights is loaded before the wait on the
+     * previous kernel (nothing in a token writes weights): its round trip runs
+     * under that kernel's tail and the norm prologue, not after them */
+    typename F::V v[MV_R];
+    int64_t c = warp % a.kw;
+    if (active && c < nchunks && c * MVF_CHUNK + lane * 8 < a.n_in) {
+        const MvMat &m = a.m[g.wi];
+#pragma unroll
+        for (int r = 0; r < MV_R; r++)
+            if (r < g.nr) v[r] = F::ld(m.w + (uint64_t)(g.row0 + r) * m.row_bytes, c * MVF_CHUNK + lane * 8);
+    }
+    ts_pdl_enter();
+    mv_norm_prologue<NT>(a, sinv);
     float acc[MV_R][NT];
 #pragma unroll
     for (int r = 0; r < MV_R; r++)
@@ -206,17 +218,9 @@ template <int T, int NT> __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
     if (active) {
         const MvMat &m = a.m[g.wi];
-        const int64_t nchunks = (a.n_in + MVF_CHUNK - 1) / MVF_CHUNK;
         float inv[NT];
         load_inv<NT>(a, sinv, inv);
-        typename F::V v[MV_R];
-        int64_t c = warp % a.kw;
-        int64_t e = c * MVF_CHUNK + lane * 8;
-        if (c < nchunks && e < a.n_in) {
-#pragma unroll
-            for (int r = 0; r < MV_R; r++)
-                if (r < g.nr) v[r] = F::ld(m.w + (uint64_t)(g.row0 + r) * m.row_bytes, e);
-        }
+        int64_t e;
         for (; c < nchunks; c += a.kw) {
             e = c * MVF_CHUNK + lane * 8;
             float w[MV_R][8];
