@@ -66,10 +66,11 @@ namespace {
 #define ROUTE_WARPS 4          /* tokens per block (a warp each) */
 #define ROUTE_MAX_EXPERT 1024  /* 32 per lane */
 
-/* A logit as an unsigned key with the floats' order (NaN read as -inf and
- * -0 as +0 first, as ts_topk's comparisons see them; -inf's key is 0x007fffff),
- * so one redux finds a warp's maximum; key 0 is below every logit (taken, or
- * no expert). */
+/* A logit as an unsigned key with the floats' order, so one redux finds a
+ * warp's maximum: -0 is read as +0 (ts_topk compares them equal: the lower id
+ * first), NaN as -inf (it ranks last; ts_topk may rank it elsewhere:
+ * cuda_kernels.h); -inf's key is 0x007fffff, and key 0 is below every logit
+ * (taken, or no expert). */
 TS_DEV unsigned route_key(float v) {
     if (v != v) v = -INFINITY;
     if (v == 0.0f) v = 0.0f;
