@@ -96,9 +96,18 @@ python3 - "$out" "$mname" <<'PY' >&2
 import sys, statistics, collections
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])][1:]
 by = collections.defaultdict(list)
+grp = collections.defaultdict(dict) # (test, engine) -> {group: t/s}
 for r in rows:
-    if r[0] == sys.argv[2]: by[(r[1], r[4])].append(float(r[5]))
+    if r[0] == sys.argv[2]:
+        by[(r[1], r[4])].append(float(r[5]))
+        grp[(r[1], r[4])][r[2]] = float(r[5])
 for (t, e), v in sorted(by.items()):
     print(f"gpu_pairs: {t} {e:10} median {statistics.median(v):9.1f} t/s over {len(v)} groups")
+# turbospark against each other engine, group by group (the same group ran them back to back)
+for (t, e), other in sorted(grp.items()):
+    ours = grp.get((t, "turbospark"), {})
+    q = [ours[g] / other[g] for g in ours if g in other and other[g] > 0]
+    if e != "turbospark" and q:
+        print(f"gpu_pairs: {t} turbospark / {e}: {statistics.median(q):.3f}x median ({min(q):.3f}..{max(q):.3f}) over {len(q)} groups")
 PY
 log "rows in $out"
