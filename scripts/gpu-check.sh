@@ -384,7 +384,7 @@ fi
 # ---------------------------------------------------------------- benchmarks
 if [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
     echo "== benchmarks"
-    for b in bench_matvec bench_attention bench_gemm bench_moe bench_pcie bench_misc; do
+    for b in bench_matvec bench_attention bench_gemm bench_moe bench_policy bench_pcie bench_misc; do
         l=$(left)
         if [ "$l" -lt 25 ]; then
             echo "$b: skipped (time budget)" | tee -a "$OUT_DIR/bench.log"

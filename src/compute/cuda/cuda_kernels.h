@@ -376,6 +376,30 @@ ts_status ts_cuda_gather_rows(void *stream, float *out, const float *x, const in
 /* x[t] (n) += sigmoid(g[t]) * y[t] for t < n_tok, sigmoid = 1 / (1 + expf(-g)) rounded as the CPU does. */
 ts_status ts_cuda_gated_add(void *stream, float *x, const float *y, const float *g, int n_tok, int64_t n);
 
+/* ---- 8. the expert cache's policy ------------------------------------------
+ * One MoE layer's slot-cache state (experts/policy.h's cache_layer) in device
+ * memory, and a routed pass over it on the device (expert_policy.cu). */
+#define TS_CUDA_CACHE_MAX_K 64       /* requests a pass (CACHE_MAX_K) */
+#define TS_CUDA_CACHE_MAX_SLOTS 1024 /* slots a layer */
+enum { TS_CUDA_CACHE_LFU = 0, TS_CUDA_CACHE_LRU = 1 }; /* cache_policy's values */
+typedef struct ts_cuda_cache_layer {
+    int32_t n_slots;        /* 1..TS_CUDA_CACHE_MAX_SLOTS */
+    int32_t n_experts;
+    int32_t policy;         /* TS_CUDA_CACHE_LFU or _LRU */
+    int32_t *slot_expert;   /* (n_slots) device: expert held, -1 = empty */
+    uint64_t *slot_tick;    /* (n_slots) device: tick of last use */
+    int32_t *expert_slot;   /* (n_experts) device: slot holding the expert, -1 = not resident */
+    uint64_t *expert_count; /* (n_experts) device: cumulative requests */
+    uint64_t *tick;         /* (1) device: passes committed so far */
+} ts_cuda_cache_layer;
+/* cache_plan_make then cache_commit (prefetch: cache_prefetch_commit) on
+ * the device state c: req (k device ids) -> slot, hit (0/1), evicted (k
+ * device ints: the plan's fields). Not k distinct ids in range: nothing
+ * changes or is written, TS_CUDA_ERR_EXPERT in *err (may be NULL). k <=
+ * n_slots and <= TS_CUDA_CACHE_MAX_K, checked here (TS_ERR_ARG). */
+ts_status ts_cuda_cache_pass(void *stream, const ts_cuda_cache_layer *c, const int32_t *req, int k, bool prefetch, int32_t *slot,
+                             int32_t *hit, int32_t *evicted, unsigned *err);
+
 #ifdef __cplusplus
 }
 #endif

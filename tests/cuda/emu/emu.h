@@ -142,6 +142,12 @@ inline void __syncthreads() { emu::ctx.blk->bar.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::ctx.blk->wbar[emu::ctx.warp]->arrive_and_wait(); }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int o) { return emu::shfl(v, emu::ctx.lane ^ o); }
 template <typename T> T __shfl_sync(unsigned, T v, int src) { return emu::shfl(v, src); }
+inline int __any_sync(unsigned, int v) {
+    int a[32];
+    emu::gather(v, a);
+    for (int i = 1; i < 32; i++) a[0] |= a[i];
+    return a[0] != 0;
+}
 inline unsigned __reduce_max_sync(unsigned, unsigned v) {
     unsigned a[32];
     emu::gather(v, a);
