@@ -14,7 +14,12 @@
  *
  * Then a pass with a duplicate id and one with an id out of range: the
  * error bit, the outputs still poison, the state unchanged; and calls the
- * host side refuses (TS_ERR_ARG). */
+ * host side refuses (TS_ERR_ARG).
+ *
+ * expert_fill (check_fill): passes of the device policy each followed by the
+ * fill from pinned host memory; after every pass each occupied slot must hold
+ * its expert's bytes exactly, for every set (aligned, misaligned, and not a
+ * multiple of 16 bytes), and empty slots must still be poison. */
 #include "cuda_test_util.h"
 
 extern "C" {
@@ -201,6 +206,98 @@ static void check_bad_requests(void) {
     cudaFree(dreq), cudaFree(dslot), cudaFree(dhit), cudaFree(dev), cudaFree(derr);
 }
 
+/* The fill after each pass: every occupied slot must then hold exactly its
+ * expert's bytes (the CPU policy says which), for each set; never-filled
+ * slots stay poison. Sources in pinned host memory (the host tier), one set
+ * misaligned (bytes copied one by one), one not a multiple of 16 bytes. */
+static void check_fill(int n_slots, int n_experts, int k, int passes) {
+    const int n_set = 3;
+    const uint64_t bytes[n_set] = {196608, 65536 + 48, 1001};
+    const uint64_t offs[n_set] = {0, 0, 4}; /* set 2's sources start 4 bytes into their allocation */
+    char what[128];
+    snprintf(what, sizeof what, "expert_fill slots=%d experts=%d k=%d passes=%d", n_slots, n_experts, k, passes);
+    cache_layer h;
+    CHECK(cache_layer_init(&h, n_slots, n_experts, CACHE_POLICY_LFU) == TS_OK);
+    DevLayer d = dev_make(n_slots, n_experts, TS_CUDA_CACHE_LFU);
+    dev_set(d, h);
+    ts_cuda_fill_set sets[n_set];
+    uint8_t *host[n_set];
+    uint64_t stride[n_set];
+    void **dsrc[n_set];
+    for (int p = 0; p < n_set; p++) {
+        stride[p] = (bytes[p] + 255) & ~(uint64_t)255;
+        TCU(cudaHostAlloc((void **)&host[p], (size_t)(stride[p] * n_experts + 16), cudaHostAllocDefault));
+        for (uint64_t b = 0; b < stride[p] * n_experts + 16; b++) host[p][b] = (uint8_t)tcu_u64();
+        void *src[4096];
+        for (int e = 0; e < n_experts; e++) src[e] = host[p] + offs[p] + stride[p] * e;
+        dsrc[p] = (void **)tcu_dalloc(sizeof(void *) * n_experts);
+        tcu_up(dsrc[p], src, sizeof(void *) * n_experts);
+        sets[p].src = (const void *const *)dsrc[p];
+        sets[p].slots = (uint8_t *)tcu_dalloc((size_t)(stride[p] * n_slots));
+        tcu_poison(sets[p].slots, (size_t)(stride[p] * n_slots));
+        sets[p].stride = stride[p];
+        sets[p].bytes = bytes[p];
+    }
+    int32_t *dreq = (int32_t *)tcu_dalloc(4 * TS_CUDA_CACHE_MAX_K), *dslot = (int32_t *)tcu_dalloc(4 * TS_CUDA_CACHE_MAX_K),
+            *dhit = (int32_t *)tcu_dalloc(4 * TS_CUDA_CACHE_MAX_K), *dev = (int32_t *)tcu_dalloc(4 * TS_CUDA_CACHE_MAX_K);
+    unsigned *derr = (unsigned *)tcu_dalloc(sizeof(unsigned));
+    TCU(cudaMemset(derr, 0, sizeof(unsigned)));
+    size_t bad_slots = 0, checked = 0;
+    uint8_t *got = (uint8_t *)malloc((size_t)stride[0]);
+    for (int pass = 0; pass < passes; pass++) {
+        int32_t req[TS_CUDA_CACHE_MAX_K];
+        const int kp = 1 + (int)(tcu_u64() % (uint64_t)k);
+        draw(req, kp, n_experts);
+        cache_plan plan;
+        CHECK(cache_plan_make(&h, req, kp, &plan) == TS_OK);
+        cache_commit(&h, req, &plan);
+        tcu_up(dreq, req, 4 * (size_t)kp);
+        TCU_OK(ts_cuda_cache_pass(NULL, &d.c, dreq, kp, false, dslot, dhit, dev, derr), what);
+        TCU_OK(ts_cuda_expert_fill(NULL, n_set, sets, n_experts, n_slots, dreq, dslot, dhit, kp, derr), what);
+        tcu_sync(what);
+        for (int s = 0; s < n_slots; s++)
+            for (int p = 0; p < n_set; p++) {
+                tcu_down(got, sets[p].slots + stride[p] * s, (size_t)bytes[p]);
+                const int32_t e = h.slot_expert[s];
+                bool ok = true;
+                if (e >= 0) ok = memcmp(got, host[p] + offs[p] + stride[p] * e, (size_t)bytes[p]) == 0;
+                else
+                    for (uint64_t b = 0; b < bytes[p] && ok; b++) ok = got[b] == 0xff;
+                bad_slots += !ok;
+                checked++;
+            }
+    }
+    unsigned err = 0;
+    tcu_down(&err, derr, sizeof err);
+    const bool ok = bad_slots == 0 && err == 0;
+    printf("%-60s %zu of %zu slot contents wrong %s\n", what, bad_slots, checked, ok ? "ok" : "FAIL");
+    CHECKF(ok, "%s: %zu slot contents wrong, error word %#x", what, bad_slots, err);
+
+    /* a request whose slot is out of range: skipped, the error bit */
+    const int32_t req1[1] = {0}, slot1[1] = {n_slots}, hit1[1] = {0};
+    tcu_up(dreq, req1, 4);
+    tcu_up(dslot, slot1, 4);
+    tcu_up(dhit, hit1, 4);
+    TCU(cudaMemset(derr, 0, sizeof(unsigned)));
+    TCU_OK(ts_cuda_expert_fill(NULL, n_set, sets, n_experts, n_slots, dreq, dslot, dhit, 1, derr), "expert_fill bad slot");
+    tcu_sync("expert_fill bad slot");
+    tcu_down(&err, derr, sizeof err);
+    CHECKF(err == TS_CUDA_ERR_EXPERT, "expert_fill bad slot: error word %#x", err);
+    /* refusals */
+    ts_cuda_fill_set badset = sets[0];
+    badset.bytes = badset.stride + 1;
+    CHECK(ts_cuda_expert_fill(NULL, 1, &badset, n_experts, n_slots, dreq, dslot, dhit, 1, derr) == TS_ERR_ARG);
+    CHECK(ts_cuda_expert_fill(NULL, 5, sets, n_experts, n_slots, dreq, dslot, dhit, 1, derr) == TS_ERR_ARG);
+    CHECK(ts_cuda_expert_fill(NULL, n_set, sets, n_experts, n_slots, dreq, dslot, dhit, n_slots + 1, derr) == TS_ERR_ARG);
+    CHECK(ts_cuda_expert_fill(NULL, n_set, sets, n_experts, n_slots, NULL, dslot, dhit, 1, derr) == TS_ERR_ARG);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    free(got);
+    for (int p = 0; p < n_set; p++) cudaFreeHost(host[p]), cudaFree(dsrc[p]), cudaFree(sets[p].slots);
+    cache_layer_free(&h);
+    dev_free(d);
+    cudaFree(dreq), cudaFree(dslot), cudaFree(dhit), cudaFree(dev), cudaFree(derr);
+}
+
 int main(void) {
     tcu_seed_init("test_cuda_policy");
     tcu_require_gpu("test_cuda_policy");
@@ -216,5 +313,7 @@ int main(void) {
         if (!small) run_case(1000, 1500, 16, pol, passes); /* many slots a lane */
     }
     check_bad_requests();
+    check_fill(5, 12, 3, small ? 12 : 40);
+    if (!small) check_fill(32, 128, 8, 60); /* the 30B-A3B at 25%, with smaller experts */
     return tu_finish();
 }

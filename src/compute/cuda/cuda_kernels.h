@@ -399,6 +399,20 @@ typedef struct ts_cuda_cache_layer {
  * n_slots and <= TS_CUDA_CACHE_MAX_K, checked here (TS_ERR_ARG). */
 ts_status ts_cuda_cache_pass(void *stream, const ts_cuda_cache_layer *c, const int32_t *req, int k, bool prefetch, int32_t *slot,
                              int32_t *hit, int32_t *evicted, unsigned *err);
+/* One projection's experts for ts_cuda_expert_fill. */
+typedef struct ts_cuda_fill_set {
+    const void *const *src; /* (n_experts) device memory: expert e's bytes, device-accessible (pinned host memory or device) */
+    uint8_t *slots;         /* device: slot s at slots + s * stride */
+    uint64_t stride;        /* bytes between slots */
+    uint64_t bytes;         /* bytes an expert, <= stride */
+} ts_cuda_fill_set;
+/* For each request i < k with hit[i] == 0 (a cache pass's outputs, device
+ * memory) and each set p < n_set (<= 4): copies sets[p].bytes from
+ * sets[p].src[req[i]] to sets[p].slots + slot[i] * stride, with the SMs'
+ * loads (no host round trip). A request with an id or slot out of range is
+ * skipped and sets TS_CUDA_ERR_EXPERT. */
+ts_status ts_cuda_expert_fill(void *stream, int n_set, const ts_cuda_fill_set *sets, int n_experts, int n_slots,
+                              const int32_t *req, const int32_t *slot, const int32_t *hit, int k, unsigned *err);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,15 @@
  *
  * A request that is not k distinct ids in [0, n_experts) changes nothing and
  * sets TS_CUDA_ERR_EXPERT (the CPU returns TS_ERR_ARG); outputs are then not
- * written. */
+ * written.
+ *
+ * The fill (ts_cuda_expert_fill) copies a pass's misses into their slots with
+ * the SMs' own loads, from any device-accessible source (the host tier's
+ * pinned memory, which the device addresses directly with unified
+ * addressing): no host round trip decides what to copy. Grid (chunks, k,
+ * sets): a block copies one chunk of one request's expert of one set, or
+ * exits at once for a hit; 16-byte words four in flight a thread when the
+ * source, the slot and the size allow, else bytes. */
 #include <limits.h>
 
 #include "compute/cuda/cuda_common.cuh"
@@ -121,7 +129,84 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
     for (int i = lane; i < k; i += 32) slot[i] = sl[i], hit[i] = ht[i], evicted[i] = ev[i];
 }
 
+#define FILL_THREADS 256
+#define FILL_UNROLL 4                                        /* 16-byte words in flight a thread */
+#define FILL_CHUNK ((uint64_t)FILL_THREADS * FILL_UNROLL * 16) /* bytes a block copies per step */
+#define FILL_MAX_SETS 4
+
+struct FillArgs {
+    ts_cuda_fill_set set[FILL_MAX_SETS];
+    int n_experts, n_slots, k;
+};
+
+/* Grid (chunks, k, sets), FILL_THREADS threads. */
+__global__ void __launch_bounds__(FILL_THREADS) expert_fill_kernel(const FillArgs a, const int32_t *req, const int32_t *slot,
+                                                                   const int32_t *hit, unsigned *err) {
+    ts_pdl_enter();
+    const int i = blockIdx.y;
+    if (hit[i]) return;
+    const int32_t e = req[i], s = slot[i];
+    if (e < 0 || e >= a.n_experts || s < 0 || s >= a.n_slots) {
+        if (err && blockIdx.x == 0 && blockIdx.z == 0 && threadIdx.x == 0) atomicOr(err, TS_CUDA_ERR_EXPERT);
+        return;
+    }
+    const ts_cuda_fill_set &F = a.set[blockIdx.z];
+    const uint8_t *src = (const uint8_t *)F.src[e];
+    uint8_t *dst = F.slots + (uint64_t)s * F.stride;
+    const uint64_t n = F.bytes;
+    if ((((uintptr_t)src | (uintptr_t)dst | n) & 15) == 0) {
+        const uint4 *s4 = (const uint4 *)src;
+        uint4 *d4 = (uint4 *)dst;
+        const uint64_t nw = n / 16;
+        for (uint64_t w0 = (uint64_t)blockIdx.x * (FILL_CHUNK / 16); w0 < nw; w0 += (uint64_t)gridDim.x * (FILL_CHUNK / 16)) {
+            uint4 v[FILL_UNROLL];
+#pragma unroll
+            for (int u = 0; u < FILL_UNROLL; u++) {
+                const uint64_t w = w0 + (uint64_t)u * FILL_THREADS + threadIdx.x;
+                if (w < nw) v[u] = s4[w];
+            }
+#pragma unroll
+            for (int u = 0; u < FILL_UNROLL; u++) {
+                const uint64_t w = w0 + (uint64_t)u * FILL_THREADS + threadIdx.x;
+                if (w < nw) d4[w] = v[u];
+            }
+        }
+    } else {
+        for (uint64_t b = (uint64_t)blockIdx.x * FILL_THREADS + threadIdx.x; b < n; b += (uint64_t)gridDim.x * FILL_THREADS)
+            dst[b] = src[b];
+    }
+}
+
 } // namespace
+
+ts_status ts_cuda_expert_fill(void *stream, int n_set, const ts_cuda_fill_set *sets, int n_experts, int n_slots,
+                              const int32_t *req, const int32_t *slot, const int32_t *hit, int k, unsigned *err) {
+    TS_ARG_CHECK(sets && req && slot && hit, "cuda expert_fill: NULL pointer");
+    TS_ARG_CHECK(n_set >= 1 && n_set <= FILL_MAX_SETS, "cuda expert_fill: %d sets (1..%d)", n_set, FILL_MAX_SETS);
+    TS_ARG_CHECK(n_experts >= 1 && n_slots >= 1, "cuda expert_fill: %d experts, %d slots", n_experts, n_slots);
+    TS_ARG_CHECK(k >= 0 && k <= TS_CUDA_CACHE_MAX_K && k <= n_slots, "cuda expert_fill: %d requests for %d slots", k, n_slots);
+    FillArgs a;
+    memset(&a, 0, sizeof a);
+    uint64_t most = 0;
+    for (int p = 0; p < n_set; p++) {
+        const ts_cuda_fill_set &F = sets[p];
+        TS_ARG_CHECK(F.src && F.slots, "cuda expert_fill: set %d: NULL sources or slots", p);
+        TS_ARG_CHECK(F.bytes >= 1 && F.bytes <= F.stride, "cuda expert_fill: set %d: %llu bytes in a slot of %llu", p,
+                     (unsigned long long)F.bytes, (unsigned long long)F.stride);
+        a.set[p] = F;
+        if (F.bytes > most) most = F.bytes;
+    }
+    if (k == 0) return TS_OK;
+    a.n_experts = n_experts;
+    a.n_slots = n_slots;
+    a.k = k;
+    uint64_t chunks = (most + FILL_CHUNK - 1) / FILL_CHUNK;
+    if (chunks > 1024) chunks = 1024; /* the blocks stride past it */
+    const dim3 grid((unsigned)chunks, (unsigned)k, (unsigned)n_set);
+    ts_launch(&expert_fill_kernel, grid, FILL_THREADS, 0, ts_stream(stream))(a, req, slot, hit, err);
+    TS_CUDA_LAUNCHED("expert_fill");
+    return TS_OK;
+}
 
 ts_status ts_cuda_cache_pass(void *stream, const ts_cuda_cache_layer *c, const int32_t *req, int k, bool prefetch, int32_t *slot,
                              int32_t *hit, int32_t *evicted, unsigned *err) {
