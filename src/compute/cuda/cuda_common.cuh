@@ -258,6 +258,20 @@ TS_DEV float2 rope_rot(float x0, float x1, float2 cs) {
 /* 1/rms from a sum of squares in double, as the CPU computes it:
  * (float)(1 / sqrt(ss / n + eps)) */
 TS_DEV float rms_scale(double ss, int64_t n, float eps) { return (float)(1.0 / sqrt(ss / (double)n + (double)eps)); }
+/* This thread's part of a row's sum of squares, in double: 16-byte loads,
+ * four in flight (rows start 16-aligned: n % 32 == 0), elements tid,
+ * tid + nthreads, ... of the row's float4s; the block adds the parts. Every
+ * kernel that normalizes a row inside itself sums this way. */
+TS_DEV double row_sumsq_part(const float *row, int64_t n, int tid, int nthreads) {
+    const float4 *r4 = (const float4 *)row;
+    double ss = 0;
+#pragma unroll 4
+    for (int64_t i = tid; i < n / 4; i += nthreads) {
+        const float4 q = r4[i];
+        ss += (double)q.x * q.x + (double)q.y * q.y + (double)q.z * q.z + (double)q.w * q.w;
+    }
+    return ss;
+}
 TS_DEV float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

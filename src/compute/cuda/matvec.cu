@@ -49,14 +49,7 @@ template <int NT> TS_DEV void mv_norm_prologue(const MvArgs &a, float *sinv) {
     __shared__ double sh[MV_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int t = 0; t < a.n_tok && t < NT; t++) {
-        const float4 *r4 = (const float4 *)(a.x + (int64_t)t * a.n_in); /* n_in % 32 == 0: 16-aligned rows */
-        double ss = 0;
-#pragma unroll 4
-        for (int64_t i = threadIdx.x; i < a.n_in / 4; i += MV_WARPS * 32) {
-            const float4 q = r4[i];
-            ss += (double)q.x * q.x + (double)q.y * q.y + (double)q.z * q.z + (double)q.w * q.w;
-        }
-        ss = warp_sum_d(ss);
+        const double ss = warp_sum_d(row_sumsq_part(a.x + (int64_t)t * a.n_in, a.n_in, threadIdx.x, MV_WARPS * 32));
         if (lane == 0) sh[warp] = ss;
         __syncthreads();
         if (threadIdx.x == 0) {

@@ -43,19 +43,9 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
     const float nw = norm_w && valid ? norm_w[e] : 0.0f, uv = up && valid ? up[t * n_in + e] : 0.0f;
     float inv = 1.0f;
     if (norm_w) {
-        /* every block needs the whole row's sum of squares: 16-byte loads,
-         * four in flight per thread (rows start 16-aligned: n_in % 32 == 0),
-         * not one dependent 4-byte load after another */
-        const float4 *r4 = (const float4 *)row;
-        const int64_t n4 = n_in / 4;
-        double ss = 0;
-#pragma unroll 4
-        for (int64_t i = threadIdx.x; i < n4; i += 256) {
-            const float4 q = r4[i];
-            ss += (double)q.x * q.x + (double)q.y * q.y + (double)q.z * q.z + (double)q.w * q.w;
-        }
-        ss = block_sum_256(ss, shd);
-        inv = (float)(1.0 / sqrt(ss / (double)n_in + (double)eps));
+        /* every block needs the whole row's sum of squares */
+        const double ss = block_sum_256(row_sumsq_part(row, n_in, threadIdx.x, 256), shd);
+        inv = rms_scale(ss, n_in, eps);
     }
     if (norm_w && valid) v = fmul_rn(fmul_rn(v, inv), nw);
     if (up && valid) { /* act(x) * up, stored as act_mul would (the FFN tap reads it) */
