@@ -303,6 +303,13 @@ typedef enum ts_expert_source {
     TS_EXPERT_SOURCE_FILE = 2, /* each miss read from the file into pinned staging */
 } ts_expert_source;
 
+/* Streamed experts in device slots: who plans a decode token's cache passes. */
+typedef enum ts_expert_plan {
+    TS_EXPERT_PLAN_AUTO = 0,   /* the device where it can (host tier, a backend that plans), else the host */
+    TS_EXPERT_PLAN_HOST = 1,   /* the host, after each MoE layer's routing is read back (a sync per layer) */
+    TS_EXPERT_PLAN_DEVICE = 2, /* the device: no host round trip, a decode token is one recorded graph */
+} ts_expert_plan;
+
 typedef enum ts_cache_policy {
     TS_CACHE_LFU = 0,
     TS_CACHE_LRU = 1,
@@ -343,6 +350,7 @@ ts_status ts_expert_residency_parse(const char *s, ts_expert_residency *out);
 ts_status ts_cache_policy_parse(const char *s, ts_cache_policy *out);
 const char *ts_expert_residency_name(ts_expert_residency r);
 ts_status ts_expert_source_parse(const char *s, ts_expert_source *out); /* "host|file|auto" */
+ts_status ts_expert_plan_parse(const char *s, ts_expert_plan *out);     /* "auto|host|device" */
 const char *ts_cache_policy_name(ts_cache_policy p);
 
 /* Opens the GGUF at path, reads the hyperparameters, binds every weight on
@@ -467,6 +475,12 @@ typedef struct ts_session_opts {
     /* how many of the pilot's guesses, most confident first, are copied
      * (1..top-k); 0 = all top-k */
     int32_t pilot_prefetch_depth;
+    /* Streamed experts in device slots: a decode token's cache passes
+     * planned on the device (the same policy, so the same hits, copies and
+     * counters) or on the host. Sessions with instruments plan on the host.
+     * DEVICE where it cannot be (the file tier; a backend that does not
+     * plan) is refused. */
+    ts_expert_plan expert_plan;
 } ts_session_opts;
 
 ts_session_opts ts_session_opts_default(void);

@@ -31,7 +31,22 @@ typedef struct mode {
     ts_expert_source source; /* HOST/FILE: the device path's backend slots, in host memory */
     bool no_prefetch;        /* backend slots: pilot prefetch off */
     int32_t depth;           /* backend slots: the pilot's guesses copied (0: all top-k) */
+    ts_expert_plan plan;     /* backend slots: who plans decode's passes */
+    int same_as;             /* > 0: the index of a mode whose cache stats and final state this one must equal */
 } mode;
+
+/* What a run left in the cache: its counters, and a hash of every layer's
+ * policy state (which expert in which slot, ticks, counts). */
+typedef struct cache_end {
+    expert_cache_stats st;
+    uint64_t state_hash;
+} cache_end;
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
 
 /* The file's top-k and expert count (0 when absent): slot counts are given
  * relative to them. */
@@ -48,7 +63,8 @@ static void expert_counts(const gguf_file *f, int32_t *k, int32_t *ne) {
 
 /* Generates N_GEN tokens after a fixed prompt; writes ids and a checksum of
  * every logit bit pattern. */
-static bool generate(const char *path, const mode *md, float temperature, int32_t *ids, uint64_t *logit_hash, char *start_line) {
+static bool generate(const char *path, const mode *md, float temperature, int32_t *ids, uint64_t *logit_hash, char *start_line,
+                     cache_end *end) {
     ts_model_opts mo = ts_model_opts_default();
     mo.expert_residency = (ts_expert_residency)md->res;
     mo.expert_direct_io = md->nocache;
@@ -72,7 +88,12 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
     so.kv_f32 = true;
     so.pilot_prefetch = !md->no_prefetch;
     so.pilot_prefetch_depth = md->depth;
-    if (ts_session_new(m, &so, &s) != TS_OK) { ts_model_free(m); return false; }
+    so.expert_plan = md->plan;
+    if (ts_session_new(m, &so, &s) != TS_OK) {
+        fprintf(stderr, "%s [%s]: %s\n", path, md->name, ts_last_error());
+        ts_model_free(m);
+        return false;
+    }
     sampler_params sp;
     sampler_params_default(&sp);
     sp.temperature = temperature;
@@ -102,6 +123,19 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
          * the guesses must have found work */
         expert_cache_stats st;
         expert_cache_get_stats(ec, -1, &st);
+        memset(end, 0, sizeof *end);
+        end->st = st;
+        end->state_hash = 1469598103934665603ull;
+        const ts_model_desc *d0 = ts_model_desc_of(m);
+        for (int32_t l = 0; l < d0->emap.n_moe; l++) {
+            const cache_layer *cl = expert_cache_layer_state(ec, l);
+            if (!cl) continue;
+            end->state_hash = hash_bytes(end->state_hash, cl->slot_expert, sizeof(int32_t) * (size_t)cl->n_slots);
+            end->state_hash = hash_bytes(end->state_hash, cl->slot_tick, sizeof(uint64_t) * (size_t)cl->n_slots);
+            end->state_hash = hash_bytes(end->state_hash, cl->expert_slot, sizeof(int32_t) * (size_t)cl->n_experts);
+            end->state_hash = hash_bytes(end->state_hash, cl->expert_count, sizeof(uint64_t) * (size_t)cl->n_experts);
+            end->state_hash = hash_bytes(end->state_hash, &cl->tick, sizeof cl->tick);
+        }
         const bool pf = md->source != TS_EXPERT_SOURCE_AUTO && md->res == EXPERT_RESIDENCY_STREAMED && !md->no_prefetch;
         CHECKF(st.prefetch_copies == st.prefetch_saved + st.prefetch_wasted, "%s [%s]: %llu prefetch copies, %llu saved + %llu wasted",
                path, md->name, (unsigned long long)st.prefetch_copies, (unsigned long long)st.prefetch_saved,
@@ -318,17 +352,27 @@ static void test_progress(const char *name, const char *path) {
 int main(void) {
     const char *models[] = {"tiny-qwen3moe-f32.gguf", "tiny-qwen2moe-f32.gguf", "tiny-mixtral-f32.gguf", "tiny-olmoe-f32.gguf"};
     const mode modes[] = {
-        {"resident", EXPERT_RESIDENCY_RESIDENT, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0},
-        {"streamed-min", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0},
-        {"streamed-large", EXPERT_RESIDENCY_STREAMED, -1, false, TS_EXPERT_SOURCE_AUTO, false, 0},
-        {"streamed-min-nocache", EXPERT_RESIDENCY_STREAMED, 0, true, TS_EXPERT_SOURCE_AUTO, false, 0},
-        {"mapped", EXPERT_RESIDENCY_MAPPED, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0},
-        /* the device path's backend slots and copies, run in host memory */
-        {"streamed-min backend/host", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false, 0},
-        {"streamed-min backend/file", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_FILE, false, 0},
-        {"streamed-large backend/file nocache", EXPERT_RESIDENCY_STREAMED, -1, true, TS_EXPERT_SOURCE_FILE, false, 0},
-        {"streamed-min backend/host no prefetch", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, true, 0},
-        {"streamed-min backend/host prefetch 1", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false, 1},
+        {"resident", EXPERT_RESIDENCY_RESIDENT, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0, TS_EXPERT_PLAN_AUTO, 0},
+        {"streamed-min", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0, TS_EXPERT_PLAN_AUTO, 0},
+        {"streamed-large", EXPERT_RESIDENCY_STREAMED, -1, false, TS_EXPERT_SOURCE_AUTO, false, 0, TS_EXPERT_PLAN_AUTO, 0},
+        {"streamed-min-nocache", EXPERT_RESIDENCY_STREAMED, 0, true, TS_EXPERT_SOURCE_AUTO, false, 0, TS_EXPERT_PLAN_AUTO, 0},
+        {"mapped", EXPERT_RESIDENCY_MAPPED, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0, TS_EXPERT_PLAN_AUTO, 0},
+        /* the device path's backend slots and copies, run in host memory;
+         * decode planned by the host (a pass after each layer's readback) */
+        {"streamed-min backend/host", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false, 0, TS_EXPERT_PLAN_HOST, 0},
+        {"streamed-min backend/file", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_FILE, false, 0, TS_EXPERT_PLAN_AUTO, 0},
+        {"streamed-large backend/file nocache", EXPERT_RESIDENCY_STREAMED, -1, true, TS_EXPERT_SOURCE_FILE, false, 0, TS_EXPERT_PLAN_AUTO, 0},
+        {"streamed-min backend/host no prefetch", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, true, 0, TS_EXPERT_PLAN_HOST, 0},
+        {"streamed-min backend/host prefetch 1", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false, 1, TS_EXPERT_PLAN_HOST, 0},
+        /* the same three planned by the backend (its expert_pass op, here the
+         * reference): the same passes, so the same counters and final state
+         * as the host-planned run they name */
+        {"streamed-min backend/host device plan", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false, 0, TS_EXPERT_PLAN_DEVICE, 5},
+        {"streamed-min backend/host device plan no prefetch", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, true, 0,
+         TS_EXPERT_PLAN_DEVICE, 8},
+        {"streamed-min backend/host device plan prefetch 1", EXPERT_RESIDENCY_STREAMED, 0, false, TS_EXPERT_SOURCE_HOST, false, 1,
+         TS_EXPERT_PLAN_DEVICE, 9},
+        {"streamed-large backend/host device plan", EXPERT_RESIDENCY_STREAMED, -1, false, TS_EXPERT_SOURCE_HOST, false, 0, TS_EXPERT_PLAN_AUTO, 0},
     };
     const int n_modes = (int)(sizeof modes / sizeof modes[0]);
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
@@ -338,7 +382,9 @@ int main(void) {
             int32_t ref[N_GEN], got[N_GEN];
             uint64_t href = 0, hgot = 0;
             char line[512] = "";
-            CHECK(generate(path, &modes[0], sampled ? 1.0f : 0.0f, ref, &href, line));
+            cache_end ends[32];
+            memset(ends, 0, sizeof ends);
+            CHECK(generate(path, &modes[0], sampled ? 1.0f : 0.0f, ref, &href, line, &ends[0]));
             int distinct = 0;
             for (int i = 0; i < N_GEN; i++) {
                 int seen = 0;
@@ -347,12 +393,28 @@ int main(void) {
             }
             for (int k = 1; k < n_modes; k++) {
                 line[0] = 0;
-                bool ok = generate(path, &modes[k], sampled ? 1.0f : 0.0f, got, &hgot, line);
+                bool ok = generate(path, &modes[k], sampled ? 1.0f : 0.0f, got, &hgot, line, &ends[k]);
                 CHECKF(ok, "%s %s", models[mi], modes[k].name);
                 CHECKF(ok && memcmp(ref, got, sizeof ref) == 0, "%s %s %s: generated ids differ from resident", models[mi],
                        modes[k].name, sampled ? "sampled" : "greedy");
                 CHECKF(ok && href == hgot, "%s %s %s: logits differ bitwise from resident", models[mi], modes[k].name,
                        sampled ? "sampled" : "greedy");
+                if (ok && modes[k].same_as > 0) {
+                    const cache_end *a = &ends[modes[k].same_as], *b = &ends[k];
+                    const bool same = a->state_hash == b->state_hash && a->st.passes == b->st.passes && a->st.requests == b->st.requests &&
+                                      a->st.hits == b->st.hits && a->st.misses == b->st.misses && a->st.cold_misses == b->st.cold_misses &&
+                                      a->st.evict_misses == b->st.evict_misses && a->st.bytes_requested == b->st.bytes_requested &&
+                                      a->st.bytes_uploaded == b->st.bytes_uploaded && a->st.prefetch_copies == b->st.prefetch_copies &&
+                                      a->st.prefetch_saved == b->st.prefetch_saved && a->st.prefetch_wasted == b->st.prefetch_wasted &&
+                                      a->st.bytes_prefetched == b->st.bytes_prefetched;
+                    CHECKF(same, "%s %s %s: cache counters or state differ from %s's (hits %llu/%llu, misses %llu/%llu, prefetch copies %llu/%llu)",
+                           models[mi], modes[k].name, sampled ? "sampled" : "greedy", modes[modes[k].same_as].name,
+                           (unsigned long long)b->st.hits, (unsigned long long)a->st.hits, (unsigned long long)b->st.misses,
+                           (unsigned long long)a->st.misses, (unsigned long long)b->st.prefetch_copies,
+                           (unsigned long long)a->st.prefetch_copies);
+                    CHECKF(b->st.misses > 0 && b->st.hits > 0, "%s %s: %llu hits, %llu misses: the comparison tests nothing", models[mi],
+                           modes[k].name, (unsigned long long)b->st.hits, (unsigned long long)b->st.misses);
+                }
                 if (!sampled) printf("%-24s %-22s %s\n", models[mi], modes[k].name, line);
             }
             printf("%-24s %s: %d tokens (%d distinct) identical across %d residency modes\n", models[mi], sampled ? "seeded sampling" : "greedy",

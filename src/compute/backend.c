@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "compute/backend.h"
+#include "experts/policy.h"
 
 ts_backend_opts ts_backend_opts_default(void) {
     ts_backend_opts o = {.kind = TS_BACKEND_AUTO, .n_threads = 0, .device = 0};
@@ -87,6 +88,56 @@ void ts_moe_route_row(const float *r, int n_expert, int k, bool renorm, int32_t 
     for (int e = 0; e < n_expert; e++) z += exp((double)r[e] - mx);
     for (int i = 0; i < k; i++) sel += exp((double)r[ids[i]] - mx);
     for (int i = 0; i < k; i++) w[i] = (float)(exp((double)r[ids[i]] - mx) / (renorm ? sel : z));
+}
+
+/* ---- streamed experts planned by the backend: the reference ---- */
+
+ts_status ts_backend_expert_pass_ref(const ts_expert_slots *c, const int32_t *ids, int k, bool prefetch, const void **const *tab) {
+    /* the policy module over c's arrays, which are its own fields */
+    cache_layer cl = {.n_slots = c->n_slots, .n_experts = c->n_experts, .policy = (cache_policy)c->policy,
+                      .slot_expert = c->slot_expert, .slot_tick = c->slot_tick, .expert_slot = c->expert_slot,
+                      .expert_count = c->expert_count, .tick = *c->tick};
+    cache_plan plan;
+    ts_status st = cache_plan_make(&cl, ids, k, &plan);
+    if (st != TS_OK) return st;
+    uint64_t *n = c->stats;
+    uint64_t copied = 0;
+    for (int i = 0; i < k; i++)
+        if (!plan.hit[i]) copied += c->layout[(size_t)ids[i] * TS_XP_LAYOUT_W + 3];
+    if (prefetch) {
+        cache_prefetch_commit(&cl, ids, &plan);
+        for (int i = 0; i < k; i++)
+            if (!plan.hit[i]) c->prefetched[plan.slot[i]] = 1;
+        n[TS_XP_PF_COPIES] += (uint64_t)plan.n_miss;
+        n[TS_XP_BYTES_PF] += copied;
+    } else {
+        /* a layer's prefetches are judged by its next pass: asked for (a
+         * miss saved) or not (a copy wasted) */
+        for (int i = 0; i < k; i++)
+            if (plan.hit[i] && c->prefetched[plan.slot[i]]) n[TS_XP_PF_SAVED]++, c->prefetched[plan.slot[i]] = 0;
+        for (int j = 0; j < c->n_slots; j++)
+            if (c->prefetched[j]) n[TS_XP_PF_WASTED]++, c->prefetched[j] = 0;
+        cache_commit(&cl, ids, &plan);
+        n[TS_XP_PASSES]++;
+        n[TS_XP_REQUESTS] += (uint64_t)k;
+        n[TS_XP_HITS] += (uint64_t)(k - plan.n_miss);
+        n[TS_XP_MISSES] += (uint64_t)plan.n_miss;
+        for (int i = 0; i < k; i++) {
+            const uint64_t *lay = c->layout + (size_t)ids[i] * TS_XP_LAYOUT_W;
+            n[TS_XP_BYTES_REQ] += lay[4];
+            if (!plan.hit[i]) n[plan.evicted[i] >= 0 ? TS_XP_EVICT : TS_XP_COLD]++;
+        }
+        n[TS_XP_BYTES_UP] += copied;
+    }
+    *c->tick = cl.tick;
+    for (int i = 0; i < k; i++) {
+        const uint64_t *lay = c->layout + (size_t)ids[i] * TS_XP_LAYOUT_W;
+        uint8_t *slot = c->slots + (uint64_t)plan.slot[i] * c->stride;
+        if (!plan.hit[i]) memcpy(slot, c->tier + (uint64_t)ids[i] * c->stride, (size_t)lay[3]);
+        if (!prefetch && tab)
+            for (int p = 0; p < 3; p++) tab[p][ids[i]] = slot + lay[p];
+    }
+    return TS_OK;
 }
 
 /* ---- the fused ops' compositions ---- */

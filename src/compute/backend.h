@@ -136,6 +136,37 @@ typedef struct ts_expert_groups {
     int n_rows;           /* all rows: the sum of cnt */
 } ts_expert_groups;
 
+/* One MoE layer's expert slot cache kept in backend memory, for streamed
+ * decode planned by the backend (expert_pass): the policy's state, the
+ * same fields as experts/policy.h's cache_layer; the slots; the tier the
+ * misses are copied from; and the counters the passes add to. The expert
+ * cache (experts/expert_cache.c) owns it and keeps its host copy in step. */
+typedef enum ts_xpass_stat {
+    TS_XP_PASSES, TS_XP_REQUESTS, TS_XP_HITS, TS_XP_MISSES, TS_XP_COLD, TS_XP_EVICT, TS_XP_BYTES_REQ, TS_XP_BYTES_UP,
+    TS_XP_PF_COPIES, TS_XP_PF_SAVED, TS_XP_PF_WASTED, TS_XP_BYTES_PF, TS_XP_COUNT
+} ts_xpass_stat; /* expert_cache_stats's fields of the same names */
+#define TS_XP_LAYOUT_W 5 /* u64 per expert in ts_expert_slots.layout */
+typedef struct ts_expert_slots {
+    int32_t n_slots;        /* 1..1024 */
+    int32_t n_experts;
+    int32_t policy;         /* cache_policy's value */
+    int32_t *slot_expert;   /* (n_slots) expert held, -1 = empty */
+    uint64_t *slot_tick;    /* (n_slots) tick of last use */
+    int32_t *expert_slot;   /* (n_experts) slot holding the expert, -1 = not resident */
+    uint64_t *expert_count; /* (n_experts) cumulative requests */
+    uint64_t *tick;         /* (1) passes committed so far */
+    uint8_t *prefetched;    /* (n_slots) 1 = filled by a prefetch no pass has asked for yet */
+    uint64_t *stats;        /* (TS_XP_COUNT) cumulative counters */
+    const uint64_t *layout; /* (n_experts, TS_XP_LAYOUT_W): offsets inside a slot of the gate, up and down
+                               slices; the laid-out length (what a miss copies, from the slot's start); the
+                               slices' bytes */
+    uint8_t *slots;         /* (n_slots, stride) */
+    uint64_t stride;        /* bytes a slot */
+    const uint8_t *tier;    /* (n_experts, stride) expert e laid out at tier + e * stride: host memory from
+                               host_alloc, which the backend's ops read directly */
+    int32_t *plan;          /* (3, 64) room for a pass's plan (slot, hit, evicted per request) */
+} ts_expert_slots;
+
 /* An execution context: the ops of one session run on it, in order. The CPU
  * backend gives each stream its own thread pool and scratch, a GPU backend
  * its own device stream and scratch, so sessions never share mutable state
@@ -297,6 +328,20 @@ typedef struct ts_backend_ops {
     ts_status (*capture_end)(ts_stream *st);
     ts_status (*replay)(ts_stream *st, int seg);
 
+    /* One MoE layer's routed pass of streamed decode with no host in the
+     * loop (NULL on a backend without it): over c's state exactly
+     * cache_plan_make then cache_commit (a prefetch: cache_prefetch_commit),
+     * with the prefetch judgement and the counters of the host cache's
+     * passes (expert_cache.c: end_locked, expert_cache_prefetch_on); then
+     * the misses copied from c->tier into their slots; then, not for a
+     * prefetch, tab[p][ids[i]] (tab: 3 tables of n_experts, backend memory)
+     * pointed at expert ids[i]'s slice p in its slot. ids (k <= min(64,
+     * n_slots)) backend memory. k ids that are not distinct and in range
+     * change nothing and fail the stream (an expert id error at its next
+     * sync). A prefetch's copies may take fewer of the device's units: they
+     * run beside the compute. The reference: ts_backend_expert_pass_ref. */
+    void (*expert_pass)(ts_stream *st, const ts_expert_slots *c, const int32_t *ids, int k, bool prefetch, const void **const *tab);
+
     /* Draws a token from logits (n_vocab, backend memory; modified as the
      * host sampler modifies them) into *id (host), advancing d->rng; NULL
      * on a backend whose logits are host memory anyway. */
@@ -319,6 +364,11 @@ void ts_backend_compose_rope_kv_store(ts_stream *st, const ts_kv_layer *kv, cons
                                       float *k, const float *v);
 void ts_backend_compose_rope_attn_matmul_add(ts_stream *st, const ts_kv_layer *kv, const ts_attn_desc *d, const ts_rope_args *r,
                                              float *q, float *k, const float *v, float *att, const ts_mat *w, float *x, float *tmp);
+
+/* The expert_pass op on host memory (every pointer of c and tab host
+ * memory): the CPU backend's, and the reference the device's is tested
+ * against. TS_ERR_ARG (message) and nothing changed for bad ids. */
+ts_status ts_backend_expert_pass_ref(const ts_expert_slots *c, const int32_t *ids, int k, bool prefetch, const void **const *tab);
 
 /* top-k of n values: descending, ties to the lower id, k <= n. */
 void ts_topk(const float *x, int n, int k, int32_t *ids);

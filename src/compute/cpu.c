@@ -107,6 +107,7 @@ typedef struct cpu_stream {
     int64_t wrow_n;
     uint8_t *kscratch;     /* (n_threads, kscratch_stride) prefill GEMM panels / attention tiles: see kscratch_reserve */
     size_t kscratch_stride;
+    ts_status err;         /* an op's failure since the last sync (expert_pass's bad ids); its message is left then */
 } cpu_stream;
 
 /* CPU events are host timestamps: the ops are synchronous, so an op's time
@@ -197,8 +198,10 @@ static void cpu_to_device(ts_stream *st, void *dev, const void *host, size_t byt
 }
 
 static ts_status cpu_sync(ts_stream *st) {
-    (void)st;
-    return TS_OK;
+    cpu_stream *c = cstream(st);
+    ts_status r = c->err;
+    c->err = TS_OK;
+    return r;
 }
 
 static ts_event *cpu_event_new(ts_backend *be) {
@@ -915,6 +918,15 @@ static void cpu_gated_add(ts_stream *be, float *x, const float *y, const float *
     }
 }
 
+/* The reference itself: slots, tier and tables are host memory here. A
+ * failure is the stream's until its sync, as a device's would be. */
+static void cpu_expert_pass(ts_stream *st, const ts_expert_slots *c, const int32_t *ids, int k, bool prefetch, const void **const *tab) {
+    cpu_stream *cs = cstream(st);
+    if (cs->err != TS_OK) return;
+    ts_status r = ts_backend_expert_pass_ref(c, ids, k, prefetch, tab);
+    if (r != TS_OK) cs->err = r;
+}
+
 static const ts_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -955,6 +967,7 @@ static const ts_backend_ops cpu_ops = {
     .moe_combine = cpu_moe_combine,
     .gather_rows = cpu_gather_rows,
     .gated_add = cpu_gated_add,
+    .expert_pass = cpu_expert_pass,
     .norm_matmul = ts_backend_compose_norm_matmul,
     .matmul_add = ts_backend_compose_matmul_add,
     .moe_act_matmul = ts_backend_compose_moe_act_matmul,

@@ -29,6 +29,7 @@ typedef struct ec_layer {
     uint16_t *busy;       /* (n_slots) fetches holding each slot (pinned until released) */
     uint8_t *prefetched;  /* (n_slots) 1: filled by a prefetch no pass has asked for yet */
     expert_cache_stats st;
+    uint64_t dv_seen[TS_XP_COUNT]; /* the layer's backend counters (backend-planned passes) as last added to st */
 } ec_layer;
 
 struct expert_cache {
@@ -68,6 +69,19 @@ struct expert_cache {
     char choice[1024];
     void (*progress)(void *user, uint64_t bytes); /* expert_cache_opts.progress, during open */
     void *progress_user;
+
+    /* streamed decode planned by the backend (expert_cache_device_*) */
+    struct {
+        uint8_t *state;       /* backend memory: (n_moe, layer_bytes) each layer's policy state, prefetch marks and
+                                 counters (dv_off) */
+        uint8_t *mirror;      /* backend host memory: the same bytes, what an upload sends and a download receives */
+        uint64_t *layout;     /* backend memory: (n_moe, n_expert, TS_XP_LAYOUT_W) where an expert's slices sit in a slot */
+        int32_t *plan;        /* backend memory: (n_moe, 3, CACHE_MAX_K) the passes' plans */
+        uint64_t layer_bytes;
+        uint64_t layout_bytes;
+        bool stale;           /* a host pass changed the state since state was written */
+        bool active;          /* between enter and leave: the lock is held, state is the truth */
+    } dv;
 
     /* the pass between begin and end */
     bool pending;
@@ -850,6 +864,10 @@ void expert_cache_free(expert_cache *c) {
             if (L->cl.slot_expert) cache_layer_free(&L->cl);
         }
     free(c->layers);
+    if (c->dv.state) c->be->ops->dealloc(c->be, c->dv.state, (size_t)(c->dv.layer_bytes * (uint64_t)c->map->n_moe));
+    if (c->dv.mirror) c->be->ops->host_free(c->be, c->dv.mirror, (size_t)(c->dv.layer_bytes * (uint64_t)c->map->n_moe));
+    if (c->dv.layout) c->be->ops->dealloc(c->be, c->dv.layout, (size_t)c->dv.layout_bytes);
+    if (c->dv.plan) c->be->ops->dealloc(c->be, c->dv.plan, sizeof(int32_t) * 3 * CACHE_MAX_K * (size_t)c->map->n_moe);
     if (c->staging) c->be->ops->host_free(c->be, c->staging, (size_t)((uint64_t)c->staging_k * c->stride_max));
     pthread_cond_destroy(&c->freed);
     pthread_mutex_destroy(&c->mu);
@@ -871,6 +889,9 @@ static void empty_missed_slots(ec_layer *L, const cache_plan *plan) {
         L->prefetched[s] = 0;
     }
 }
+
+/* A host pass changed the policy state: the backend's copy (expert_cache_device_enter) is old. */
+static void host_changed(expert_cache *c) { c->dv.stale = true; }
 
 static ts_status begin_locked(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate, const void **up,
                               const void **down, expert_cache_pass *pass, bool avoid_busy) {
@@ -1003,6 +1024,7 @@ static ts_status end_locked(expert_cache *c, int32_t block, double *waited) {
     }
     if (st) {
         empty_missed_slots(L, plan);
+        host_changed(c);
         ts_error_prefix("expert cache: blk.%d: %s %d experts", block, c->dev_slots ? "copying" : "reading", plan->n_miss);
         return st;
     }
@@ -1016,6 +1038,7 @@ static ts_status end_locked(expert_cache *c, int32_t block, double *waited) {
         for (int32_t j = 0; j < c->n_slots; j++)
             if (L->prefetched[j]) s->prefetch_wasted++, L->prefetched[j] = 0;
         cache_commit(&L->cl, c->pend_ids, plan);
+        host_changed(c);
     }
     s->passes++;
     s->requests += (uint64_t)plan->k;
@@ -1148,12 +1171,14 @@ ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, stru
     if (st == TS_OK && nc && c->source == EXPERT_SOURCE_FILE) st = op->sync(strm);
     if (st != TS_OK) {
         empty_missed_slots(L, &plan);
+        host_changed(c);
         pthread_mutex_unlock(&c->mu);
         memset(pass, 0, sizeof *pass);
         ts_error_prefix("expert cache: prefetch on blk.%d", block);
         return st;
     }
     cache_prefetch_commit(&L->cl, ids, &plan);
+    host_changed(c);
     for (int i = 0; i < nc; i++) {
         L->prefetched[pass->plan.slot[i]] = 1;
         L->busy[pass->plan.slot[i]]++;
@@ -1169,6 +1194,187 @@ ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, stru
     pass->pinned = nc > 0;
     pthread_mutex_unlock(&c->mu);
     return TS_OK;
+}
+
+/* ------------------------------------------------------------ planned by the backend */
+
+/* Where a layer's arrays sit in its part of dv.state (and dv.mirror): the
+ * 8-byte ones first, so every array is aligned. */
+typedef struct dv_off {
+    uint64_t slot_tick, expert_count, tick, stats, slot_expert, expert_slot, prefetched, bytes;
+} dv_off;
+
+static dv_off dv_layout(int32_t ns, int32_t ne) {
+    dv_off o;
+    uint64_t p = 0;
+    o.slot_tick = p, p += 8 * (uint64_t)ns;
+    o.expert_count = p, p += 8 * (uint64_t)ne;
+    o.tick = p, p += 8;
+    o.stats = p, p += 8 * (uint64_t)TS_XP_COUNT;
+    o.slot_expert = p, p += (4 * (uint64_t)ns + 7) & ~7ull;
+    o.expert_slot = p, p += (4 * (uint64_t)ne + 7) & ~7ull;
+    o.prefetched = p, p += ((uint64_t)ns + 7) & ~7ull;
+    o.bytes = (p + 255) & ~255ull;
+    return o;
+}
+
+bool expert_cache_device_plan(const expert_cache *c) {
+    return c && c->dev_slots && c->source == EXPERT_SOURCE_HOST && c->be->ops->expert_pass && c->n_slots <= 1024;
+}
+
+/* Layer moe's arrays inside base (dv.state, or dv.mirror for the host's view). */
+static ts_expert_slots dv_slots(const expert_cache *c, int32_t moe, uint8_t *base) {
+    const dv_off o = dv_layout(c->n_slots, c->map->n_expert);
+    uint8_t *b = base + (uint64_t)moe * c->dv.layer_bytes;
+    const ec_layer *L = &c->layers[moe];
+    ts_expert_slots d = {.n_slots = c->n_slots, .n_experts = c->map->n_expert, .policy = (int32_t)c->policy,
+                         .slot_expert = (int32_t *)(b + o.slot_expert), .slot_tick = (uint64_t *)(b + o.slot_tick),
+                         .expert_slot = (int32_t *)(b + o.expert_slot), .expert_count = (uint64_t *)(b + o.expert_count),
+                         .tick = (uint64_t *)(b + o.tick), .prefetched = b + o.prefetched, .stats = (uint64_t *)(b + o.stats),
+                         .layout = c->dv.layout + (size_t)moe * (size_t)c->map->n_expert * TS_XP_LAYOUT_W,
+                         .slots = L->slots, .stride = L->stride, .tier = L->host_tier,
+                         .plan = c->dv.plan + (size_t)moe * 3 * CACHE_MAX_K};
+    return d;
+}
+
+/* The backend's buffers, made at the first enter: the state (zero, made
+ * stale so the first enter uploads the host's), and each expert's layout. */
+static ts_status dv_open(expert_cache *c, struct ts_stream *st) {
+    const expert_map *m = c->map;
+    const ts_backend_ops *op = c->be->ops;
+    c->dv.layer_bytes = dv_layout(c->n_slots, m->n_expert).bytes;
+    const size_t total = (size_t)(c->dv.layer_bytes * (uint64_t)m->n_moe);
+    c->dv.layout_bytes = sizeof(uint64_t) * TS_XP_LAYOUT_W * (uint64_t)m->n_expert * (uint64_t)m->n_moe;
+    uint64_t *lay = NULL;
+    if (!(c->dv.state = op->alloc(c->be, total)) || !(c->dv.mirror = op->host_alloc(c->be, total)) ||
+        !(c->dv.layout = op->alloc(c->be, (size_t)c->dv.layout_bytes)) ||
+        !(c->dv.plan = op->alloc(c->be, sizeof(int32_t) * 3 * CACHE_MAX_K * (size_t)m->n_moe)) ||
+        !(lay = op->host_alloc(c->be, (size_t)c->dv.layout_bytes))) {
+        if (lay) op->host_free(c->be, lay, (size_t)c->dv.layout_bytes);
+        ts_error_prefix("expert cache: the backend's copy of the slot state");
+        return TS_ERR_NOMEM;
+    }
+    memset(c->dv.mirror, 0, total);
+    for (int32_t l = 0; l < m->n_moe; l++)
+        for (int32_t e = 0; e < m->n_expert; e++) {
+            uint64_t *w = lay + ((size_t)l * (size_t)m->n_expert + (size_t)e) * TS_XP_LAYOUT_W;
+            w[3] = place_expert(m, l, e, w);
+            w[4] = 0;
+            for (int p = 0; p < EXPERT_PROJ_COUNT; p++) w[4] += expert_map_slice(m, l, e, p)->nbytes;
+        }
+    op->to_device(st, c->dv.layout, lay, (size_t)c->dv.layout_bytes);
+    ts_status r = op->sync(st); /* lay is freed next */
+    op->host_free(c->be, lay, (size_t)c->dv.layout_bytes);
+    for (int32_t l = 0; l < m->n_moe; l++) memset(c->layers[l].dv_seen, 0, sizeof c->layers[l].dv_seen);
+    c->dv.stale = true;
+    if (r != TS_OK) ts_error_prefix("expert cache: uploading the slot layout");
+    return r;
+}
+
+/* The host's state into the mirror, then the backend's copy; the counters
+ * as the host last saw them (so their next download is a delta from there). */
+static void dv_upload(expert_cache *c, struct ts_stream *st) {
+    for (int32_t l = 0; l < c->map->n_moe; l++) {
+        const ec_layer *L = &c->layers[l];
+        ts_expert_slots h = dv_slots(c, l, c->dv.mirror);
+        memcpy(h.slot_expert, L->cl.slot_expert, sizeof(int32_t) * (size_t)c->n_slots);
+        memcpy(h.slot_tick, L->cl.slot_tick, sizeof(uint64_t) * (size_t)c->n_slots);
+        memcpy(h.expert_slot, L->cl.expert_slot, sizeof(int32_t) * (size_t)c->map->n_expert);
+        memcpy(h.expert_count, L->cl.expert_count, sizeof(uint64_t) * (size_t)c->map->n_expert);
+        *h.tick = L->cl.tick;
+        memcpy(h.prefetched, L->prefetched, (size_t)c->n_slots);
+        memcpy(h.stats, L->dv_seen, sizeof L->dv_seen);
+    }
+    c->be->ops->to_device(st, c->dv.state, c->dv.mirror, (size_t)(c->dv.layer_bytes * (uint64_t)c->map->n_moe));
+    c->dv.stale = false;
+}
+
+/* The downloaded mirror becomes the host's state; the counters' growth is
+ * added to the layers' stats. */
+static void dv_apply(expert_cache *c) {
+    for (int32_t l = 0; l < c->map->n_moe; l++) {
+        ec_layer *L = &c->layers[l];
+        const ts_expert_slots h = dv_slots(c, l, c->dv.mirror);
+        memcpy(L->cl.slot_expert, h.slot_expert, sizeof(int32_t) * (size_t)c->n_slots);
+        memcpy(L->cl.slot_tick, h.slot_tick, sizeof(uint64_t) * (size_t)c->n_slots);
+        memcpy(L->cl.expert_slot, h.expert_slot, sizeof(int32_t) * (size_t)c->map->n_expert);
+        memcpy(L->cl.expert_count, h.expert_count, sizeof(uint64_t) * (size_t)c->map->n_expert);
+        L->cl.tick = *h.tick;
+        memcpy(L->prefetched, h.prefetched, (size_t)c->n_slots);
+        uint64_t d[TS_XP_COUNT];
+        for (int i = 0; i < TS_XP_COUNT; i++) d[i] = h.stats[i] - L->dv_seen[i], L->dv_seen[i] = h.stats[i];
+        expert_cache_stats *s = &L->st;
+        s->passes += d[TS_XP_PASSES];
+        s->requests += d[TS_XP_REQUESTS];
+        s->hits += d[TS_XP_HITS];
+        s->misses += d[TS_XP_MISSES];
+        s->cold_misses += d[TS_XP_COLD];
+        s->evict_misses += d[TS_XP_EVICT];
+        s->bytes_requested += d[TS_XP_BYTES_REQ];
+        s->bytes_uploaded += d[TS_XP_BYTES_UP];
+        s->prefetch_copies += d[TS_XP_PF_COPIES];
+        s->prefetch_saved += d[TS_XP_PF_SAVED];
+        s->prefetch_wasted += d[TS_XP_PF_WASTED];
+        s->bytes_prefetched += d[TS_XP_BYTES_PF];
+    }
+}
+
+/* After a failure the backend's state is unknown: every slot is given up
+ * (a slot never serves bytes that may not be its expert's), the counts kept. */
+static void dv_forget(expert_cache *c) {
+    for (int32_t l = 0; l < c->map->n_moe; l++) {
+        ec_layer *L = &c->layers[l];
+        for (int32_t s = 0; s < c->n_slots; s++) L->cl.slot_expert[s] = -1, L->cl.slot_tick[s] = 0, L->prefetched[s] = 0;
+        for (int32_t e = 0; e < c->map->n_expert; e++) L->cl.expert_slot[e] = -1;
+    }
+    c->dv.stale = true;
+}
+
+static bool any_busy(const expert_cache *c) {
+    for (int32_t l = 0; l < c->map->n_moe; l++)
+        for (int32_t s = 0; s < c->n_slots; s++)
+            if (c->layers[l].busy[s]) return true;
+    return false;
+}
+
+ts_status expert_cache_device_enter(expert_cache *c, struct ts_stream *st) {
+    if (!expert_cache_device_plan(c))
+        return ts_fail(TS_ERR_ARG, "expert cache: passes planned by the backend need backend slots fed from the host tier");
+    pthread_mutex_lock(&c->mu);
+    /* no other pass may be reading a slot the backend's passes could take */
+    while (c->pending || any_busy(c)) pthread_cond_wait(&c->freed, &c->mu);
+    ts_status r = c->dv.state ? TS_OK : dv_open(c, st);
+    if (r != TS_OK) {
+        pthread_mutex_unlock(&c->mu);
+        return r;
+    }
+    if (c->dv.stale) dv_upload(c, st);
+    c->dv.active = true;
+    return TS_OK;
+}
+
+ts_status expert_cache_device_pass(expert_cache *c, struct ts_stream *st, int32_t block, const int32_t *ids, int32_t k, bool prefetch,
+                                   const void **const *tab) {
+    const int32_t moe = moe_of(c, block);
+    if (!c->dv.active) return ts_fail(TS_ERR_ARG, "expert cache: a pass planned by the backend outside enter and leave");
+    if (moe < 0) return ts_fail(TS_ERR_ARG, "expert cache: blk.%d is not an MoE layer", block);
+    if (k < 1 || k > CACHE_MAX_K || k > c->n_slots)
+        return ts_fail(TS_ERR_ARG, "expert cache: blk.%d: a pass of %d experts over %d slots", block, k, c->n_slots);
+    const ts_expert_slots d = dv_slots(c, moe, c->dv.state);
+    c->be->ops->expert_pass(st, &d, ids, k, prefetch, prefetch ? NULL : tab);
+    return TS_OK;
+}
+
+ts_status expert_cache_device_leave(expert_cache *c, struct ts_stream *st) {
+    if (!c->dv.active) return TS_OK;
+    const ts_backend_ops *op = c->be->ops;
+    op->to_host(st, c->dv.mirror, c->dv.state, (size_t)(c->dv.layer_bytes * (uint64_t)c->map->n_moe));
+    ts_status r = op->sync(st);
+    if (r == TS_OK) dv_apply(c);
+    else dv_forget(c);
+    c->dv.active = false;
+    pthread_mutex_unlock(&c->mu);
+    return r;
 }
 
 bool expert_cache_disk_io_on(const expert_cache *c) { return c->disk_io; }

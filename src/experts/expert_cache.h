@@ -226,6 +226,34 @@ ts_status expert_cache_fetch_on(expert_cache *c, struct ts_stream *st, int32_t b
 struct ts_event;
 ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, struct ts_event *after, struct ts_event *done,
                                    int32_t block, const int32_t *ids, int32_t k, expert_cache_pass *pass);
+/* Streamed decode planned by the backend: no host round trip per layer,
+ * so a device records a decode token as one graph. The backend keeps a copy
+ * of every layer's policy state (and prefetch marks and counters) and runs
+ * each pass on it (the expert_pass op: the same policy, judgement and
+ * counters as a host pass, the misses copied from the host tier by the
+ * backend itself). Bracketed, by one thread, around a decode step:
+ *   expert_cache_device_enter(c, st)
+ *       takes the cache's lock (held until leave: other sessions' passes
+ *       wait a step), waits until no slot is pinned by a host pass, and
+ *       uploads the host's state when a host pass changed it since the last
+ *       leave;
+ *   expert_cache_device_pass(c, st, block, ids, k, prefetch, tab)  (any number)
+ *       enqueues one pass on st (ids: k backend ids; a prefetch: the pilot's
+ *       guesses placed without a use, tab unused) and points tab[p][ids[i]]
+ *       (3 tables, backend memory) at the slots;
+ *   expert_cache_device_leave(c, st)
+ *       downloads the state (a sync of st), makes it the host's (stats,
+ *       layer state, analyze's replay all see it), and unlocks. After a
+ *       failure every slot is emptied: a slot never serves bytes that may
+ *       not be its expert's.
+ * Enqueueing on a stream being recorded is fine: the passes read the ids
+ * and the state where they are when they run. Needs backend slots fed from
+ * the host tier and a backend with expert_pass (expert_cache_device_plan). */
+bool expert_cache_device_plan(const expert_cache *c);
+ts_status expert_cache_device_enter(expert_cache *c, struct ts_stream *st);
+ts_status expert_cache_device_pass(expert_cache *c, struct ts_stream *st, int32_t block, const int32_t *ids, int32_t k, bool prefetch,
+                                   const void **const *tab);
+ts_status expert_cache_device_leave(expert_cache *c, struct ts_stream *st);
 /* The slots are backend memory filled through a stream (fetch_on). */
 bool expert_cache_backend_slots(const expert_cache *c);
 /* Resident and mapped modes: every expert addressable by id. tab[p] (backend

@@ -44,6 +44,16 @@ ts_status ts_expert_source_parse(const char *s, ts_expert_source *out) {
 }
 const char *ts_cache_policy_name(ts_cache_policy p) { return cache_policy_name((cache_policy)p); }
 
+ts_status ts_expert_plan_parse(const char *s, ts_expert_plan *out) {
+    static const char *const names[] = {"auto", "host", "device"};
+    for (int i = 0; s && i < 3; i++)
+        if (!strcmp(s, names[i])) {
+            *out = (ts_expert_plan)i;
+            return TS_OK;
+        }
+    return ts_fail(TS_ERR_ARG, "'%s': expected auto, host or device", s ? s : "");
+}
+
 /* blk.N.ffn_{gate,up,down}_exps.weight or blk.N.ffn_{gate,up,down}.E.weight */
 static bool is_expert_tensor(gguf_str n) {
     char buf[128];
@@ -533,6 +543,14 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         goto fail;
     }
     s->prefetch_depth = o.pilot_prefetch_depth && o.pilot_prefetch_depth < hp->n_expert_used ? o.pilot_prefetch_depth : hp->n_expert_used;
+    /* device-planned streamed decode: backend slots from the host tier */
+    const bool can_plan = m->ecache && expert_cache_residency(m->ecache) == EXPERT_RESIDENCY_STREAMED && expert_cache_device_plan(m->ecache);
+    if (o.expert_plan == TS_EXPERT_PLAN_DEVICE && !can_plan) {
+        st = ts_fail(TS_ERR_ARG, "session: expert passes planned on the device need streamed experts in device slots fed from the host tier (--gpu-expert-source host)");
+        goto fail;
+    }
+    s->dev_plan = can_plan && o.expert_plan != TS_EXPERT_PLAN_HOST && !s->diag;
+    s->dpf_l = -1;
     if (s->prefetch && (st = s->be->ops->stream_new(s->be, 1, &s->copy_st)) != TS_OK) goto fail;
     if (s->prefetch && (!(s->demand_ev = s->be->ops->event_new(s->be)) || !(s->pf_done_ev = s->be->ops->event_new(s->be)))) {
         st = TS_ERR_NOMEM;
@@ -710,11 +728,27 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;
         bool final = done + chunk == n;
         ts_forward_upload(s, ids + done, chunk);
-        ts_status st = record && chunk == 1 ? decode_step(s) : ts_forward_chunk(s, chunk, s->all_logits, final);
+        /* a decode step with its cache passes planned on the backend: the
+         * cache is the session's from here to the sync (a recording
+         * backend's first step runs plainly, planned on the host) */
+        const bool dplan = chunk == 1 && s->dev_plan && !s->all_logits && (!record || s->rec != TS_REC_NONE);
+        ts_status st = dplan ? ts_forward_moe_release(s) : TS_OK;
+        if (st == TS_OK && dplan) st = expert_cache_device_enter(s->model->ecache, s->st);
         if (st == TS_OK) {
-            if (s->all_logits) op->to_host(s->st, s->out + (size_t)done * V, s->logits, sizeof(float) * (size_t)chunk * V);
-            else if (final && copy) op->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)V);
-            st = op->sync(s->st);
+            s->dplan_on = dplan;
+            st = record && chunk == 1 ? decode_step(s) : ts_forward_chunk(s, chunk, s->all_logits, final);
+            s->dplan_on = false;
+            if (st == TS_OK) {
+                if (s->all_logits) op->to_host(s->st, s->out + (size_t)done * V, s->logits, sizeof(float) * (size_t)chunk * V);
+                else if (final && copy) op->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)V);
+                st = op->sync(s->st);
+            }
+            if (dplan) {
+                ts_status sl = expert_cache_device_leave(s->model->ecache, s->st);
+                /* the prefetches ran on copy_st's error word */
+                ts_status sp = s->prefetch ? op->sync(s->copy_st) : TS_OK;
+                if (st == TS_OK) st = sl != TS_OK ? sl : sp;
+            }
         }
         if (st != TS_OK) return st; /* n_past unchanged: the chunk is not in the context */
         ts_diag_phases_flush(s);

@@ -115,6 +115,11 @@ struct ts_session {
     bool pf_unsynced;     /* copies went on copy_st since its last sync (errors show there) */
     expert_cache_pass pf_pass; /* the last prefetch: its slots pinned until the layer's fetch */
     int32_t pf_l;         /* the layer pf_pass warmed; -1: none */
+    /* streamed decode planned on the backend (expert_cache_device_*) */
+    bool dev_plan;        /* this session's decode steps plan their passes on the backend (ts_session_opts.expert_plan) */
+    bool dplan_on;        /* the step being run does (not a prefill chunk, nor a recording backend's first step) */
+    int32_t dpf_l;        /* the layer a backend-planned prefetch on copy_st is filling; st waits for it before
+                             that layer's routing; -1: none */
     const void **moe_tab_host; /* (EXPERT_PROJ_COUNT, n_expert) backend host memory: moe_tab_dev's source; an entry
                                   is set for the experts of each fetch, the others are stale and never read */
     float *out;           /* (out_rows, n_vocab) returned logits: all-logits mode, or a non-host backend */

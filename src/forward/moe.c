@@ -264,6 +264,29 @@ static ts_status host_point(ts_session *s, int l) {
     return TS_OK;
 }
 
+/* Streamed decode planned on the backend: layer l's pass (its misses copied
+ * into slots, the session's tables pointed at them) where the routing left
+ * the ids, and the pilot's guesses for the next layer placed on copy_st,
+ * after l's own copies and beside l's experts and the next attention. No
+ * host round trip: the step stays one recording. */
+static ts_status device_pass(ts_session *s, int l) {
+    const ts_backend_ops *op = s->be->ops;
+    expert_cache *ec = s->model->ecache;
+    const int K = s->model->desc.hp.n_expert_used;
+    const size_t NE = (size_t)s->model->desc.hp.n_expert;
+    const void **tab[EXPERT_PROJ_COUNT];
+    for (int p = 0; p < EXPERT_PROJ_COUNT; p++) tab[p] = s->moe_tab_dev + p * NE;
+    ts_status rc = expert_cache_device_pass(ec, s->st, l, s->moe_ids_dev, K, false, tab);
+    const int nl = prefetch_target(s, l);
+    if (rc != TS_OK || nl < 0) return rc;
+    op->event_record(s->st, s->demand_ev);
+    op->event_wait(s->copy_st, s->demand_ev);
+    if ((rc = expert_cache_device_pass(ec, s->copy_st, nl, s->moe_ids_dev + K, s->prefetch_depth, true, NULL)) != TS_OK) return rc;
+    op->event_record(s->copy_st, s->pf_done_ev);
+    s->dpf_l = nl;
+    return TS_OK;
+}
+
 ts_status ts_forward_moe(ts_session *s, int l, int n) {
     const ts_model_desc *md = &s->model->desc;
     const ts_hparams *hp = &md->hp;
@@ -283,6 +306,13 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
     moe_tables t;
     const bool tables = expert_cache_tables(ec, l, t.tab, t.host_tab);
     const bool folded = n == 1 && !tables && prefetch_target(s, l) >= 0 && L->pilot_router.data;
+    /* a prefetch planned on the backend for this layer reads the routing
+     * buffers' row 1 and fills this layer's slots: both done before the
+     * routing overwrites the one and the pass reads the other */
+    if (s->dpf_l == l) {
+        op->event_wait(st, s->pf_done_ev);
+        s->dpf_l = -1;
+    }
     const ts_mat *rw[2] = {&L->ffn_router, &L->pilot_router};
     float *ro[2] = {s->router, s->router + NE};
     op->norm_matmul(st, s->x, L->ffn_norm, hp->norm_eps, s->xb, true, folded ? 2 : 1, rw, ro, n); /* xb: the normalized rows */
@@ -316,7 +346,7 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
          * rank-order sum whether the tables are the cache's or a fetch's */
         if (!tables) {
             prefetch_pilot(s, l);
-            ts_status rc = host_point(s, l);
+            ts_status rc = s->dplan_on ? device_pass(s, l) : host_point(s, l);
             if (rc != TS_OK) return rc;
         }
         moe_decode(s, l, &t);
