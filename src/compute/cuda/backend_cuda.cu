@@ -1338,6 +1338,7 @@ static const ts_backend_ops cuda_ops = {
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .replay = cuda_replay,
+    .expert_pass = NULL, /* not yet: streamed decode is planned on the host */
     .sample = cuda_sample,
 };
 
