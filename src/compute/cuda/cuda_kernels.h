@@ -377,11 +377,22 @@ ts_status ts_cuda_gather_rows(void *stream, float *out, const float *x, const in
 ts_status ts_cuda_gated_add(void *stream, float *x, const float *y, const float *g, int n_tok, int64_t n);
 
 /* ---- 8. the expert cache's policy ------------------------------------------
- * One MoE layer's slot-cache state (experts/policy.h's cache_layer) in device
- * memory, and a routed pass over it on the device (expert_policy.cu). */
+ * One MoE layer's slot-cache state (experts/policy.h's cache_layer, with the
+ * expert cache's prefetch marks and counters: src/experts/expert_cache.c) in
+ * device memory, a streamed routed pass's whole bookkeeping on the device
+ * and the copy of its misses into the slots (expert_policy.cu): the engine's
+ * streamed decode plans on the device with these, no host round trip a
+ * layer. */
 #define TS_CUDA_CACHE_MAX_K 64       /* requests a pass (CACHE_MAX_K) */
 #define TS_CUDA_CACHE_MAX_SLOTS 1024 /* slots a layer */
 enum { TS_CUDA_CACHE_LFU = 0, TS_CUDA_CACHE_LRU = 1 }; /* cache_policy's values */
+/* A pass's counters (ts_cuda_cache_layer.stats), the host cache's expert_cache_stats fields of the same names */
+enum {
+    TS_CUDA_CS_PASSES, TS_CUDA_CS_REQUESTS, TS_CUDA_CS_HITS, TS_CUDA_CS_MISSES, TS_CUDA_CS_COLD, TS_CUDA_CS_EVICT,
+    TS_CUDA_CS_BYTES_REQ, TS_CUDA_CS_BYTES_UP, TS_CUDA_CS_PF_COPIES, TS_CUDA_CS_PF_SAVED, TS_CUDA_CS_PF_WASTED,
+    TS_CUDA_CS_BYTES_PF, TS_CUDA_CS_COUNT
+};
+#define TS_CUDA_LAYOUT_W 5 /* u64 per expert in ts_cuda_cache_layer.layout */
 typedef struct ts_cuda_cache_layer {
     int32_t n_slots;        /* 1..TS_CUDA_CACHE_MAX_SLOTS */
     int32_t n_experts;
@@ -391,28 +402,47 @@ typedef struct ts_cuda_cache_layer {
     int32_t *expert_slot;   /* (n_experts) device: slot holding the expert, -1 = not resident */
     uint64_t *expert_count; /* (n_experts) device: cumulative requests */
     uint64_t *tick;         /* (1) device: passes committed so far */
+    uint8_t *prefetched;    /* (n_slots) device: 1 = filled by a prefetch no pass has asked for yet; NULL: no prefetch accounting */
+    uint64_t *stats;        /* (TS_CUDA_CS_COUNT) device counters the passes add to; NULL: none */
+    const uint64_t *layout; /* (n_experts, TS_CUDA_LAYOUT_W) device: offsets inside a slot of the gate, up and down slices; the laid-out length (bytes a miss copies, from the slot's start); the three slices' bytes. Needed with stats, tables or a fill */
+    uint8_t *slots;         /* (n_slots, stride) device: slot s at slots + s * stride. Needed with tables or a fill */
+    uint64_t stride;        /* bytes a slot */
 } ts_cuda_cache_layer;
-/* cache_plan_make then cache_commit (prefetch: cache_prefetch_commit) on
- * the device state c: req (k device ids) -> slot, hit (0/1), evicted (k
- * device ints: the plan's fields). Not k distinct ids in range: nothing
- * changes or is written, TS_CUDA_ERR_EXPERT in *err (may be NULL). k <=
- * n_slots and <= TS_CUDA_CACHE_MAX_K, checked here (TS_ERR_ARG). */
+/* A streamed routed pass on the device state c, as the host cache makes it
+ * (expert_cache.c: begin_locked, end_locked; expert_cache_prefetch_on):
+ * cache_plan_make's plan of req (k device ids) -> slot, hit (0/1), evicted
+ * (k device ints: the plan's fields), then
+ * - not a prefetch: the layer's prefetches judged (a hit on a prefetched
+ *   slot adds PF_SAVED; every other prefetched slot, evicted by this pass or
+ *   not, PF_WASTED; all marks cleared), cache_commit, the pass's counters
+ *   (PASSES, REQUESTS, HITS, MISSES, COLD, EVICT, BYTES_REQ += each
+ *   request's layout[e][4], BYTES_UP += each miss's layout[e][3]), and with
+ *   tab (a host array of 3 device tables, (n_experts) each, indexed by
+ *   expert id: gate, up, down) tab[p][req[i]] = slots + slot[i] * stride +
+ *   layout[req[i]][p] for every request (other entries untouched);
+ * - a prefetch: cache_prefetch_commit, each miss's slot marked prefetched,
+ *   PF_COPIES += misses, BYTES_PF += their layout[e][3]; tab is not written
+ *   (a prefetched expert's entries are written by the pass that asks for it).
+ * Each part only where its arrays are given (prefetched, stats, tab may be
+ * NULL). Not k distinct ids in range: nothing changes or is written,
+ * TS_CUDA_ERR_EXPERT in *err (may be NULL). Refused (TS_ERR_ARG, no launch):
+ * k above n_slots or TS_CUDA_CACHE_MAX_K, stats or tab without layout, tab
+ * without slots (a prefetch's too). The slots' bytes are the caller's:
+ * ts_cuda_expert_fill copies the misses. */
 ts_status ts_cuda_cache_pass(void *stream, const ts_cuda_cache_layer *c, const int32_t *req, int k, bool prefetch, int32_t *slot,
-                             int32_t *hit, int32_t *evicted, unsigned *err);
-/* One projection's experts for ts_cuda_expert_fill. */
-typedef struct ts_cuda_fill_set {
-    const void *const *src; /* (n_experts) device memory: expert e's bytes, device-accessible (pinned host memory or device) */
-    uint8_t *slots;         /* device: slot s at slots + s * stride */
-    uint64_t stride;        /* bytes between slots */
-    uint64_t bytes;         /* bytes an expert, <= stride */
-} ts_cuda_fill_set;
+                             int32_t *hit, int32_t *evicted, const void **const *tab, unsigned *err);
 /* For each request i < k with hit[i] == 0 (a cache pass's outputs, device
- * memory) and each set p < n_set (<= 4): copies sets[p].bytes from
- * sets[p].src[req[i]] to sets[p].slots + slot[i] * stride, with the SMs'
- * loads (no host round trip). A request with an id or slot out of range is
- * skipped and sets TS_CUDA_ERR_EXPERT. */
-ts_status ts_cuda_expert_fill(void *stream, int n_set, const ts_cuda_fill_set *sets, int n_experts, int n_slots,
-                              const int32_t *req, const int32_t *slot, const int32_t *hit, int k, unsigned *err);
+ * memory): copies layout[req[i]][3] bytes from tier + req[i] * c->stride
+ * (device-accessible: the host tier's pinned memory, read by the SMs over
+ * the bus) to c->slots + slot[i] * c->stride, the layout a slot has; no host
+ * round trip. An id or slot out of range, or a length above the stride:
+ * that request skipped, TS_CUDA_ERR_EXPERT. max_blocks > 0 caps the blocks
+ * (a prefetch's fill beside compute kernels leaves them SMs); 0: as many as
+ * the bytes need. Refused (TS_ERR_ARG): NULL pointers, k outside
+ * 0..min(TS_CUDA_CACHE_MAX_K, n_slots), no layout or slots, stride 0,
+ * max_blocks < 0. */
+ts_status ts_cuda_expert_fill(void *stream, const ts_cuda_cache_layer *c, const uint8_t *tier, const int32_t *req, const int32_t *slot,
+                              const int32_t *hit, int k, int max_blocks, unsigned *err);
 
 #ifdef __cplusplus
 }
