@@ -486,6 +486,7 @@ static void check_fill(int n_slots, int n_experts, int k, int passes, uint64_t s
     /* skipped with the error bit: a slot out of range, an id out of range
      * either way, a length above the stride; a hit, even a nonsensical one,
      * copies nothing and sets nothing */
+    tcu_down(shadow, d.c.slots, slot_bytes); /* these calls' writes alone, whatever the passes left wrong */
     uint64_t *longer = (uint64_t *)malloc(8 * TS_CUDA_LAYOUT_W * (size_t)n_experts);
     memcpy(longer, m.layout, 8 * TS_CUDA_LAYOUT_W * (size_t)n_experts);
     longer[2 * TS_CUDA_LAYOUT_W + 3] = stride + 1;
