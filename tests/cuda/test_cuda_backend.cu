@@ -423,9 +423,9 @@ done:
  * STREAM_STEPS greedy decode steps fed the given ids (or, with ids_out, the
  * run's own argmax, returned), then seeded device draws. The prompt's rows
  * and each step's row go to lg, the draws to drawn. */
-static bool stream_run(const char *path, ts_backend *be, ts_expert_residency res, ts_expert_source src, int32_t slots,
+static bool stream_run(const char *path, ts_backend *be, ts_expert_residency res, ts_expert_source src, int32_t slots, ts_expert_plan plan,
                        const int32_t *prompt, const int32_t *steps_in, int32_t *ids_out, float *lg, int32_t *drawn, char *line,
-                       size_t line_n) {
+                       size_t line_n, expert_cache_stats *end) {
     ts_model_opts mo = ts_model_opts_default();
     mo.backend = be;
     mo.expert_residency = res;
@@ -442,6 +442,7 @@ static bool stream_run(const char *path, ts_backend *be, ts_expert_residency res
     so.n_ctx = 128;
     so.n_batch = 16;
     so.all_logits = true;
+    so.expert_plan = plan;
     ok = ts_session_new(m, &so, &s) == TS_OK;
     const int32_t V = ok ? ts_session_n_vocab(s) : 0;
     float *l = NULL;
@@ -473,6 +474,10 @@ static bool stream_run(const char *path, ts_backend *be, ts_expert_residency res
     }
     CHECKF(ok, "%s (%s, %d slots): %s", path, ts_expert_residency_name(res), slots, ts_last_error());
     ts_session_free(s);
+    if (end) {
+        memset(end, 0, sizeof *end);
+        if (ts_model_expert_cache(m)) expert_cache_get_stats(ts_model_expert_cache(m), -1, end);
+    }
     ts_model_free(m);
     return ok;
 }
@@ -495,22 +500,44 @@ static void check_streamed(const char *name, const char *path, const int *slot_p
     int32_t prompt[STREAM_PROMPT], steps[STREAM_STEPS], dref[STREAM_STEPS], dgot[STREAM_STEPS];
     for (int i = 0; i < STREAM_PROMPT; i++) prompt[i] = (int32_t)(tcu_u64() % (uint64_t)V);
     char line[512];
-    if (!stream_run(path, be, TS_EXPERTS_RESIDENT, TS_EXPERT_SOURCE_AUTO, 0, prompt, NULL, steps, ref, dref, line, sizeof line)) goto done;
+    if (!stream_run(path, be, TS_EXPERTS_RESIDENT, TS_EXPERT_SOURCE_AUTO, 0, TS_EXPERT_PLAN_AUTO, prompt, NULL, steps, ref, dref, line,
+                    sizeof line, NULL))
+        goto done;
+    /* the host tier planned by the host and by the device (the same passes:
+     * the same counters), the file tier by the host */
     for (int src = TS_EXPERT_SOURCE_HOST; src <= (with_file ? TS_EXPERT_SOURCE_FILE : TS_EXPERT_SOURCE_HOST); src++)
-        for (int i = 0; i < n_pct; i++) {
-            int32_t n = slot_pct[i] ? (int32_t)((int64_t)NE * slot_pct[i] / 100) : K;
-            if (n < K) n = K;
-            if (!stream_run(path, be, TS_EXPERTS_STREAMED, (ts_expert_source)src, n, prompt, steps, NULL, got, dgot, line, sizeof line))
-                continue;
-            size_t differ = 0;
-            for (size_t r = 0; r < rows; r++) differ += memcmp(ref + r * V, got + r * V, sizeof(float) * (size_t)V) != 0;
-            const bool same_draws = !memcmp(dref, dgot, sizeof dref);
-            CHECKF(differ == 0 && same_draws, "%s streamed %s %d slots: %zu of %zu logit rows differ from resident, draws %s", name,
-                   src == TS_EXPERT_SOURCE_FILE ? "file" : "host", n, differ, rows, same_draws ? "equal" : "differ");
-            printf("%-22s streamed %-4s %3d/%d slots (%3d%%): %zu rows bit-identical to resident, %d draws %s | %s\n", name,
-                   src == TS_EXPERT_SOURCE_FILE ? "file" : "host", n, NE, slot_pct[i], rows - differ, STREAM_STEPS,
-                   same_draws ? "equal" : "DIFFER", line);
-        }
+        for (int i = 0; i < n_pct; i++)
+            for (int pl = TS_EXPERT_PLAN_HOST; pl <= (src == TS_EXPERT_SOURCE_HOST ? TS_EXPERT_PLAN_DEVICE : TS_EXPERT_PLAN_HOST); pl++) {
+                int32_t n = slot_pct[i] ? (int32_t)((int64_t)NE * slot_pct[i] / 100) : K;
+                if (n < K) n = K;
+                static expert_cache_stats host_end;
+                expert_cache_stats end;
+                if (!stream_run(path, be, TS_EXPERTS_STREAMED, (ts_expert_source)src, n, (ts_expert_plan)pl, prompt, steps, NULL, got, dgot,
+                                line, sizeof line, &end))
+                    continue;
+                size_t differ = 0;
+                for (size_t r = 0; r < rows; r++) differ += memcmp(ref + r * V, got + r * V, sizeof(float) * (size_t)V) != 0;
+                const bool same_draws = !memcmp(dref, dgot, sizeof dref);
+                const char *pn = pl == TS_EXPERT_PLAN_DEVICE ? "device-planned" : "host-planned";
+                CHECKF(differ == 0 && same_draws, "%s streamed %s %d slots %s: %zu of %zu logit rows differ from resident, draws %s", name,
+                       src == TS_EXPERT_SOURCE_FILE ? "file" : "host", n, pn, differ, rows, same_draws ? "equal" : "differ");
+                bool same_counts = true;
+                if (pl == TS_EXPERT_PLAN_HOST) host_end = end;
+                else
+                    same_counts = end.passes == host_end.passes && end.hits == host_end.hits && end.misses == host_end.misses &&
+                                  end.evict_misses == host_end.evict_misses && end.bytes_uploaded == host_end.bytes_uploaded &&
+                                  end.prefetch_copies == host_end.prefetch_copies && end.prefetch_saved == host_end.prefetch_saved &&
+                                  end.prefetch_wasted == host_end.prefetch_wasted && end.bytes_prefetched == host_end.bytes_prefetched;
+                CHECKF(same_counts, "%s streamed host %d slots: device-planned counters differ from host-planned (hits %llu/%llu, misses %llu/%llu, prefetch copies %llu/%llu, saved %llu/%llu)",
+                       name, n, (unsigned long long)end.hits, (unsigned long long)host_end.hits, (unsigned long long)end.misses,
+                       (unsigned long long)host_end.misses, (unsigned long long)end.prefetch_copies, (unsigned long long)host_end.prefetch_copies,
+                       (unsigned long long)end.prefetch_saved, (unsigned long long)host_end.prefetch_saved);
+                printf("%-22s streamed %-4s %3d/%d slots (%3d%%) %-14s: %zu rows bit-identical to resident, %d draws %s, %llu hits %llu misses %llu prefetched%s | %s\n",
+                       name, src == TS_EXPERT_SOURCE_FILE ? "file" : "host", n, NE, slot_pct[i], pn, rows - differ, STREAM_STEPS,
+                       same_draws ? "equal" : "DIFFER", (unsigned long long)end.hits, (unsigned long long)end.misses,
+                       (unsigned long long)end.prefetch_copies, pl == TS_EXPERT_PLAN_DEVICE ? (same_counts ? ", counters = host-planned" : ", COUNTERS DIFFER") : "",
+                       line);
+            }
 done:
     free(ref);
     free(got);

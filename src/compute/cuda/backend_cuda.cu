@@ -992,6 +992,41 @@ static void cuda_moe_route(ts_stream *st, const float *r, int n_tok, int n_exper
     OP(c, ts_cuda_moe_route(c->s, r, n_tok, n_expert, k, renorm, ids, w), "moe_route");
 }
 
+/* Streamed decode planned on the device: the pass (one warp: the policy,
+ * the prefetch judgement, the counters, the session's tables) and the fill
+ * of its misses by the SMs from the pinned host tier. A prefetch's fill runs
+ * beside the compute (the session's copy stream), so it takes a few blocks,
+ * enough to keep the PCIe link's requests in flight, not the device. */
+static_assert((int)TS_XP_COUNT == (int)TS_CUDA_CS_COUNT && (int)TS_XP_BYTES_PF == (int)TS_CUDA_CS_BYTES_PF &&
+                  (int)TS_XP_PF_SAVED == (int)TS_CUDA_CS_PF_SAVED && (int)TS_XP_LAYOUT_W == TS_CUDA_LAYOUT_W,
+              "the backend's expert-pass counters are the kernels' by index");
+#define TS_PREFETCH_FILL_BLOCKS 32
+
+static void cuda_expert_pass(ts_stream *st, const ts_expert_slots *x, const int32_t *ids, int k, bool prefetch, const void **const *tab) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    ts_cuda_cache_layer l;
+    memset(&l, 0, sizeof l);
+    l.n_slots = x->n_slots;
+    l.n_experts = x->n_experts;
+    l.policy = x->policy;
+    l.slot_expert = x->slot_expert;
+    l.slot_tick = x->slot_tick;
+    l.expert_slot = x->expert_slot;
+    l.expert_count = x->expert_count;
+    l.tick = x->tick;
+    l.prefetched = x->prefetched;
+    l.stats = x->stats;
+    l.layout = x->layout;
+    l.slots = x->slots;
+    l.stride = x->stride;
+    int32_t *slot = x->plan, *hit = x->plan + TS_CUDA_CACHE_MAX_K, *evicted = x->plan + 2 * TS_CUDA_CACHE_MAX_K;
+    OP(c, ts_cuda_cache_pass(c->s, &l, ids, k, prefetch, slot, hit, evicted, prefetch ? NULL : tab, c->err_dev), "expert pass");
+    if (c->err == TS_OK)
+        OP(c, ts_cuda_expert_fill(c->s, &l, x->tier, ids, slot, hit, k, prefetch ? TS_PREFETCH_FILL_BLOCKS : 0, c->err_dev),
+           "expert pass (copying misses)");
+}
+
 static ts_cuda_moe_mat cmoe(const ts_expert_mat *w) {
     ts_cuda_moe_mat m = {w->table, w->n_expert, (uint32_t)w->type, w->n_in, w->n_out, w->row_bytes};
     return m;
@@ -1338,7 +1373,7 @@ static const ts_backend_ops cuda_ops = {
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .replay = cuda_replay,
-    .expert_pass = NULL, /* not yet: streamed decode is planned on the host */
+    .expert_pass = cuda_expert_pass,
     .sample = cuda_sample,
 };
 
