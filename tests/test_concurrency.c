@@ -11,8 +11,11 @@
  * Models: a dense fixture, SmolLM2 (real; a missing file fails unless
  * TS_ALLOW_MISSING_MODELS=1), and two MoE fixtures with their experts
  * streamed through a shared slot cache smaller than the working set (slots =
- * top-k, so any two passes on a layer contend for the same slots, and top-k+1).
- * The cache must show evictions, or the contention never happened.
+ * top-k, so any two passes on a layer contend for the same slots, and top-k+1),
+ * one of them (mixtral) in backend slots fed from the host tier, where plain
+ * sessions plan their decode passes on the backend (expert_cache_device_*:
+ * the cache is theirs for a step) and instrumented ones on the host. The
+ * cache must show evictions, or the contention never happened.
  *
  * Instruments are per session: each thread's session writes its own router
  * capture (histogram, trace, pilot, one router-logit row) and/or FFN census
@@ -74,6 +77,8 @@ typedef struct model_case {
     char path[1024];
     bool moe;
     int32_t extra_slots; /* streamed slots = top-k + extra_slots */
+    ts_expert_source source; /* HOST: backend slots from the host tier (plain sessions plan their decode passes on
+                                the backend, instrumented ones on the host, all through the one cache) */
     bool router;         /* instruments: router capture (MoE) */
     bool ffn;            /* instruments: FFN census (dense FFN or shared expert) */
 } model_case;
@@ -489,6 +494,7 @@ static void test_model(const model_case *mc, ts_backend *be, bool real) {
         CHECKF(slots < info.n_expert, "%s: %d slots must be fewer than the %d experts", mc->label, slots, info.n_expert);
         mo.expert_residency = TS_EXPERTS_STREAMED;
         mo.expert_slots = slots;
+        mo.expert_source = mc->source;
     }
     ts_status st = ts_model_load(mc->path, &mo, &sh->m);
     CHECKF(st == TS_OK, "%s: %s", mc->label, ts_last_error());
@@ -599,6 +605,10 @@ int main(void) {
         {.label = "tiny-llama-f32", .moe = false, .ffn = true},
         {.label = "tiny-qwen3moe-f32", .moe = true, .extra_slots = 0, .router = true},
         {.label = "tiny-qwen2moe-f32", .moe = true, .extra_slots = 1, .router = true, .ffn = true},
+        /* no instruments here: with backend slots the pilot prefetches, and a
+         * trace records a prefetch only where one was placed, which another
+         * session's pinned slots can prevent (its solo run has none) */
+        {.label = "tiny-mixtral-f32", .moe = true, .extra_slots = 0, .source = TS_EXPERT_SOURCE_HOST},
     };
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
         snprintf(fixtures[i].path, sizeof fixtures[i].path, "%s/ref/%s.gguf", TS_FIXTURES, fixtures[i].label);
