@@ -85,16 +85,29 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
                                                         unsigned *err) {
     ts_pdl_enter();
     __shared__ int32_t rq[TS_CUDA_CACHE_MAX_K], sl[TS_CUDA_CACHE_MAX_K], ev[TS_CUDA_CACHE_MAX_K];
+    __shared__ uint64_t rcnt[TS_CUDA_CACHE_MAX_K]; /* each request's use count before the pass */
     __shared__ uint8_t ht[TS_CUDA_CACHE_MAX_K];
     __shared__ uint8_t pin[TS_CUDA_CACHE_MAX_SLOTS]; /* 0, PIN_HIT or PIN_MISS: never a victim of this pass */
+    /* every slot's victim key, loaded once: the plan reads the state as it
+     * was before the pass (cache_plan_make changes nothing), so the k
+     * victim searches run on shared memory, not k chains of global loads */
+    __shared__ int32_t s_exp[TS_CUDA_CACHE_MAX_SLOTS];
+    __shared__ uint64_t s_cnt[TS_CUDA_CACHE_MAX_SLOTS], s_tick[TS_CUDA_CACHE_MAX_SLOTS];
     const int lane = threadIdx.x;
+    const uint64_t tick = prefetch ? 0 : *c.tick + 1; /* read before any lane writes state (a __syncwarp follows) */
     bool bad = false;
     for (int i = lane; i < k; i += 32) {
         const int32_t e = req[i];
         rq[i] = e;
         bad |= e < 0 || e >= c.n_experts;
     }
-    for (int s = lane; s < c.n_slots; s += 32) pin[s] = 0;
+    for (int s = lane; s < c.n_slots; s += 32) {
+        pin[s] = 0;
+        const int32_t e = c.slot_expert[s];
+        s_exp[s] = e;
+        s_tick[s] = c.slot_tick[s];
+        s_cnt[s] = e >= 0 && c.policy == TS_CUDA_CACHE_LFU ? c.expert_count[e] : 0ull;
+    }
     __syncwarp();
     for (int i = lane; i < k; i += 32)
         for (int j = 0; j < i; j++) bad |= rq[j] == rq[i];
@@ -108,6 +121,7 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
         ht[i] = s >= 0;
         sl[i] = s;
         ev[i] = -1;
+        rcnt[i] = c.expert_count[rq[i]];
         if (s >= 0) pin[s] = PIN_HIT;
     }
     __syncwarp();
@@ -117,10 +131,7 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
         Cand best = {2u, 0ull, 0ull, INT_MAX};
         for (int s = lane; s < c.n_slots; s += 32) {
             if (pin[s]) continue;
-            const int32_t e = c.slot_expert[s];
-            const Cand cs = e < 0 ? Cand{0u, 0ull, 0ull, s}
-                                  : Cand{1u, c.policy == TS_CUDA_CACHE_LFU ? (unsigned long long)c.expert_count[e] : 0ull,
-                                         (unsigned long long)c.slot_tick[s], s};
+            const Cand cs = s_exp[s] < 0 ? Cand{0u, 0ull, 0ull, s} : Cand{1u, (unsigned long long)s_cnt[s], (unsigned long long)s_tick[s], s};
             if (cand_before(cs, best)) best = cs;
         }
 #pragma unroll
@@ -135,7 +146,7 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
         if (lane == 0) {
             pin[best.slot] = PIN_MISS;
             sl[i] = best.slot;
-            ev[i] = c.slot_expert[best.slot];
+            ev[i] = s_exp[best.slot];
         }
         __syncwarp();
     }
@@ -158,24 +169,24 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
             c.stats[TS_CUDA_CS_PF_WASTED] += wasted;
         }
     }
-    /* the commit, in request order */
-    if (lane == 0) {
-        uint64_t tick = 0;
-        if (!prefetch) *c.tick = tick = *c.tick + 1;
-        for (int i = 0; i < k; i++) {
-            const int32_t s = sl[i], e = rq[i];
-            if (!ht[i]) {
-                const int32_t old = c.slot_expert[s];
-                if (old >= 0) c.expert_slot[old] = -1;
-                c.slot_expert[s] = e;
-                c.expert_slot[e] = s;
-            }
-            if (!prefetch) {
-                c.slot_tick[s] = tick;
-                c.expert_count[e]++;
-            }
+    /* the commit: cache_commit's request-order loop touches, per request,
+     * its own slot, its own expert and (a miss) its victim's old expert, all
+     * distinct across the pass (distinct requests hold or take distinct
+     * slots; a victim's expert is not requested, or its slot would be a
+     * hit's), so the requests commit in parallel with the same result */
+    for (int i = lane; i < k; i += 32) {
+        const int32_t s = sl[i], e = rq[i];
+        if (!ht[i]) {
+            if (ev[i] >= 0) c.expert_slot[ev[i]] = -1;
+            c.slot_expert[s] = e;
+            c.expert_slot[e] = s;
+        }
+        if (!prefetch) {
+            c.slot_tick[s] = tick;
+            c.expert_count[e] = rcnt[i] + 1;
         }
     }
+    if (lane == 0 && !prefetch) *c.tick = tick;
     /* expert_cache_prefetch_on marks the slots it filled (distinct slots) */
     if (prefetch && c.prefetched)
         for (int i = lane; i < k; i += 32)
