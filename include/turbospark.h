@@ -473,7 +473,7 @@ typedef struct ts_session_opts {
      * ignored without device slots. */
     bool pilot_prefetch;
     /* how many of the pilot's guesses, most confident first, are copied
-     * (1..top-k); 0 = all top-k */
+     * (1..top-k); 0 = all top-k. Default 2 */
     int32_t pilot_prefetch_depth;
     /* Streamed experts in device slots: a decode token's cache passes
      * planned on the device (the same policy, so the same hits, copies and

@@ -40,7 +40,8 @@ typedef struct cli_common {
     bool no_pdl;            /* --cuda-pdl off */
     bool expert_given;      /* any --expert-* flag seen */
     bool no_prefetch;       /* --pilot-prefetch off */
-    int32_t prefetch_depth; /* --pilot-prefetch N: the pilot's N best guesses; 0 = all top-k */
+    int32_t prefetch_depth; /* --pilot-prefetch N: the pilot's N best guesses; 0 = all top-k (on) */
+    bool prefetch_given;    /* --pilot-prefetch given: prefetch_depth overrides the session default */
     ts_expert_plan expert_plan; /* --expert-plan */
     ts_model_opts mo;       /* expert options parsed into it */
 } cli_common;
@@ -55,7 +56,7 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
     "  MoE models: --expert-residency resident|streamed|mapped|auto (default auto)\n"                   \
     "              --expert-cache-slots N|auto  --expert-budget BYTES (e.g. 8G)  --expert-policy lfu|lru\n"     \
     "              --gpu-expert-budget BYTES|auto  --gpu-expert-source host|file|auto (--backend cuda)\n"     \
-    "              --pilot-prefetch on|off|N (streamed into device slots; default on: all top-k guesses)\n"  \
+    "              --pilot-prefetch on|off|N (streamed into device slots; default 2 guesses, on: all top-k)\n"  \
     "              --expert-plan auto|host|device (streamed into device slots: who plans a decode token's passes)\n"
 
 /* The TURBOSPARK_* variables (docs/INSTRUMENTS.md), read once by the command

@@ -71,6 +71,7 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
             if (!cli_parse_i64(cmd, a, v, 1, 64, &d)) return -1;
         }
         c->prefetch_depth = (int32_t)d;
+        c->prefetch_given = true;
     } else if (!strcmp(a, "--expert-plan")) {
         VAL();
         if (ts_expert_plan_parse(v, &c->expert_plan) != TS_OK) return cli_error(cmd, "--expert-plan: %s", ts_last_error()), -1;
@@ -263,7 +264,7 @@ ts_session_opts cli_session_opts(const char *cmd, const cli_common *c, const cli
     so.n_threads = (int32_t)c->threads;
     so.precise = c->precise;
     so.pilot_prefetch = !c->no_prefetch;
-    so.pilot_prefetch_depth = c->prefetch_depth;
+    if (c->prefetch_given) so.pilot_prefetch_depth = c->prefetch_depth; /* else the library's default */
     so.expert_plan = c->expert_plan;
     so.instruments = ins;
     ts_model_info mi;

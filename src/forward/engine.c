@@ -427,6 +427,9 @@ ts_session_opts ts_session_opts_default(void) {
     memset(&o, 0, sizeof o);
     o.n_batch = 256;
     o.pilot_prefetch = true;
+    /* the pilot's two most confident guesses: on the H200 they cost nothing
+     * measurable, all top-k cost 20% (docs/BENCHMARKS.md, session 17) */
+    o.pilot_prefetch_depth = 2;
     return o;
 }
 
