@@ -512,6 +512,10 @@ int32_t ts_session_reuse_prefix(ts_session *s, const int32_t *ids, int32_t n);
 const int32_t *ts_session_tokens(const ts_session *s, int32_t *n_past);
 
 int32_t ts_session_n_ctx(const ts_session *s);
+/* Who plans this session's streamed decode passes (ts_session_opts.expert_plan
+ * resolved): HOST or DEVICE where the model streams experts into device
+ * slots, AUTO (not applicable) otherwise. */
+ts_expert_plan ts_session_expert_plan(const ts_session *s);
 int32_t ts_session_n_past(const ts_session *s);
 int32_t ts_session_n_vocab(const ts_session *s);
 int32_t ts_session_n_threads(const ts_session *s);

@@ -61,6 +61,25 @@ for pol in lfu lru; do
   done
 done
 
+# a plain run plans its decode passes on the backend (--expert-plan device:
+# the CPU backend runs the reference), an instrumented one on the host: the
+# same policy, so the same hits, misses and prefetch counts as the run whose
+# trace replays exactly above; the start says which plan ran, and the device
+# plan on the file tier is refused with one line
+for depth in on 1; do
+  args=(run -m "$MOE" --prompt "count the hits" --max-new 48 --temperature 1 --seed 5 --backend cpu --expert-residency streamed
+        --expert-cache-slots 2 --gpu-expert-source host --pilot-prefetch $depth)
+  env TURBOSPARK_ROUTER_HIST="$tmp/q.json" TURBOSPARK_ROUTER_TRACE=1 "$cli" "${args[@]}" >/dev/null 2>"$tmp/eh"
+  "$cli" "${args[@]}" --expert-plan device >/dev/null 2>"$tmp/ed"
+  pat='^expert cache: [0-9]+ requests, [0-9]+ hits \([0-9.]+%\), [0-9]+ misses \([0-9]+ cold, [0-9]+ evict\)|pilot prefetch: [0-9]+ copies, [0-9]+ saved, [0-9]+ wasted'
+  h=$(grep -oE "$pat" "$tmp/eh" | tr '\n' ' '); d=$(grep -oE "$pat" "$tmp/ed" | tr '\n' ' ')
+  [ -n "$h" ] && [ "$h" = "$d" ] && grep -q '^expert plan: host' "$tmp/eh" && grep -q '^expert plan: device' "$tmp/ed" && ok ||
+    bad "device-planned run vs host-planned (instrumented) run, prefetch $depth: [$d] vs [$h]"
+done
+"$cli" run -m "$MOE" --prompt hi --max-new 2 --backend cpu --expert-residency streamed --expert-cache-slots 2 --gpu-expert-source file \
+  --expert-plan device >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc -ne 0 ] && [ "$(grep -c 'turbospark run:' "$tmp/e")" = 1 ] && grep -q 'host tier' "$tmp/e" && ok || bad "--expert-plan device on the file tier: rc $rc, $(cat "$tmp/e")"
+
 # the long prompt's trace: prefill chunks of 256 and the rest, then one per decode token
 python3 - "$tmp/t.json" <<'PY' && ok || bad "chunk lengths in the trace"
 import json, sys

@@ -86,6 +86,8 @@ void cli_model_free(cli_model *m);
 /* Session options from the common flags; warns on stderr when the context
  * exceeds the trained one, with the KV memory it takes. */
 ts_session_opts cli_session_opts(const char *cmd, const cli_common *c, const cli_model *m, const ts_instruments *ins);
+/* "expert plan: device|host (...)" on stderr for a session streaming experts into device slots; nothing otherwise. */
+void cli_print_expert_plan(const ts_session *s);
 /* Parses "1 2 3" into ids (space/comma separated), each in [0, n_vocab). */
 bool cli_parse_ids(const char *cmd, const char *s, int32_t n_vocab, int32_t **ids, int32_t *n);
 

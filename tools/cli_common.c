@@ -336,3 +336,11 @@ void cli_on_stop_signals(void (*handler)(int)) {
 }
 
 void cli_catch_interrupts(void) { cli_on_stop_signals(on_signal); }
+
+void cli_print_expert_plan(const ts_session *s) {
+    const ts_expert_plan p = ts_session_expert_plan(s);
+    if (p == TS_EXPERT_PLAN_AUTO) return;
+    fprintf(stderr, "expert plan: %s\n",
+            p == TS_EXPERT_PLAN_DEVICE ? "device (decode's cache passes planned by the backend: no host round trip per layer)"
+                                       : "host (decode's cache passes planned on the host after each MoE layer's readback)");
+}

@@ -80,6 +80,7 @@ int cmd_bench(int argc, char **argv) {
         if (ts_session_new(m.model, &so, &ss[test]) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
     }
     ts_session *s = ss[0] ? ss[0] : ss[1]; /* for what both share: vocabulary, threads, instruments */
+    cli_print_expert_plan(ss[1] ? ss[1] : s); /* the decode session's */
     int32_t nv = ts_session_n_vocab(s);
     int64_t n_ids = p > n ? p : n;
     ids = malloc(sizeof *ids * (size_t)n_ids);

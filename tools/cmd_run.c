@@ -212,6 +212,7 @@ static int run_main(const char *cmd, int argc, char **argv) {
     size_t n_ids = 0;
     bool started = false;
     if (ts_session_new(m.model, &so, &s) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
+    cli_print_expert_plan(s);
     cli_catch_interrupts();
     started = true;
     if (o.chat) {

@@ -844,6 +844,8 @@ fail:
     return st;
 }
 
+static void dv_close(expert_cache *c); /* the backend-planned passes' buffers (below) */
+
 void expert_cache_free(expert_cache *c) {
     if (!c) return;
     if (c->io) expert_io_free(c->io); /* waits for a batch in flight */
@@ -864,10 +866,7 @@ void expert_cache_free(expert_cache *c) {
             if (L->cl.slot_expert) cache_layer_free(&L->cl);
         }
     free(c->layers);
-    if (c->dv.state) c->be->ops->dealloc(c->be, c->dv.state, (size_t)(c->dv.layer_bytes * (uint64_t)c->map->n_moe));
-    if (c->dv.mirror) c->be->ops->host_free(c->be, c->dv.mirror, (size_t)(c->dv.layer_bytes * (uint64_t)c->map->n_moe));
-    if (c->dv.layout) c->be->ops->dealloc(c->be, c->dv.layout, (size_t)c->dv.layout_bytes);
-    if (c->dv.plan) c->be->ops->dealloc(c->be, c->dv.plan, sizeof(int32_t) * 3 * CACHE_MAX_K * (size_t)c->map->n_moe);
+    if (c->dv.state) dv_close(c);
     if (c->staging) c->be->ops->host_free(c->be, c->staging, (size_t)((uint64_t)c->staging_k * c->stride_max));
     pthread_cond_destroy(&c->freed);
     pthread_mutex_destroy(&c->mu);
@@ -1237,8 +1236,21 @@ static ts_expert_slots dv_slots(const expert_cache *c, int32_t moe, uint8_t *bas
     return d;
 }
 
+static void dv_close(expert_cache *c) {
+    const ts_backend_ops *op = c->be->ops;
+    const size_t total = (size_t)(c->dv.layer_bytes * (uint64_t)c->map->n_moe);
+    if (c->dv.state) op->dealloc(c->be, c->dv.state, total);
+    if (c->dv.mirror) op->host_free(c->be, c->dv.mirror, total);
+    if (c->dv.layout) op->dealloc(c->be, c->dv.layout, (size_t)c->dv.layout_bytes);
+    if (c->dv.plan) op->dealloc(c->be, c->dv.plan, sizeof(int32_t) * 3 * CACHE_MAX_K * (size_t)c->map->n_moe);
+    c->dv.state = c->dv.mirror = NULL;
+    c->dv.layout = NULL;
+    c->dv.plan = NULL;
+}
+
 /* The backend's buffers, made at the first enter: the state (zero, made
- * stale so the first enter uploads the host's), and each expert's layout. */
+ * stale so the first enter uploads the host's), and each expert's layout.
+ * On a failure nothing is kept: the next enter tries again. */
 static ts_status dv_open(expert_cache *c, struct ts_stream *st) {
     const expert_map *m = c->map;
     const ts_backend_ops *op = c->be->ops;
@@ -1250,7 +1262,7 @@ static ts_status dv_open(expert_cache *c, struct ts_stream *st) {
         !(c->dv.layout = op->alloc(c->be, (size_t)c->dv.layout_bytes)) ||
         !(c->dv.plan = op->alloc(c->be, sizeof(int32_t) * 3 * CACHE_MAX_K * (size_t)m->n_moe)) ||
         !(lay = op->host_alloc(c->be, (size_t)c->dv.layout_bytes))) {
-        if (lay) op->host_free(c->be, lay, (size_t)c->dv.layout_bytes);
+        dv_close(c);
         ts_error_prefix("expert cache: the backend's copy of the slot state");
         return TS_ERR_NOMEM;
     }
@@ -1265,10 +1277,14 @@ static ts_status dv_open(expert_cache *c, struct ts_stream *st) {
     op->to_device(st, c->dv.layout, lay, (size_t)c->dv.layout_bytes);
     ts_status r = op->sync(st); /* lay is freed next */
     op->host_free(c->be, lay, (size_t)c->dv.layout_bytes);
+    if (r != TS_OK) {
+        dv_close(c);
+        ts_error_prefix("expert cache: uploading the slot layout");
+        return r;
+    }
     for (int32_t l = 0; l < m->n_moe; l++) memset(c->layers[l].dv_seen, 0, sizeof c->layers[l].dv_seen);
     c->dv.stale = true;
-    if (r != TS_OK) ts_error_prefix("expert cache: uploading the slot layout");
-    return r;
+    return TS_OK;
 }
 
 /* The host's state into the mirror, then the backend's copy; the counters

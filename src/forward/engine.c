@@ -809,6 +809,11 @@ const int32_t *ts_session_tokens(const ts_session *s, int32_t *n_past) {
 }
 
 int32_t ts_session_n_ctx(const ts_session *s) { return s->n_ctx; }
+ts_expert_plan ts_session_expert_plan(const ts_session *s) {
+    const expert_cache *ec = s->model->ecache;
+    if (!ec || !expert_cache_backend_slots(ec) || expert_cache_residency(ec) != EXPERT_RESIDENCY_STREAMED) return TS_EXPERT_PLAN_AUTO;
+    return s->dev_plan ? TS_EXPERT_PLAN_DEVICE : TS_EXPERT_PLAN_HOST;
+}
 int32_t ts_session_n_past(const ts_session *s) { return s->n_past; }
 int32_t ts_session_n_vocab(const ts_session *s) { return s->model->desc.hp.n_vocab; }
 int32_t ts_session_n_threads(const ts_session *s) { return s->st->n_threads; }
