@@ -619,6 +619,80 @@ static void test_read_error(const char *src_path, bool per_expert) {
     unlink(path);
 }
 
+/* Passes planned by the backend (expert_cache_device_*, the CPU backend's
+ * reference op) against a host-slot cache on the same trace: the tables
+ * point at exactly each requested expert's slices, and the counters are the
+ * host cache's. A step that failed (duplicate ids: the op fails the stream)
+ * leaves every slot empty, and the next passes refill them correctly. */
+static void test_device_plan(const gguf_file *f, const expert_map *m, ts_backend *be, ts_stream *st, const expert_cache_opts *bo) {
+    expert_cache_opts o;
+    expert_cache_opts_default(&o);
+    o.residency = EXPERT_RESIDENCY_STREAMED;
+    o.n_slots = bo->n_slots;
+    expert_cache *ref = NULL, *c = NULL;
+    CHECK(expert_cache_new(m, f, &o, &ref) == TS_OK);
+    CHECK(expert_cache_new(m, f, bo, &c) == TS_OK);
+    if (!c || !ref || !expert_cache_device_plan(c)) {
+        CHECKF(0, "device plan: %s", c ? "not offered with backend slots from the host tier" : ts_last_error());
+        expert_cache_free(c);
+        expert_cache_free(ref);
+        return;
+    }
+    const size_t NE = (size_t)m->n_expert;
+    const void **tabs = calloc(3 * NE, sizeof *tabs);
+    const void **tab[3] = {tabs, tabs + NE, tabs + 2 * NE};
+    const void *g[TOPK], *u[TOPK], *d[TOPK];
+    int bad = 0;
+    for (int t = 0; t < NTOK; t++) {
+        CHECK(expert_cache_device_enter(c, st) == TS_OK);
+        for (int l = 0; l < NMOE; l++) {
+            CHECK(expert_cache_device_pass(c, st, l + 1, trace[t][l], TOPK, false, tab) == TS_OK);
+            for (int i = 0; i < TOPK; i++)
+                for (int p = 0; p < 3; p++) bad += !slice_ok(tab[p][trace[t][l][i]], l + 1, trace[t][l][i], p);
+            CHECK(expert_cache_fetch(ref, l + 1, trace[t][l], TOPK, g, u, d, NULL) == TS_OK);
+        }
+        CHECK(expert_cache_device_leave(c, st, true) == TS_OK);
+    }
+    expert_cache_stats sc, sr;
+    expert_cache_get_stats(c, -1, &sc);
+    expert_cache_get_stats(ref, -1, &sr);
+    CHECKF(bad == 0 && sc.passes == sr.passes && sc.hits == sr.hits && sc.misses == sr.misses && sc.evict_misses == sr.evict_misses &&
+               sc.bytes_requested == sr.bytes_requested && sc.misses > 0 && sc.hits > 0,
+           "device plan: %d slices wrong; passes %llu/%llu hits %llu/%llu misses %llu/%llu", bad, (unsigned long long)sc.passes,
+           (unsigned long long)sr.passes, (unsigned long long)sc.hits, (unsigned long long)sr.hits, (unsigned long long)sc.misses,
+           (unsigned long long)sr.misses);
+    /* a failed step: the stream's error, then every slot given up */
+    const int32_t dup[TOPK] = {1, 1};
+    CHECK(expert_cache_device_enter(c, st) == TS_OK);
+    CHECK(expert_cache_device_pass(c, st, 1, dup, TOPK, false, tab) == TS_OK);
+    const ts_status es = be->ops->sync(st);
+    CHECK(expert_cache_device_leave(c, st, es == TS_OK) == TS_OK);
+    CHECKF(es != TS_OK, "device plan: duplicate ids did not fail the stream");
+    int held = 0;
+    for (int l = 0; l < NMOE; l++) {
+        const cache_layer *cl = expert_cache_layer_state(c, l);
+        for (int32_t s2 = 0; s2 < cl->n_slots; s2++) held += cl->slot_expert[s2] >= 0;
+    }
+    CHECKF(held == 0, "device plan: %d slots still held after a failed step", held);
+    bad = 0;
+    CHECK(expert_cache_device_enter(c, st) == TS_OK);
+    for (int l = 0; l < NMOE; l++) {
+        CHECK(expert_cache_device_pass(c, st, l + 1, trace[0][l], TOPK, false, tab) == TS_OK);
+        for (int i = 0; i < TOPK; i++)
+            for (int p = 0; p < 3; p++) bad += !slice_ok(tab[p][trace[0][l][i]], l + 1, trace[0][l][i], p);
+    }
+    CHECK(expert_cache_device_leave(c, st, true) == TS_OK);
+    expert_cache_stats s2;
+    expert_cache_get_stats(c, -1, &s2);
+    CHECKF(bad == 0 && s2.cold_misses == sc.cold_misses + (uint64_t)NMOE * TOPK, "device plan after a failed step: %d slices wrong, cold %llu (was %llu)",
+           bad, (unsigned long long)s2.cold_misses, (unsigned long long)sc.cold_misses);
+    fprintf(stderr, "  device plan: %llu passes, %llu hits, %llu misses as the host cache's; a failed step empties the slots\n",
+            (unsigned long long)sc.passes, (unsigned long long)sc.hits, (unsigned long long)sc.misses);
+    free(tabs);
+    expert_cache_free(c);
+    expert_cache_free(ref);
+}
+
 /* Backend slots (the device path) on the CPU backend: misses copied through a
  * stream from the host tier or from the file via the staging. The bytes, and
  * every plan, equal a host-slot cache's on the same trace; the counters split
@@ -696,6 +770,7 @@ static void test_backend_slots(const gguf_file *f, const expert_map *m, uint64_t
         fprintf(stderr, "  backend slots/%s: %s\n", sn, line);
         expert_cache_free(c);
         expert_cache_free(ref);
+        if (src == EXPERT_SOURCE_HOST) test_device_plan(f, m, be, st, &o);
     }
     /* the slots from the backend's free memory, less the 1 GiB headroom */
     expert_cache_opts o;

@@ -1381,12 +1381,17 @@ ts_status expert_cache_device_pass(expert_cache *c, struct ts_stream *st, int32_
     return TS_OK;
 }
 
-ts_status expert_cache_device_leave(expert_cache *c, struct ts_stream *st) {
+ts_status expert_cache_device_leave(expert_cache *c, struct ts_stream *st, bool step_ok) {
     if (!c->dv.active) return TS_OK;
     const ts_backend_ops *op = c->be->ops;
-    op->to_host(st, c->dv.mirror, c->dv.state, (size_t)(c->dv.layer_bytes * (uint64_t)c->map->n_moe));
-    ts_status r = op->sync(st);
-    if (r == TS_OK) dv_apply(c);
+    ts_status r = TS_OK;
+    if (step_ok) {
+        op->to_host(st, c->dv.mirror, c->dv.state, (size_t)(c->dv.layer_bytes * (uint64_t)c->map->n_moe));
+        r = op->sync(st);
+    }
+    /* a failed step (even one whose error the caller's sync has already
+     * reported) may have filled a slot from a pass that changed nothing */
+    if (step_ok && r == TS_OK) dv_apply(c);
     else dv_forget(c);
     c->dv.active = false;
     pthread_mutex_unlock(&c->mu);

@@ -241,11 +241,12 @@ ts_status expert_cache_prefetch_on(expert_cache *c, struct ts_stream *strm, stru
  *       enqueues one pass on st (ids: k backend ids; a prefetch: the pilot's
  *       guesses placed without a use, tab unused) and points tab[p][ids[i]]
  *       (3 tables, backend memory) at the slots;
- *   expert_cache_device_leave(c, st)
+ *   expert_cache_device_leave(c, st, step_ok)
  *       downloads the state (a sync of st), makes it the host's (stats,
- *       layer state, analyze's replay all see it), and unlocks. After a
- *       failure every slot is emptied: a slot never serves bytes that may
- *       not be its expert's.
+ *       layer state, analyze's replay all see it), and unlocks. When the
+ *       step failed (step_ok false: the caller saw an error, e.g. at its own
+ *       sync) or the download fails, every slot is emptied instead: a slot
+ *       never serves bytes that may not be its expert's.
  * Enqueueing on a stream being recorded is fine: the passes read the ids
  * and the state where they are when they run. Needs backend slots fed from
  * the host tier and a backend with expert_pass (expert_cache_device_plan). */
@@ -253,7 +254,7 @@ bool expert_cache_device_plan(const expert_cache *c);
 ts_status expert_cache_device_enter(expert_cache *c, struct ts_stream *st);
 ts_status expert_cache_device_pass(expert_cache *c, struct ts_stream *st, int32_t block, const int32_t *ids, int32_t k, bool prefetch,
                                    const void **const *tab);
-ts_status expert_cache_device_leave(expert_cache *c, struct ts_stream *st);
+ts_status expert_cache_device_leave(expert_cache *c, struct ts_stream *st, bool step_ok);
 /* The slots are backend memory filled through a stream (fetch_on). */
 bool expert_cache_backend_slots(const expert_cache *c);
 /* Resident and mapped modes: every expert addressable by id. tab[p] (backend

@@ -747,7 +747,7 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
                 st = op->sync(s->st);
             }
             if (dplan) {
-                ts_status sl = expert_cache_device_leave(s->model->ecache, s->st);
+                ts_status sl = expert_cache_device_leave(s->model->ecache, s->st, st == TS_OK);
                 /* the prefetches ran on copy_st's error word */
                 ts_status sp = s->prefetch ? op->sync(s->copy_st) : TS_OK;
                 if (st == TS_OK) st = sl != TS_OK ? sl : sp;
