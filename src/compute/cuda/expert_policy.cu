@@ -93,12 +93,6 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
      * victim searches run on shared memory, not k chains of global loads */
     __shared__ int32_t s_exp[TS_CUDA_CACHE_MAX_SLOTS];
     __shared__ uint64_t s_cnt[TS_CUDA_CACHE_MAX_SLOTS], s_tick[TS_CUDA_CACHE_MAX_SLOTS];
-    /* and everything else the pass reads, in the same two waves of loads
-     * (the state, then what its ids index): the pass is a chain of global
-     * round trips, not arithmetic, so each wave saved is latency saved */
-    __shared__ uint8_t s_pf[TS_CUDA_CACHE_MAX_SLOTS];          /* the prefetch marks before the pass */
-    __shared__ uint64_t s_stats[TS_CUDA_CS_COUNT];             /* the counters before the pass */
-    __shared__ uint64_t rlay[TS_CUDA_CACHE_MAX_K][TS_CUDA_LAYOUT_W]; /* each request's layout row */
     const int lane = threadIdx.x;
     const uint64_t tick = prefetch ? 0 : *c.tick + 1; /* read before any lane writes state (a __syncwarp follows) */
     bool bad = false;
@@ -112,10 +106,8 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
         const int32_t e = c.slot_expert[s];
         s_exp[s] = e;
         s_tick[s] = c.slot_tick[s];
-        s_pf[s] = c.prefetched ? c.prefetched[s] : 0;
         s_cnt[s] = e >= 0 && c.policy == TS_CUDA_CACHE_LFU ? c.expert_count[e] : 0ull;
     }
-    if (c.stats && lane < TS_CUDA_CS_COUNT) s_stats[lane] = c.stats[lane];
     __syncwarp();
     for (int i = lane; i < k; i += 32)
         for (int j = 0; j < i; j++) bad |= rq[j] == rq[i];
@@ -130,9 +122,6 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
         sl[i] = s;
         ev[i] = -1;
         rcnt[i] = c.expert_count[rq[i]];
-        if (c.layout)
-#pragma unroll
-            for (int w = 0; w < TS_CUDA_LAYOUT_W; w++) rlay[i][w] = c.layout[(uint64_t)rq[i] * TS_CUDA_LAYOUT_W + w];
         if (s >= 0) pin[s] = PIN_HIT;
     }
     __syncwarp();
@@ -168,7 +157,7 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
     if (!prefetch && c.prefetched) {
         unsigned long long saved = 0, wasted = 0;
         for (int s = lane; s < c.n_slots; s += 32)
-            if (s_pf[s]) {
+            if (c.prefetched[s]) {
                 if (pin[s] == PIN_HIT) saved++;
                 else wasted++;
                 c.prefetched[s] = 0;
@@ -176,8 +165,8 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
         saved = warp_sum_u64(saved);
         wasted = warp_sum_u64(wasted);
         if (lane == 0 && c.stats) {
-            s_stats[TS_CUDA_CS_PF_SAVED] += saved;
-            s_stats[TS_CUDA_CS_PF_WASTED] += wasted;
+            c.stats[TS_CUDA_CS_PF_SAVED] += saved;
+            c.stats[TS_CUDA_CS_PF_WASTED] += wasted;
         }
     }
     /* the commit: cache_commit's request-order loop touches, per request,
@@ -205,15 +194,16 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
     if (c.stats) {
         unsigned long long miss = 0, cold = 0, breq = 0, bup = 0;
         for (int i = lane; i < k; i += 32) {
-            breq += rlay[i][4];
-            if (!ht[i]) miss++, cold += ev[i] < 0, bup += rlay[i][3];
+            const uint64_t *L = c.layout + (uint64_t)rq[i] * TS_CUDA_LAYOUT_W;
+            breq += L[4];
+            if (!ht[i]) miss++, cold += ev[i] < 0, bup += L[3];
         }
         miss = warp_sum_u64(miss);
         cold = warp_sum_u64(cold);
         breq = warp_sum_u64(breq);
         bup = warp_sum_u64(bup);
         if (lane == 0) {
-            uint64_t *S = s_stats;
+            uint64_t *S = c.stats;
             if (prefetch) {
                 S[TS_CUDA_CS_PF_COPIES] += miss;
                 S[TS_CUDA_CS_BYTES_PF] += bup;
@@ -234,12 +224,12 @@ __global__ void __launch_bounds__(32) cache_pass_kernel(const ts_cuda_cache_laye
     if (!prefetch && tab.p[0])
         for (int i = lane; i < k; i += 32) {
             const int32_t e = rq[i];
+            const uint64_t *L = c.layout + (uint64_t)e * TS_CUDA_LAYOUT_W;
             const uint8_t *base = c.slots + (uint64_t)sl[i] * c.stride;
 #pragma unroll
-            for (int p = 0; p < 3; p++) tab.p[p][e] = base + rlay[i][p];
+            for (int p = 0; p < 3; p++) tab.p[p][e] = base + L[p];
         }
     __syncwarp();
-    if (c.stats && lane < TS_CUDA_CS_COUNT) c.stats[lane] = s_stats[lane];
     for (int i = lane; i < k; i += 32) slot[i] = sl[i], hit[i] = ht[i], evicted[i] = ev[i];
 }
 
