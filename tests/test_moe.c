@@ -86,7 +86,7 @@ static bool generate(const char *path, const mode *md, float temperature, int32_
     ts_session_opts so = ts_session_opts_default();
     so.n_ctx = 128;
     so.kv_f32 = true;
-    so.pilot_prefetch = !md->no_prefetch;
+    so.pilot_prefetch = md->no_prefetch ? TS_PREFETCH_OFF : TS_PREFETCH_ON;
     so.pilot_prefetch_depth = md->depth;
     so.expert_plan = md->plan;
     if (ts_session_new(m, &so, &s) != TS_OK) {
@@ -349,6 +349,58 @@ static void test_progress(const char *name, const char *path) {
     }
 }
 
+/* ts_session_opts.pilot_prefetch: AUTO prefetches from the host tier (the
+ * default depth, capped at top-k) and not from the file; ON prefetches from
+ * either; a mode out of range is refused. */
+static void test_prefetch_modes(const char *name, const char *path) {
+    static const struct {
+        ts_expert_source src;
+        ts_prefetch pf;
+        bool want; /* prefetching */
+    } cases[] = {
+        {TS_EXPERT_SOURCE_HOST, TS_PREFETCH_AUTO, true}, {TS_EXPERT_SOURCE_FILE, TS_PREFETCH_AUTO, false},
+        {TS_EXPERT_SOURCE_FILE, TS_PREFETCH_ON, true},   {TS_EXPERT_SOURCE_HOST, TS_PREFETCH_OFF, false},
+    };
+    for (int src = TS_EXPERT_SOURCE_HOST; src <= TS_EXPERT_SOURCE_FILE; src++) {
+        gguf_file *f;
+        if (gguf_open(path, &f) != TS_OK) {
+            CHECKF(0, "%s: open", path);
+            return;
+        }
+        int32_t k = 0, ne = 0;
+        expert_counts(f, &k, &ne);
+        ts_model_opts mo = ts_model_opts_default();
+        mo.expert_residency = TS_EXPERTS_STREAMED;
+        mo.expert_source = (ts_expert_source)src;
+        mo.expert_slots = k;
+        ts_model *m;
+        bool ok = ts_model_load_gguf(f, &mo, &m) == TS_OK;
+        CHECKF(ok, "%s prefetch modes: load: %s", name, ts_last_error());
+        if (!ok) continue;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            if ((int)cases[i].src != src) continue;
+            ts_session_opts so = ts_session_opts_default();
+            CHECK(so.pilot_prefetch == TS_PREFETCH_AUTO);
+            so.pilot_prefetch = cases[i].pf;
+            so.n_ctx = 64;
+            ts_session *s;
+            if (ts_session_new(m, &so, &s) != TS_OK) {
+                CHECKF(0, "%s prefetch mode %d: session: %s", name, (int)cases[i].pf, ts_last_error());
+                continue;
+            }
+            const int32_t d = ts_session_pilot_prefetch(s), want = cases[i].want ? (k < 2 ? k : 2) : 0;
+            CHECKF(d == want, "%s %s tier, prefetch mode %d: depth %d, want %d", name, src == TS_EXPERT_SOURCE_HOST ? "host" : "file",
+                   (int)cases[i].pf, d, want);
+            ts_session_free(s);
+        }
+        ts_session_opts bad = ts_session_opts_default();
+        bad.pilot_prefetch = (ts_prefetch)7;
+        ts_session *s = NULL;
+        CHECKF(ts_session_new(m, &bad, &s) == TS_ERR_ARG && !s, "%s: a prefetch mode of 7 was not refused", name);
+        ts_model_free(m);
+    }
+}
+
 int main(void) {
     const char *models[] = {"tiny-qwen3moe-f32.gguf", "tiny-qwen2moe-f32.gguf", "tiny-mixtral-f32.gguf", "tiny-olmoe-f32.gguf"};
     const mode modes[] = {
@@ -426,6 +478,7 @@ int main(void) {
         snprintf(path, sizeof path, "%s/ref/%s", TS_FIXTURES, models[mi]);
         test_prefill(models[mi], path);
         test_progress(models[mi], path);
+        test_prefetch_modes(models[mi], path);
     }
     return tu_finish();
 }

@@ -13,6 +13,7 @@ void cli_common_init(cli_common *c) {
     memset(c, 0, sizeof *c);
     c->backend = TS_BACKEND_AUTO;
     c->mo = ts_model_opts_default();
+    c->prefetch = ts_session_opts_default().pilot_prefetch;
 }
 
 int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *c) {
@@ -66,12 +67,16 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
     } else if (!strcmp(a, "--pilot-prefetch")) {
         VAL();
         int64_t d = 0;
-        c->no_prefetch = !strcmp(v, "off");
-        if (strcmp(v, "on") && !c->no_prefetch) {
-            if (!cli_parse_i64(cmd, a, v, 1, 64, &d)) return -1;
+        if (!strcmp(v, "auto")) {
+            c->prefetch = TS_PREFETCH_AUTO;
+        } else if (!strcmp(v, "off")) {
+            c->prefetch = TS_PREFETCH_OFF;
+        } else {
+            if (strcmp(v, "on") && !cli_parse_i64(cmd, a, v, 1, 64, &d)) return -1;
+            c->prefetch = TS_PREFETCH_ON;
+            c->prefetch_depth = (int32_t)d;
+            c->prefetch_given = true;
         }
-        c->prefetch_depth = (int32_t)d;
-        c->prefetch_given = true;
     } else if (!strcmp(a, "--expert-plan")) {
         VAL();
         if (ts_expert_plan_parse(v, &c->expert_plan) != TS_OK) return cli_error(cmd, "--expert-plan: %s", ts_last_error()), -1;
@@ -263,7 +268,7 @@ ts_session_opts cli_session_opts(const char *cmd, const cli_common *c, const cli
     so.n_ctx = (int32_t)c->ctx;
     so.n_threads = (int32_t)c->threads;
     so.precise = c->precise;
-    so.pilot_prefetch = !c->no_prefetch;
+    so.pilot_prefetch = c->prefetch;
     if (c->prefetch_given) so.pilot_prefetch_depth = c->prefetch_depth; /* else the library's default */
     so.expert_plan = c->expert_plan;
     so.instruments = ins;
@@ -343,4 +348,7 @@ void cli_print_expert_plan(const ts_session *s) {
     fprintf(stderr, "expert plan: %s\n",
             p == TS_EXPERT_PLAN_DEVICE ? "device (decode's cache passes planned by the backend: no host round trip per layer)"
                                        : "host (decode's cache passes planned on the host after each MoE layer's readback)");
+    const int32_t d = ts_session_pilot_prefetch(s);
+    if (d) fprintf(stderr, "expert prefetch: the pilot's %d most confident guesses a layer\n", d);
+    else fprintf(stderr, "expert prefetch: off\n");
 }

@@ -426,7 +426,7 @@ ts_session_opts ts_session_opts_default(void) {
     ts_session_opts o;
     memset(&o, 0, sizeof o);
     o.n_batch = 256;
-    o.pilot_prefetch = true;
+    o.pilot_prefetch = TS_PREFETCH_AUTO;
     /* the pilot's two most confident guesses: on the H200 they cost nothing
      * measurable, all top-k cost 20% (docs/BENCHMARKS.md, session 17) */
     o.pilot_prefetch_depth = 2;
@@ -539,8 +539,13 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->hooks = &s->hook_tab;
     }
     if ((st = s->be->ops->stream_new(s->be, o.n_threads, &s->st)) != TS_OK) goto fail;
-    s->prefetch = o.pilot_prefetch && m->ecache && expert_cache_backend_slots(m->ecache) &&
-                  expert_cache_residency(m->ecache) == EXPERT_RESIDENCY_STREAMED;
+    if ((unsigned)o.pilot_prefetch > TS_PREFETCH_AUTO) {
+        st = ts_fail(TS_ERR_ARG, "session: pilot prefetch mode %d", (int)o.pilot_prefetch);
+        goto fail;
+    }
+    const bool slots = m->ecache && expert_cache_backend_slots(m->ecache) && expert_cache_residency(m->ecache) == EXPERT_RESIDENCY_STREAMED;
+    s->prefetch = slots && (o.pilot_prefetch == TS_PREFETCH_ON ||
+                            (o.pilot_prefetch == TS_PREFETCH_AUTO && expert_cache_source(m->ecache) == EXPERT_SOURCE_HOST));
     if (o.pilot_prefetch_depth < 0) {
         st = ts_fail(TS_ERR_ARG, "session: pilot prefetch depth %d", o.pilot_prefetch_depth);
         goto fail;
@@ -814,6 +819,7 @@ ts_expert_plan ts_session_expert_plan(const ts_session *s) {
     if (!ec || !expert_cache_backend_slots(ec) || expert_cache_residency(ec) != EXPERT_RESIDENCY_STREAMED) return TS_EXPERT_PLAN_AUTO;
     return s->dev_plan ? TS_EXPERT_PLAN_DEVICE : TS_EXPERT_PLAN_HOST;
 }
+int32_t ts_session_pilot_prefetch(const ts_session *s) { return s->prefetch ? s->prefetch_depth : 0; }
 int32_t ts_session_n_past(const ts_session *s) { return s->n_past; }
 int32_t ts_session_n_vocab(const ts_session *s) { return s->model->desc.hp.n_vocab; }
 int32_t ts_session_n_threads(const ts_session *s) { return s->st->n_threads; }
