@@ -457,19 +457,6 @@ ts_sampler_params ts_sampler_params_default(void);
 
 typedef struct ts_session ts_session;
 
-/* Pilot prefetch (ts_session_opts.pilot_prefetch). OFF and ON are false
- * and true, so a caller that assigns a bool keeps its meaning. */
-typedef enum ts_prefetch {
-    TS_PREFETCH_OFF = 0,
-    TS_PREFETCH_ON = 1,
-    /* on where misses come from the host tier, off where they come from the
-     * file: a file-tier token waits on the disk, so a wrong guess's read
-     * costs it outright (30B-A3B at 25% on the H200: 9.0 tok/s off, 5.3 with
-     * all top-k guesses; docs/BENCHMARKS.md, session 18), while the host
-     * tier's link has room beside the compute */
-    TS_PREFETCH_AUTO = 2,
-} ts_prefetch;
-
 typedef struct ts_session_opts {
     int32_t n_ctx;     /* positions; 0 = the model's trained context */
     int32_t n_threads; /* cpu: 0 = the backend's default */
@@ -482,9 +469,9 @@ typedef struct ts_session_opts {
      * layer's router on this layer's residual, on the device) guesses the
      * next layer's experts, and their copies start while this layer
      * computes. Output is the same either way (a prefetch only fills slots);
-     * the cache's hits, and so `analyze cache`'s replay, differ. Default
-     * AUTO; ignored without device slots. */
-    ts_prefetch pilot_prefetch;
+     * the cache's hits, and so `analyze cache`'s replay, differ. Default on;
+     * ignored without device slots. */
+    bool pilot_prefetch;
     /* how many of the pilot's guesses, most confident first, are copied
      * (1..top-k); 0 = all top-k. Default 2 */
     int32_t pilot_prefetch_depth;
@@ -531,7 +518,7 @@ int32_t ts_session_n_ctx(const ts_session *s);
 ts_expert_plan ts_session_expert_plan(const ts_session *s);
 /* How many of the pilot's guesses this session copies ahead
  * (ts_session_opts.pilot_prefetch and _depth resolved): 0 = no prefetch
- * (off, AUTO on the file tier, or no device slots). */
+ * (off, or no streamed device slots). */
 int32_t ts_session_pilot_prefetch(const ts_session *s);
 int32_t ts_session_n_past(const ts_session *s);
 int32_t ts_session_n_vocab(const ts_session *s);

@@ -39,7 +39,7 @@ typedef struct cli_common {
     ts_backend_kind backend;/* --backend cpu|cuda|auto */
     bool no_pdl;            /* --cuda-pdl off */
     bool expert_given;      /* any --expert-* flag seen */
-    ts_prefetch prefetch;   /* --pilot-prefetch auto|on|off|N (N: on); AUTO unless given */
+    bool no_prefetch;       /* --pilot-prefetch off */
     int32_t prefetch_depth; /* --pilot-prefetch N: the pilot's N best guesses; 0 = all top-k (on) */
     bool prefetch_given;    /* --pilot-prefetch given: prefetch_depth overrides the session default */
     ts_expert_plan expert_plan; /* --expert-plan */
@@ -56,7 +56,7 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
     "  MoE models: --expert-residency resident|streamed|mapped|auto (default auto)\n"                   \
     "              --expert-cache-slots N|auto  --expert-budget BYTES (e.g. 8G)  --expert-policy lfu|lru\n"     \
     "              --gpu-expert-budget BYTES|auto  --gpu-expert-source host|file|auto (--backend cuda)\n"     \
-    "              --pilot-prefetch auto|on|off|N (streamed into device slots; default auto: 2 guesses from the host tier, off from the file; on: all top-k)\n"  \
+    "              --pilot-prefetch on|off|N (streamed into device slots; default 2 guesses, on: all top-k)\n"  \
     "              --expert-plan auto|host|device (streamed into device slots: who plans a decode token's passes)\n"
 
 /* The TURBOSPARK_* variables (docs/INSTRUMENTS.md), read once by the command

@@ -13,7 +13,6 @@ void cli_common_init(cli_common *c) {
     memset(c, 0, sizeof *c);
     c->backend = TS_BACKEND_AUTO;
     c->mo = ts_model_opts_default();
-    c->prefetch = ts_session_opts_default().pilot_prefetch;
 }
 
 int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *c) {
@@ -67,16 +66,12 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
     } else if (!strcmp(a, "--pilot-prefetch")) {
         VAL();
         int64_t d = 0;
-        if (!strcmp(v, "auto")) {
-            c->prefetch = TS_PREFETCH_AUTO;
-        } else if (!strcmp(v, "off")) {
-            c->prefetch = TS_PREFETCH_OFF;
-        } else {
-            if (strcmp(v, "on") && !cli_parse_i64(cmd, a, v, 1, 64, &d)) return -1;
-            c->prefetch = TS_PREFETCH_ON;
-            c->prefetch_depth = (int32_t)d;
-            c->prefetch_given = true;
+        c->no_prefetch = !strcmp(v, "off");
+        if (strcmp(v, "on") && !c->no_prefetch) {
+            if (!cli_parse_i64(cmd, a, v, 1, 64, &d)) return -1;
         }
+        c->prefetch_depth = (int32_t)d;
+        c->prefetch_given = true;
     } else if (!strcmp(a, "--expert-plan")) {
         VAL();
         if (ts_expert_plan_parse(v, &c->expert_plan) != TS_OK) return cli_error(cmd, "--expert-plan: %s", ts_last_error()), -1;
@@ -268,7 +263,7 @@ ts_session_opts cli_session_opts(const char *cmd, const cli_common *c, const cli
     so.n_ctx = (int32_t)c->ctx;
     so.n_threads = (int32_t)c->threads;
     so.precise = c->precise;
-    so.pilot_prefetch = c->prefetch;
+    so.pilot_prefetch = !c->no_prefetch;
     if (c->prefetch_given) so.pilot_prefetch_depth = c->prefetch_depth; /* else the library's default */
     so.expert_plan = c->expert_plan;
     so.instruments = ins;

@@ -426,7 +426,7 @@ ts_session_opts ts_session_opts_default(void) {
     ts_session_opts o;
     memset(&o, 0, sizeof o);
     o.n_batch = 256;
-    o.pilot_prefetch = TS_PREFETCH_AUTO;
+    o.pilot_prefetch = true;
     /* the pilot's two most confident guesses: on the H200 they cost nothing
      * measurable, all top-k cost 20% (docs/BENCHMARKS.md, session 17) */
     o.pilot_prefetch_depth = 2;
@@ -539,13 +539,8 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->hooks = &s->hook_tab;
     }
     if ((st = s->be->ops->stream_new(s->be, o.n_threads, &s->st)) != TS_OK) goto fail;
-    if ((unsigned)o.pilot_prefetch > TS_PREFETCH_AUTO) {
-        st = ts_fail(TS_ERR_ARG, "session: pilot prefetch mode %d", (int)o.pilot_prefetch);
-        goto fail;
-    }
-    const bool slots = m->ecache && expert_cache_backend_slots(m->ecache) && expert_cache_residency(m->ecache) == EXPERT_RESIDENCY_STREAMED;
-    s->prefetch = slots && (o.pilot_prefetch == TS_PREFETCH_ON ||
-                            (o.pilot_prefetch == TS_PREFETCH_AUTO && expert_cache_source(m->ecache) == EXPERT_SOURCE_HOST));
+    s->prefetch = o.pilot_prefetch && m->ecache && expert_cache_backend_slots(m->ecache) &&
+                  expert_cache_residency(m->ecache) == EXPERT_RESIDENCY_STREAMED;
     if (o.pilot_prefetch_depth < 0) {
         st = ts_fail(TS_ERR_ARG, "session: pilot prefetch depth %d", o.pilot_prefetch_depth);
         goto fail;
