@@ -568,6 +568,53 @@ static void test_self_check(bufs *b) {
     CHECK(!same_float(a, c));
 }
 
+/* The AVX2 packer (Q4_K, Q5_K, Q6_K vectorized) against the scalar one
+ * (sc_pair 1): the same bytes for every row count a unit can have (rows past
+ * nrows zero), 1..8 super-blocks from an offset, random block bytes (any
+ * bytes are a block: the scales' and d's decodes are the shared ones). */
+static void test_pack_avx2(void) {
+#if defined(__x86_64__)
+    if (ts_kernels_isa_max() < TS_ISA_AVX2) {
+        printf("%-60s not run: no AVX2 on this CPU\n", "avx2 panel packer = scalar packer");
+        return;
+    }
+    static const ts_type types[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K, TS_TYPE_Q3_K};
+    static const int nrs[] = {1, 7, 8, 9, 15, 16, 17, 24, 31, 32};
+    static const int nss[] = {1, 3, 8};
+    int cases = 0, bad = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        const ts_type t = types[ti];
+        const uint64_t bb = ts_type_get(t)->block_bytes, ws = 10 * bb + 3; /* an odd row stride */
+        const size_t sbb = TS_GP_SB_BYTES(ts_q_gemm_nsub(t)), len = (size_t)TS_GP_KSEG * sbb;
+        uint8_t *w = malloc(ws * TS_GP_ROWS + 1), *a = aligned_alloc(64, len), *v = aligned_alloc(64, len);
+        uint32_t st = 0x9e3779b9u + (uint32_t)ti;
+        for (uint64_t i = 0; i < ws * TS_GP_ROWS + 1; i++) {
+            st = st * 1664525u + 1013904223u;
+            w[i] = (uint8_t)(st >> 24);
+        }
+        for (size_t k = 0; k < sizeof nrs / sizeof *nrs; k++)
+            for (size_t j = 0; j < sizeof nss / sizeof *nss; j++)
+                for (int sb0 = 0; sb0 < 2; sb0++) {
+                    memset(a, 0xab, len), memset(v, 0xab, len);
+                    ts_q_gemm_pack(t, w + 1, ws, nrs[k], sb0, nss[j], 1, a);
+                    ts_q_gemm_pack_avx2(t, w + 1, ws, nrs[k], sb0, nss[j], v);
+                    if (memcmp(a, v, len)) {
+                        size_t o = 0;
+                        while (a[o] == v[o]) o++;
+                        if (bad < 3)
+                            fprintf(stderr, "  %s rows=%d ns=%d sb0=%d: panels differ first at byte %zu (%02x vs %02x)\n", ts_type_name(t),
+                                    nrs[k], nss[j], sb0, o, a[o], v[o]);
+                        bad++;
+                    }
+                    cases++;
+                }
+        free(w), free(a), free(v);
+    }
+    CHECKF(bad == 0, "avx2 panel packer: %d of %d cases differ from the scalar packer", bad, cases);
+    printf("%-60s %d cases, %d differ\n", "avx2 panel packer = scalar packer (Q4_K, Q5_K, Q6_K; Q3_K)", cases, bad);
+#endif
+}
+
 int main(void) {
     static const char *fixtures[] = {"F16.bin",  "BF16.bin", "F16_round.bin", "F16_round2.bin", "BF16_round.bin",
                                      "Q4_0.bin", "Q4_1.bin", "Q5_0.bin",      "Q5_1.bin",       "Q8_0.bin",
@@ -618,6 +665,7 @@ int main(void) {
     printf("upper ymm/zmm state after the kernels: %d checks, %d dirty%s\n", upper_checked, upper_bad,
            upper_checked ? "" : " (XGETBV(1) unavailable: not checked)");
     test_gemm_amx_bits(&b);
+    test_pack_avx2();
     CHECK(ts_kernels_set_isa(max_isa + 1) == -1);
     ts_kernels_set_isa(max_isa);
     CHECK(!ts_type_supported(TS_TYPE_IQ2_XXS) && ts_type_dot_partner(TS_TYPE_IQ2_XXS) == TS_TYPE_COUNT);

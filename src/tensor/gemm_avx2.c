@@ -142,6 +142,116 @@ static const ak_fn ak_q2[AK_NT + 1] = {NULL, ak_Q2_K_1, ak_Q2_K_2}, ak_q3[AK_NT 
                    ak_q4[AK_NT + 1] = {NULL, ak_Q4_K_1, ak_Q4_K_2}, ak_q5[AK_NT + 1] = {NULL, ak_Q5_K_1, ak_Q5_K_2},
                    ak_q6[AK_NT + 1] = {NULL, ak_Q6_K_1, ak_Q6_K_2};
 
+/* 8 rows' ymm (8 dwords each: 8 k-groups of 4 quants) -> 8 k-groups' ymm
+ * (8 rows each), in place. */
+INLINE void tr8x8(__m256i *r) {
+    __m256i a[8], b[8];
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+}
+
+/* ts_q_gemm_pack for Q4_K, Q5_K and Q6_K with sc_pair 1, byte for byte (the
+ * AVX-512 pack_vec's scheme on 256 bits): a row's 64 quants of a k-step are
+ * two ymm (the low and the high 32 elements: Q4_K a 32-byte run's low then
+ * high nibbles; Q5_K the same with two bits of qh on top; Q6_K ql's nibbles
+ * with two bits of qh), whose 8 dwords are 8 k-groups, and 8 rows' ymm
+ * transposed are 8 k-groups' 8 panel lanes. The scalar packer scatters 4
+ * bytes at a time; with the ~16 tokens an expert gets in a MoE prefill chunk
+ * it was most of the GEMM's time. Scales, corrections, d, dm: the shared
+ * head decoders. */
+static void pack_vec2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
+    const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, nsub = q6 ? 16 : 8, bb = q6 ? 210 : q5 ? 176 : 144;
+    const size_t sbb = TS_GP_SB_BYTES(nsub);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    for (int lg = 0; lg < 2; lg++) {
+        const uint8_t *rb[16]; /* the rows' first packed block, NULL past nrows */
+        for (int l = 0; l < 16; l++) {
+            const int r = lg * 16 + l;
+            rb[l] = r < nrows ? w + (uint64_t)r * ws + (uint64_t)sb0 * (uint64_t)bb : NULL;
+        }
+        for (int s = 0; s < ns; s++) {
+            uint8_t *P = panel + (size_t)s * sbb;
+            int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + nsub * 32;
+            float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
+            for (int l = 0; l < 16; l++) {
+                int sc[16], cr[16];
+                float dd = 0.0f, ddm = 0.0f;
+                if (rb[l]) {
+                    const uint8_t *b = rb[l] + (size_t)s * bb;
+                    if (s + 2 < ns)
+                        for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)b + 2 * bb + o, _MM_HINT_T0);
+                    if (q6) ts_q_gemm_q6_K_head(b, sc, cr, &dd, &ddm);
+                    else ts_q_gemm_q4_K_head(b, sc, cr, &dd, &ddm); /* Q5_K: the same d, dmin and scales */
+                } else {
+                    memset(sc, 0, sizeof sc), memset(cr, 0, sizeof cr);
+                }
+                for (int j = 0; j < nsub; j++) psc[(j * 2 + lg) * 16 + l] = (int32_t)((uint32_t)(uint16_t)sc[j] * 0x10001u);
+                for (int p = 0; p < 8; p++)
+                    pcr[(p * 2 + lg) * 16 + l] = (int32_t)((uint32_t)(uint16_t)cr[2 * p] | (uint32_t)(uint16_t)cr[2 * p + 1] << 16);
+                d[lg * 16 + l] = dd;
+                dm[lg * 16 + l] = ddm;
+            }
+            for (int kk = 0; kk < 4; kk++)
+                for (int h8 = 0; h8 < 2; h8++) { /* rows 8 h8 .. 8 h8 + 7 of the lane group */
+                    __m256i lo[8], hi[8];
+                    for (int i = 0; i < 8; i++) {
+                        const uint8_t *rp = rb[8 * h8 + i];
+                        if (!rp) {
+                            lo[i] = hi[i] = _mm256_setzero_si256();
+                            continue;
+                        }
+                        const uint8_t *b = rp + (size_t)s * bb;
+                        if (q6) { /* elements 128 hf + 64 (kk & 1) + [0, 64) */
+                            const int hf = kk >> 1, sh = 4 * (kk & 1);
+                            const __m256i A = _mm256_loadu_si256((const __m256i *)(b + 64 * hf));
+                            const __m256i B = _mm256_loadu_si256((const __m256i *)(b + 64 * hf + 32));
+                            const __m256i H = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * hf));
+                            const __m256i H0 = _mm256_and_si256(_mm256_srli_epi16(H, sh), m3);
+                            const __m256i H1 = _mm256_and_si256(_mm256_srli_epi16(H, sh + 2), m3);
+                            lo[i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, sh), m4), _mm256_slli_epi16(H0, 4));
+                            hi[i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, sh), m4), _mm256_slli_epi16(H1, 4));
+                        } else if (q5) { /* qs at 48, qh at 16: elements 64 kk + [0, 64) */
+                            const __m256i x = _mm256_loadu_si256((const __m256i *)(b + 48 + 32 * kk));
+                            const __m256i H = _mm256_loadu_si256((const __m256i *)(b + 16));
+                            const __m256i H0 = _mm256_and_si256(_mm256_srli_epi16(H, 2 * kk), m1);
+                            const __m256i H1 = _mm256_and_si256(_mm256_srli_epi16(H, 2 * kk + 1), m1);
+                            lo[i] = _mm256_or_si256(_mm256_and_si256(x, m4), _mm256_slli_epi16(H0, 4));
+                            hi[i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 4), m4), _mm256_slli_epi16(H1, 4));
+                        } else {
+                            const __m256i x = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * kk));
+                            lo[i] = _mm256_and_si256(x, m4);
+                            hi[i] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+                        }
+                    }
+                    tr8x8(lo);
+                    tr8x8(hi);
+                    /* k-group kk*16 + i (lo) and kk*16 + 8 + i (hi), lane group lg, rows 8 h8 .. */
+                    for (int i = 0; i < 8; i++) {
+                        _mm256_store_si256((__m256i *)(P + ((kk * 16 + i) * 2 + lg) * 64 + 32 * h8), lo[i]);
+                        _mm256_store_si256((__m256i *)(P + ((kk * 16 + 8 + i) * 2 + lg) * 64 + 32 * h8), hi[i]);
+                    }
+                }
+        }
+    }
+}
+
+void ts_q_gemm_pack_avx2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
+    if (t == TS_TYPE_Q4_K || t == TS_TYPE_Q5_K || t == TS_TYPE_Q6_K) pack_vec2(t, w, ws, nrows, sb0, ns, panel);
+    else ts_q_gemm_pack(t, w, ws, nrows, sb0, ns, 1, panel);
+}
+
 static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
                   int64_t ncols, float *out, int64_t os, void *scratch) {
     const int nsub = ts_q_gemm_nsub(t);
@@ -157,8 +267,8 @@ static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
             int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
             for (int u = 0; u < nu; u++) {
                 int64_t ru = nr - u * TS_GP_ROWS;
-                ts_q_gemm_pack(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS), s0,
-                               ns, 1, sp + u * unit);
+                ts_q_gemm_pack_avx2(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS), s0,
+                                    ns, sp + u * unit);
             }
             for (int64_t c0 = 0; c0 < ncols; c0 += AK_NT) {
                 int nt = (int)(ncols - c0 < AK_NT ? ncols - c0 : AK_NT);

@@ -201,6 +201,11 @@ int ts_q_gemm_offset(ts_type t);
  * [sb0, sb0+ns), into panel. sc_pair: scales as (s, s) i16 pairs. */
 void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
                     uint8_t *panel);
+/* The AVX2 kernels' packer (sc_pair 1): the same bytes as ts_q_gemm_pack,
+ * Q4_K, Q5_K and Q6_K vectorized (gemm_avx2.c); call only where AVX2 runs. */
+#if defined(__x86_64__)
+void ts_q_gemm_pack_avx2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel);
+#endif
 /* A Q4_K block's panel fields but its quants: the 8 sub-block scales, the 16
  * corrections (each sub-block's min, twice), d and dmin (the packers' shared
  * decode; gemm_avx512.c's vector packer takes the quants itself). */
