@@ -125,22 +125,38 @@ static inline __m256i rmask8(int64_t nr, int base) {
  * the dirty upper state it returned made every legacy-SSE instruction after
  * a GEMM slow (measured on a Zen 3 VM: SiLU's loop 7 -> 65 ns an element, the
  * packer too; half of a 1.5B prefill's time). */
-#define AK_NT 2 /* tokens per micro-kernel call: 4*NT accumulators + 2 weights, 2 scales, 1 broadcast in 16 ymm */
+/* Tokens per micro-kernel call (2 or 3): per 4 elements 2 weight loads and NT
+ * broadcasts feed 2*NT maddubs, so 3 tokens load less per multiply than 2.
+ * The 4*NT accumulators, 2 weights and a broadcast leave the scale pairs to
+ * memory operands or spills at 3 (once per sub-block). Each token's sums are
+ * the same either way (bit for bit). On Zen 3 (session 18, -DAK_NT=2 against
+ * 3, alternating): bench_gemm's geomean 11 of 12 pairs faster (medians ~1.25x
+ * at 48 and 512 tokens), 1.5B pp512 per-pair 0.97..1.28 (median 1.25), the
+ * 30B-A3B's pp512 0.96..1.24 (median 1.06). */
+#ifndef AK_NT
+#define AK_NT 3
+#endif
 #define AK_FN(T, NSUB, DEPTH, NT)                                                                                \
     static void ak_##T##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, float *out,          \
                               int64_t os, int64_t nr, int first) {                                              \
         ak(panel, ns, lg, NSUB, NT, DEPTH, xr, out, os, rmask8(nr, 0), rmask8(nr, 8), nr >= 16, first);        \
     }
-#define AK_T(T, NSUB, DEPTH) AK_FN(T, NSUB, DEPTH, 1) AK_FN(T, NSUB, DEPTH, 2)
+#if AK_NT >= 3
+#define AK_FN3(T, NSUB, DEPTH) AK_FN(T, NSUB, DEPTH, 3)
+#define AK_TAB(T) {NULL, ak_##T##_1, ak_##T##_2, ak_##T##_3}
+#else
+#define AK_FN3(T, NSUB, DEPTH)
+#define AK_TAB(T) {NULL, ak_##T##_1, ak_##T##_2}
+#endif
+#define AK_T(T, NSUB, DEPTH) AK_FN(T, NSUB, DEPTH, 1) AK_FN(T, NSUB, DEPTH, 2) AK_FN3(T, NSUB, DEPTH)
 AK_T(Q2_K, 16, 4)
 AK_T(Q3_K, 16, 4)
 AK_T(Q4_K, 8, 8)
 AK_T(Q5_K, 8, 4)
 AK_T(Q6_K, 16, 2)
 typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, float *, int64_t, int64_t, int);
-static const ak_fn ak_q2[AK_NT + 1] = {NULL, ak_Q2_K_1, ak_Q2_K_2}, ak_q3[AK_NT + 1] = {NULL, ak_Q3_K_1, ak_Q3_K_2},
-                   ak_q4[AK_NT + 1] = {NULL, ak_Q4_K_1, ak_Q4_K_2}, ak_q5[AK_NT + 1] = {NULL, ak_Q5_K_1, ak_Q5_K_2},
-                   ak_q6[AK_NT + 1] = {NULL, ak_Q6_K_1, ak_Q6_K_2};
+static const ak_fn ak_q2[AK_NT + 1] = AK_TAB(Q2_K), ak_q3[AK_NT + 1] = AK_TAB(Q3_K), ak_q4[AK_NT + 1] = AK_TAB(Q4_K),
+                   ak_q5[AK_NT + 1] = AK_TAB(Q5_K), ak_q6[AK_NT + 1] = AK_TAB(Q6_K);
 
 /* 8 rows' ymm (8 dwords each: 8 k-groups of 4 quants) -> 8 k-groups' ymm
  * (8 rows each), in place. */
