@@ -117,6 +117,31 @@ void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t
     }
 }
 
+void ts_q_gemm_pack_heads(ts_type t, const uint8_t *const *rb, int lg, int s, int ns, int sc_pair, uint8_t *P) {
+    const int q6 = t == TS_TYPE_Q6_K, nsub = ts_q_gemm_nsub(t);
+    const uint32_t bb = ts_type_get(t)->block_bytes;
+    int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + nsub * 32;
+    float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
+    for (int l = 0; l < 16; l++) {
+        int sc[16], cr[16];
+        float dd = 0.0f, ddm = 0.0f;
+        if (rb[l]) {
+            const uint8_t *b = rb[l] + (size_t)s * bb;
+            if (s + 2 < ns)
+                for (uint32_t o = 0; o < bb; o += 64) __builtin_prefetch(b + 2 * bb + o);
+            if (q6) ts_q_gemm_q6_K_head(b, sc, cr, &dd, &ddm);
+            else ts_q_gemm_q4_K_head(b, sc, cr, &dd, &ddm); /* Q5_K: the same d, dmin and scales */
+        } else {
+            memset(sc, 0, sizeof sc), memset(cr, 0, sizeof cr);
+        }
+        for (int j = 0; j < nsub; j++) psc[(j * 2 + lg) * 16 + l] = sc_pair ? (int32_t)((uint32_t)(uint16_t)sc[j] * 0x10001u) : sc[j];
+        for (int p = 0; p < 8; p++)
+            pcr[(p * 2 + lg) * 16 + l] = (int32_t)((uint32_t)(uint16_t)cr[2 * p] | (uint32_t)(uint16_t)cr[2 * p + 1] << 16);
+        d[lg * 16 + l] = dd;
+        dm[lg * 16 + l] = ddm;
+    }
+}
+
 /* two units of 32 rows, TS_GP_KSEG super-blocks each, at the widest layout;
  * where the AMX kernels may run, their lo/hi tiles of the same units after
  * them (TS_GP_AMX_SB_BYTES per unit and super-block) */

@@ -18,6 +18,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "tensor/gemm_pack.h"
+
 #define VN __attribute__((target("avx512vnni")))
 #define VINL static inline __attribute__((always_inline, target("avx512vnni")))
 
@@ -166,9 +168,8 @@ VINL void tr16x16(__m512i r[16]) {
  * scattering 4 bytes at a time (a quarter of the VNNI kernel's time).
  * Scales, corrections, d, dm: the scalar packer's own decode. */
 static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
-    const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, nsub = q6 ? 16 : 8, bb = q6 ? 210 : q5 ? 176 : 144;
-    const size_t sbb = TS_GP_SB_BYTES(nsub);
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, bb = q6 ? 210 : q5 ? 176 : 144;
+    const size_t sbb = TS_GP_SB_BYTES(ts_q_gemm_nsub(t));
     for (int lg = 0; lg < 2; lg++) {
         const uint8_t *rb[16]; /* the rows' first packed block, NULL past nrows */
         for (int l = 0; l < 16; l++) {
@@ -177,26 +178,7 @@ static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int
         }
         for (int s = 0; s < ns; s++) {
             uint8_t *P = panel + (size_t)s * sbb;
-            int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + nsub * 32;
-            float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
-            for (int l = 0; l < 16; l++) {
-                int sc[16], cr[16];
-                float dd = 0.0f, ddm = 0.0f;
-                if (rb[l]) {
-                    const uint8_t *b = rb[l] + (size_t)s * bb;
-                    if (s + 2 < ns)
-                        for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)b + 2 * bb + o, _MM_HINT_T0);
-                    if (q6) ts_q_gemm_q6_K_head(b, sc, cr, &dd, &ddm);
-                    else ts_q_gemm_q4_K_head(b, sc, cr, &dd, &ddm); /* Q5_K: the same d, dmin and scales */
-                } else {
-                    memset(sc, 0, sizeof sc), memset(cr, 0, sizeof cr);
-                }
-                for (int j = 0; j < nsub; j++) psc[(j * 2 + lg) * 16 + l] = sc[j];
-                for (int p = 0; p < 8; p++)
-                    pcr[(p * 2 + lg) * 16 + l] = (int32_t)((uint32_t)(uint16_t)cr[2 * p] | (uint32_t)(uint16_t)cr[2 * p + 1] << 16);
-                d[lg * 16 + l] = dd;
-                dm[lg * 16 + l] = ddm;
-            }
+            ts_q_gemm_pack_heads(t, rb, lg, s, ns, 0, P);
             for (int kk = 0; kk < 4; kk++) {
                 __m512i r[16];
                 for (int l = 0; l < 16; l++) {
@@ -204,29 +186,8 @@ static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int
                         r[l] = _mm512_setzero_si512();
                         continue;
                     }
-                    const uint8_t *b = rb[l] + (size_t)s * bb;
                     __m256i lo, hi;
-                    if (q6) { /* elements 128 hf + 64 (kk & 1) + [0, 64) */
-                        const int hf = kk >> 1, sh = 4 * (kk & 1);
-                        const __m256i A = _mm256_loadu_si256((const __m256i *)(b + 64 * hf));
-                        const __m256i B = _mm256_loadu_si256((const __m256i *)(b + 64 * hf + 32));
-                        const __m256i H = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * hf));
-                        const __m256i H0 = _mm256_and_si256(_mm256_srli_epi16(H, sh), m3);
-                        const __m256i H1 = _mm256_and_si256(_mm256_srli_epi16(H, sh + 2), m3);
-                        lo = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, sh), m4), _mm256_slli_epi16(H0, 4));
-                        hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, sh), m4), _mm256_slli_epi16(H1, 4));
-                    } else if (q5) { /* qs at 48, qh at 16: elements 64 kk + [0, 64) */
-                        const __m256i x = _mm256_loadu_si256((const __m256i *)(b + 48 + 32 * kk));
-                        const __m256i H = _mm256_loadu_si256((const __m256i *)(b + 16));
-                        const __m256i H0 = _mm256_and_si256(_mm256_srli_epi16(H, 2 * kk), m1);
-                        const __m256i H1 = _mm256_and_si256(_mm256_srli_epi16(H, 2 * kk + 1), m1);
-                        lo = _mm256_or_si256(_mm256_and_si256(x, m4), _mm256_slli_epi16(H0, 4));
-                        hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 4), m4), _mm256_slli_epi16(H1, 4));
-                    } else {
-                        const __m256i x = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * kk));
-                        lo = _mm256_and_si256(x, m4);
-                        hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-                    }
+                    gp_quants(q6, q5, rb[l] + (size_t)s * bb, kk, &lo, &hi);
                     r[l] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
                 }
                 tr16x16(r);

@@ -201,6 +201,11 @@ int ts_q_gemm_offset(ts_type t);
  * [sb0, sb0+ns), into panel. sc_pair: scales as (s, s) i16 pairs. */
 void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
                     uint8_t *panel);
+/* The vector packers' heads (Q4_K, Q5_K, Q6_K): rows rb[0..15] of lane
+ * group lg (NULL past nrows: zeros), super-block s of ns, their scales (as
+ * (s, s) i16 pairs when sc_pair), corrections, d and dm into the panel's
+ * super-block P through the scalar decoders; the block two ahead prefetched. */
+void ts_q_gemm_pack_heads(ts_type t, const uint8_t *const *rb, int lg, int s, int ns, int sc_pair, uint8_t *P);
 /* The AVX2 kernels' packer (sc_pair 1): the same bytes as ts_q_gemm_pack,
  * Q4_K, Q5_K and Q6_K vectorized (gemm_avx2.c); call only where AVX2 runs. */
 #if defined(__x86_64__)
