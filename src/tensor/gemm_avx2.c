@@ -193,11 +193,8 @@ static void pack_vec2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64
     const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, bb = q6 ? 210 : q5 ? 176 : 144;
     const size_t sbb = TS_GP_SB_BYTES(ts_q_gemm_nsub(t));
     for (int lg = 0; lg < 2; lg++) {
-        const uint8_t *rb[16]; /* the rows' first packed block, NULL past nrows */
-        for (int l = 0; l < 16; l++) {
-            const int r = lg * 16 + l;
-            rb[l] = r < nrows ? w + (uint64_t)r * ws + (uint64_t)sb0 * (uint64_t)bb : NULL;
-        }
+        const uint8_t *rb[16];
+        gp_row_blocks(w, ws, nrows, sb0, bb, lg, rb);
         for (int s = 0; s < ns; s++) {
             uint8_t *P = panel + (size_t)s * sbb;
             ts_q_gemm_pack_heads(t, rb, lg, s, ns, 1, P);

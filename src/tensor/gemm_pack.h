@@ -5,6 +5,15 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+/* rb[l]: row lg*16 + l's first packed block (super-block sb0 of a row of
+ * bb-byte blocks, stride ws), NULL past nrows. */
+static inline void gp_row_blocks(const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int bb, int lg, const uint8_t **rb) {
+    for (int l = 0; l < 16; l++) {
+        const int r = lg * 16 + l;
+        rb[l] = r < nrows ? w + (uint64_t)r * ws + (uint64_t)sb0 * (uint64_t)bb : NULL;
+    }
+}
+
 /* Block b's 64 quants of k-step kk, in the panel's element order, as q_u
  * bytes: *lo the first 32, *hi the last 32. Q4_K: elements 64 kk + [0, 64),
  * a 32-byte run's low then high nibbles; Q5_K: the same with bits 2 kk and
