@@ -249,6 +249,21 @@ int main(void) {
           r.misses == 5 && r.cold_misses == 4 && r.evict_misses == 1);
     CHECK(router_replay_layer(&c, 0, 4, REPLAY_BELADY, 0, 0, &r) == TS_OK && r.passes == 3 && r.requests == 6 && r.hits == 1);
     router_capture_free(&c);
+    /* A chunk's second pass is planned around the first's slots (the engine
+     * fetches it while the first computes). top_k 1, 2 slots, LFU, chunks
+     * 0 | 0 | 1 | 2 3 | 2: after 0 0 1 slot 0 holds 0 (count 2), slot 1 holds
+     * 1 (count 1); the chunk's 2 evicts 1; its 3 may not take 2's slot, so it
+     * evicts 0 (free, LFU would evict 2, count 1 < 2); the last 2 hits.
+     * 0m 0h 1m 2m 3m 2h: 2 hits. With 1 slot the rule cannot hold and the
+     * pass is planned freely: 1 hit (the second 0). */
+    p = write_tmp("{\"num_layers\":1,\"num_experts\":4,\"top_k\":1,\"counts\":[[2,1,2,1]],"
+                  "\"trace\":[[0,0,1,2,3,2]],\"chunks\":[[1,1,1,2,1]]}");
+    CHECKF(router_capture_load(p, 0, &c) == TS_OK, "%s", ts_last_error());
+    unlink(p);
+    CHECK(router_replay_layer(&c, 0, 2, REPLAY_LFU, 0, 0, &r) == TS_OK && r.passes == 6 && r.hits == 2 && r.misses == 4 &&
+          r.evict_misses == 2);
+    CHECK(router_replay_layer(&c, 0, 1, REPLAY_LFU, 0, 0, &r) == TS_OK && r.passes == 6 && r.hits == 1 && r.misses == 5);
+    router_capture_free(&c);
     expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"trace\":[[0,1]],\"chunks\":[[1]]}",
                    "chunks sum to 1 tokens");
     expect_refused("{\"num_layers\":1,\"num_experts\":2,\"top_k\":1,\"counts\":[[1,1]],\"trace\":[[0,1]],\"chunks\":[[2,0]]}",

@@ -355,7 +355,9 @@ ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slot
     uint64_t *stamp = ts_calloc((size_t)E, sizeof(uint64_t));
     bool *prev = ts_calloc((size_t)E, 1), *cur = ts_calloc((size_t)E, 1);
     uint64_t *next_occ = NULL, *nxt = NULL;
-    if (!req || !pstart || !ptok || !pm || !stamp || !prev || !cur) { st = TS_ERR_NOMEM; goto out; }
+    uint16_t *busy = ts_calloc((size_t)n_slots, sizeof(uint16_t)); /* (n_slots) the previous pass's slots */
+    cache_plan last = {0};                                        /* the previous pass's plan */
+    if (!req || !pstart || !ptok || !pm || !stamp || !prev || !cur || !busy) { st = TS_ERR_NOMEM; goto out; }
     const uint64_t passes = replay_requests(c, l, req, pstart, ptok, pm, stamp);
     /* the run's own pilot prefetches (LFU/LRU): placed as the engine placed
      * them (cache_prefetch_commit) before their one-token passes */
@@ -451,9 +453,21 @@ ts_status router_replay_layer(const router_capture *c, int32_t l, int32_t n_slot
             }
             if (pinp != pin) free(pinp);
             for (int32_t i = 0; i < pk_n; i++) nxt[pr_req[i]] = next_occ[pstart[p] + (uint64_t)i];
-        } else if ((st = cache_plan_make(&cl, pr_req, pk_n, &plan))) {
-            break;
+        } else {
+            /* a chunk's pass after its first is fetched while the previous
+             * one still computes (forward/moe.c streamed_passes): planned
+             * around that pass's slots when enough others are free */
+            const uint16_t *bz = NULL;
+            if (!chunk_first) {
+                memset(busy, 0, sizeof(uint16_t) * (size_t)n_slots);
+                for (int32_t i = 0; i < last.k; i++) busy[last.slot[i]] = 1;
+                bz = busy;
+            }
+            st = cache_plan_make_avoiding(&cl, pr_req, pk_n, bz, &plan);
+            if (st == TS_ERR_LIMIT) st = cache_plan_make(&cl, pr_req, pk_n, &plan);
+            if (st) break;
         }
+        last = plan;
         if (count) {
             /* each copy is judged by the pass it preceded, as the engine does */
             out->run_pf_copies += (uint64_t)pf_nc;
@@ -487,6 +501,7 @@ out:
     free(cur);
     free(next_occ);
     free(nxt);
+    free(busy);
     cache_layer_free(&cl);
     return st;
 }

@@ -73,7 +73,11 @@ typedef struct replay_result {
 /* Replays layer l with n_slots slots, making the requests the engine made
  * (forward/moe.c): per forward chunk, its distinct experts in order of first
  * appearance over (token, rank), top_k per cache pass (the last one fewer); a
- * chunk of one token is one pass of its top-k in rank order. Without chunk
+ * chunk of one token is one pass of its top-k in rank order. A chunk's pass
+ * after its first is planned (LFU, LRU) with the previous pass's slots
+ * never victims, or freely when the others cannot take its misses: the
+ * engine fetches it while the previous pass still holds them (forward/moe.c
+ * streamed_passes); Belady's ceiling is left free. Without chunk
  * lengths every trace pass is its own chunk. Chunks starting before trace
  * pass `skip` warm the cache but are not counted. pilot_k > 0 simulates
  * prefetching the first pilot_k predicted ids before each one-token chunk's

@@ -892,6 +892,18 @@ static void empty_missed_slots(ec_layer *L, const cache_plan *plan) {
 /* A host pass changed the policy state: the backend's copy (expert_cache_device_enter) is old. */
 static void host_changed(expert_cache *c) { c->dv.stale = true; }
 
+/* A fetched pass's slots are never victims until it is released (under the lock). */
+static void pin_pass(expert_cache *c, expert_cache_pass *pass) {
+    ec_layer *L = &c->layers[pass->moe];
+    for (int32_t i = 0; i < pass->plan.k; i++) L->busy[pass->plan.slot[i]]++;
+    pass->pinned = true;
+}
+static void unpin_pass(expert_cache *c, expert_cache_pass *pass) {
+    ec_layer *L = &c->layers[pass->moe];
+    for (int32_t i = 0; i < pass->plan.k; i++) L->busy[pass->plan.slot[i]]--;
+    pass->pinned = false;
+}
+
 static ts_status begin_locked(expert_cache *c, int32_t block, const int32_t *ids, int32_t k, const void **gate, const void **up,
                               const void **down, expert_cache_pass *pass, bool avoid_busy) {
     if (c->pending)
@@ -1103,11 +1115,43 @@ ts_status expert_cache_fetch_on(expert_cache *c, struct ts_stream *strm, int32_t
     }
     if (st == TS_OK) st = end_locked(c, block, &pass->io_wait_s);
     pass->pinned = false;
-    if (st == TS_OK && pin && c->mode == EXPERT_RESIDENCY_STREAMED) {
-        ec_layer *L = &c->layers[pass->moe];
-        for (int32_t i = 0; i < pass->plan.k; i++) L->busy[pass->plan.slot[i]]++;
-        pass->pinned = true;
+    if (st == TS_OK && pin && c->mode == EXPERT_RESIDENCY_STREAMED) pin_pass(c, pass);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+ts_status expert_cache_fetch_ahead(expert_cache *c, struct ts_stream *strm, int32_t block, const int32_t *ids, int32_t k,
+                                   const void **gate, const void **up, const void **down, expert_cache_pass *pass) {
+    memset(pass, 0, sizeof *pass);
+    if (c->mode != EXPERT_RESIDENCY_STREAMED) return ts_fail(TS_ERR_ARG, "expert cache: fetch ahead on blk.%d: not streamed", block);
+    if (c->dev_slots && !strm)
+        return ts_fail(TS_ERR_ARG, "expert cache: blk.%d: backend slots are filled through a stream (expert_cache_fetch_on)", block);
+    pthread_mutex_lock(&c->mu);
+    /* another session's pass in flight ends without waiting for anything of ours */
+    while (c->pending) pthread_cond_wait(&c->freed, &c->mu);
+    ts_status st = begin_locked(c, block, ids, k, gate, up, down, pass, true);
+    if (st == TS_OK) {
+        c->pend_st = strm;
+        pin_pass(c, pass);
+        if (c->dev_slots) {
+            st = end_locked(c, block, &pass->io_wait_s);
+            if (st != TS_OK) unpin_pass(c, pass);
+            pthread_cond_broadcast(&c->freed);
+        } else {
+            pass->ahead = true;
+        }
     }
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+ts_status expert_cache_fetch_finish(expert_cache *c, int32_t block, expert_cache_pass *pass) {
+    if (!pass->ahead) return TS_OK;
+    pthread_mutex_lock(&c->mu);
+    pass->ahead = false;
+    ts_status st = end_locked(c, block, &pass->io_wait_s);
+    if (st != TS_OK && pass->pinned) unpin_pass(c, pass);
+    pthread_cond_broadcast(&c->freed);
     pthread_mutex_unlock(&c->mu);
     return st;
 }
@@ -1116,9 +1160,7 @@ void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pas
     (void)block;
     if (!pass->pinned) return;
     pthread_mutex_lock(&c->mu);
-    ec_layer *L = &c->layers[pass->moe];
-    for (int32_t i = 0; i < pass->plan.k; i++) L->busy[pass->plan.slot[i]]--;
-    pass->pinned = false;
+    unpin_pass(c, pass);
     pthread_cond_broadcast(&c->freed);
     pthread_mutex_unlock(&c->mu);
 }

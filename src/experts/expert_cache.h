@@ -189,6 +189,7 @@ typedef struct expert_cache_pass {
     uint64_t bytes_uploaded;  /* backend slots: bytes copied into slots over the bus (the misses) */
     double io_wait_s;         /* time this pass waited for its reads */
     bool pinned;              /* its slots are pinned (fetch): release them */
+    bool ahead;               /* fetched by expert_cache_fetch_ahead, its reads not yet waited for: expert_cache_fetch_finish */
 } expert_cache_pass;
 
 /* block: the blk.N index (the forward pass's layer); must be an MoE block.
@@ -210,6 +211,27 @@ void expert_cache_release(expert_cache *c, int32_t block, expert_cache_pass *pas
 struct ts_stream;
 ts_status expert_cache_fetch_on(expert_cache *c, struct ts_stream *st, int32_t block, const int32_t *ids, int32_t k,
                                 const void **gate, const void **up, const void **down, expert_cache_pass *pass);
+/* A prefill chunk's next pass, fetched while the caller still computes with
+ * its current pass (whose slots it holds pinned): the next pass's plan avoids
+ * every pinned slot, so it never takes a slot the current pass is reading.
+ * When that leaves a miss without a victim (few slots: fewer than about two
+ * passes' worth) it returns TS_ERR_LIMIT at once, with no message and nothing
+ * changed, instead of waiting: the caller releases its pass and fetches.
+ * Host slots: the plan is made and pinned and the misses' reads submitted,
+ * and the call returns with pass->ahead set; expert_cache_fetch_finish waits
+ * for the reads and commits. In between the cache is pending (another
+ * session's fetch waits, as it waits for a fetch's reads), and the pass's
+ * miss pointers must not be read. Backend slots: the whole fetch (fetch_on:
+ * the copies are enqueued on st, behind what st already holds), pass->ahead
+ * false. The plan rule, not the overlap, is what analyze cache's replay
+ * follows (router_replay_layer): a chunk's pass after its first is planned
+ * with the previous pass's slots busy, or freely when that is impossible. */
+ts_status expert_cache_fetch_ahead(expert_cache *c, struct ts_stream *st, int32_t block, const int32_t *ids, int32_t k,
+                                   const void **gate, const void **up, const void **down, expert_cache_pass *pass);
+/* Waits for fetch_ahead's reads and commits its plan (no-op when pass->ahead
+ * is false). pass->io_wait_s gets the time waited. On a failed read the
+ * pass's slots are emptied and unpinned, and the error returned. */
+ts_status expert_cache_fetch_finish(expert_cache *c, int32_t block, expert_cache_pass *pass);
 /* Pilot prefetch (backend slots): warms block's slots with the experts
  * ids[0..k) a pilot guesses its next pass will ask for. Each one not in a
  * slot is copied on strm into a victim the policy picks (never a pinned

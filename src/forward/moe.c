@@ -134,13 +134,19 @@ static moe_tables session_tables(const ts_session *s) {
 }
 
 /* Streamed: experts ids[0..k) fetched into slots (pinned until release),
- * the session's tables pointed at them and copied where the ops read them. */
-static ts_status fetch_pass(ts_session *s, int l, const int32_t *ids, int k, expert_cache_pass *pass) {
+ * the session's tables pointed at them and copied where the ops read them.
+ * ahead: a chunk's next pass, fetched while the current one (pinned) still
+ * computes (expert_cache_fetch_ahead: TS_ERR_LIMIT when the slots do not
+ * allow it; host slots: the reads are still in flight, fetch_finish waits).
+ * A pass's ids are distinct from every other pass's of the chunk, so the
+ * entries it points do not touch the ones the current pass reads. */
+static ts_status fetch_pass(ts_session *s, int l, const int32_t *ids, int k, bool ahead, expert_cache_pass *pass) {
     const size_t NE = (size_t)s->model->desc.hp.n_expert;
     const void *w[EXPERT_PROJ_COUNT][CACHE_MAX_K];
-    ts_status rc = expert_cache_fetch_on(s->model->ecache, s->st, l, ids, k, w[0], w[1], w[2], pass);
+    ts_status rc = ahead ? expert_cache_fetch_ahead(s->model->ecache, s->st, l, ids, k, w[0], w[1], w[2], pass)
+                         : expert_cache_fetch_on(s->model->ecache, s->st, l, ids, k, w[0], w[1], w[2], pass);
     if (rc != TS_OK) return rc;
-    HOOK(s->hooks, io_wait, pass->io_wait_s);
+    if (!pass->ahead) HOOK(s->hooks, io_wait, pass->io_wait_s);
     for (int p = 0; p < EXPERT_PROJ_COUNT; p++)
         for (int i = 0; i < k; i++) s->moe_tab_host[p * NE + (size_t)ids[i]] = w[p][i];
     s->be->ops->to_device(s->st, (void *)s->moe_tab_dev, s->moe_tab_host, sizeof(void *) * EXPERT_PROJ_COUNT * NE);
@@ -206,7 +212,7 @@ ts_status ts_forward_moe_host(ts_session *s, int l) {
     ts_status rc = settle_prefetch(s);
     if (rc != TS_OK) return rc;
     expert_cache_pass pass = {0};
-    if ((rc = fetch_pass(s, l, s->moe_ids, K, &pass)) != TS_OK) return rc;
+    if ((rc = fetch_pass(s, l, s->moe_ids, K, false, &pass)) != TS_OK) return rc;
     s->moe_held = pass, s->moe_held_l = l;
     if (nl >= 0) {
         /* copies on their own stream, after this layer's own misses (the
@@ -285,6 +291,44 @@ static ts_status device_pass(ts_session *s, int l) {
     op->event_record(s->copy_st, s->pf_done_ev);
     s->dpf_l = nl;
     return TS_OK;
+}
+
+/* Streamed prefill: the chunk's nd groups, k distinct experts per cache
+ * pass. Pass g+1 is fetched while pass g computes (its reads under g's
+ * matmuls), planned around g's pinned slots; when the slots cannot spare
+ * them it is fetched after g is released, as a lone pass is. Which of the
+ * two happens depends only on the cache's state, so analyze cache replays
+ * it (router_replay_layer). */
+static ts_status streamed_passes(ts_session *s, int l, int nd, int n_rows, const moe_tables *t) {
+    const int K = s->model->desc.hp.n_expert_used;
+    expert_cache_pass cur = {0}, nxt = {0};
+    ts_status rc = fetch_pass(s, l, s->moe_order, nd < K ? nd : K, false, &cur);
+    for (int g0 = 0; g0 < nd && rc == TS_OK; g0 += K) {
+        const int g1 = g0 + K, gk1 = nd - g1 < K ? nd - g1 : K;
+        bool have = false;
+        if (g1 < nd) {
+            rc = fetch_pass(s, l, s->moe_order + g1, gk1, true, &nxt);
+            have = rc == TS_OK;
+            if (rc == TS_ERR_LIMIT) rc = TS_OK; /* no room beside pass g: after it */
+        }
+        if (rc == TS_OK) moe_groups(s, l, g0, nd - g0 < K ? nd - g0 : K, n_rows, t);
+        if (have) {
+            ts_status rf = expert_cache_fetch_finish(s->model->ecache, l, &nxt);
+            if (rf == TS_OK) HOOK(s->hooks, io_wait, nxt.io_wait_s);
+            else have = false;
+            if (rc == TS_OK) rc = rf;
+        }
+        ts_status re = end_pass(s, l, &cur);
+        if (rc == TS_OK) rc = re;
+        HOOK(s->hooks, mark, s, TS_PHASE_EXPERT);
+        if (rc != TS_OK) break;
+        cur = nxt;
+        memset(&nxt, 0, sizeof nxt);
+        if (g1 < nd && !have) rc = fetch_pass(s, l, s->moe_order + g1, gk1, false, &cur);
+    }
+    if (nxt.pinned) expert_cache_release(s->model->ecache, l, &nxt);
+    if (rc != TS_OK && cur.pinned) expert_cache_release(s->model->ecache, l, &cur);
+    return rc;
 }
 
 ts_status ts_forward_moe(ts_session *s, int l, int n) {
@@ -367,14 +411,9 @@ ts_status ts_forward_moe(ts_session *s, int l, int n) {
             for (int g0 = 0; g0 < nd; g0 += K) expert_cache_count(ec, l, nd - g0 < K ? nd - g0 : K);
             HOOK(h, mark, s, TS_PHASE_EXPERT);
         }
-        for (int g0 = 0; g0 < nd && !tables; g0 += K) {
-            const int gk = nd - g0 < K ? nd - g0 : K;
-            expert_cache_pass pass = {0};
-            ts_status rc = fetch_pass(s, l, s->moe_order + g0, gk, &pass);
+        if (!tables) {
+            ts_status rc = streamed_passes(s, l, nd, (int)NK, &t);
             if (rc != TS_OK) return rc;
-            moe_groups(s, l, g0, gk, (int)NK, &t);
-            if ((rc = end_pass(s, l, &pass)) != TS_OK) return rc;
-            HOOK(h, mark, s, TS_PHASE_EXPERT);
         }
 
         /* 3. scatter: each token's weighted outputs summed in rank order, the
