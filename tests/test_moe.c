@@ -376,10 +376,11 @@ static bool write_wide(const char *src, const char *dst, int NE) {
 /* One run on path: N_PRE prompt tokens in chunks of PRE_BATCH, then 8 greedy
  * tokens; the router trace captured to cap (NULL: none). Returns the logits
  * hash and the cache's counters. */
-static bool run_wide(const char *path, expert_residency res, int32_t slots, ts_cache_policy pol, const char *cap, uint64_t *hash,
-                     ts_expert_stats *st) {
+static bool run_wide(const char *path, expert_residency res, int32_t slots, ts_cache_policy pol, ts_expert_source src, const char *cap,
+                     uint64_t *hash, ts_expert_stats *st) {
     ts_model_opts mo = ts_model_opts_default();
     mo.expert_residency = (ts_expert_residency)res;
+    mo.expert_source = src;
     mo.expert_slots = slots;
     mo.expert_policy = pol;
     ts_model *m;
@@ -433,15 +434,20 @@ static void test_overlapped_passes(void) {
     if (!wrote) return;
     uint64_t href = 0, h = 0;
     ts_expert_stats st;
-    CHECK(run_wide(dst, EXPERT_RESIDENCY_RESIDENT, 0, TS_CACHE_LFU, NULL, &href, &st));
+    CHECK(run_wide(dst, EXPERT_RESIDENCY_RESIDENT, 0, TS_CACHE_LFU, TS_EXPERT_SOURCE_AUTO, NULL, &href, &st));
     const int32_t slot_counts[] = {2, 3, 4, 6, 9};
+    /* host slots (reads in flight), then the device path's backend slots from
+     * the host tier and the file (copies on copy_st), LFU */
+    const ts_expert_source srcs[] = {TS_EXPERT_SOURCE_AUTO, TS_EXPERT_SOURCE_AUTO, TS_EXPERT_SOURCE_HOST, TS_EXPERT_SOURCE_FILE};
+    const char *src_names[] = {"", "", " backend/host", " backend/file"};
     int bound = 0;
-    for (int pi = 0; pi < 2; pi++)
+    for (int pi = 0; pi < 4; pi++)
         for (size_t si = 0; si < sizeof slot_counts / sizeof *slot_counts; si++) {
             const int32_t n = slot_counts[si];
-            const ts_cache_policy pol = pi ? TS_CACHE_LRU : TS_CACHE_LFU;
-            const char *pn = pi ? "lru" : "lfu";
-            const bool ran = run_wide(dst, EXPERT_RESIDENCY_STREAMED, n, pol, cap, &h, &st);
+            const ts_cache_policy pol = pi == 1 ? TS_CACHE_LRU : TS_CACHE_LFU;
+            char pn[64];
+            snprintf(pn, sizeof pn, "%s%s", pi == 1 ? "lru" : "lfu", src_names[pi]);
+            const bool ran = run_wide(dst, EXPERT_RESIDENCY_STREAMED, n, pol, srcs[pi], cap, &h, &st);
             CHECKF(ran, "wide streamed %d %s", n, pn);
             if (!ran) continue;
             CHECKF(h == href, "wide streamed %d slots %s: logits differ from resident", n, pn);
@@ -453,7 +459,7 @@ static void test_overlapped_passes(void) {
             for (int32_t l = 0; l < c.num_layers; l++) {
                 if (!router_capture_layer_routes(&c, l)) continue;
                 replay_result r;
-                CHECKF(router_replay_layer(&c, l, n, pi ? REPLAY_LRU : REPLAY_LFU, 0, 0, &r) == TS_OK, "replay: %s", ts_last_error());
+                CHECKF(router_replay_layer(&c, l, n, pi == 1 ? REPLAY_LRU : REPLAY_LFU, 0, 0, &r) == TS_OK, "replay: %s", ts_last_error());
                 hits += r.hits, misses += r.misses, req += r.requests;
             }
             router_capture_free(&c);
@@ -466,7 +472,7 @@ static void test_overlapped_passes(void) {
                    (unsigned long long)req, (unsigned long long)hits, (unsigned long long)misses);
             bound += st.misses > 0 && st.hits > 0;
         }
-    CHECKF(bound >= 6, "only %d runs with both hits and misses: the comparison tests little", bound);
+    CHECKF(bound >= 12, "only %d runs with both hits and misses: the comparison tests little", bound);
     unlink(cap);
     unlink(dst);
 }

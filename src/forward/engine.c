@@ -539,8 +539,8 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         s->hooks = &s->hook_tab;
     }
     if ((st = s->be->ops->stream_new(s->be, o.n_threads, &s->st)) != TS_OK) goto fail;
-    s->prefetch = o.pilot_prefetch && m->ecache && expert_cache_backend_slots(m->ecache) &&
-                  expert_cache_residency(m->ecache) == EXPERT_RESIDENCY_STREAMED;
+    const bool dev_slots = m->ecache && expert_cache_backend_slots(m->ecache) && expert_cache_residency(m->ecache) == EXPERT_RESIDENCY_STREAMED;
+    s->prefetch = o.pilot_prefetch && dev_slots;
     if (o.pilot_prefetch_depth < 0) {
         st = ts_fail(TS_ERR_ARG, "session: pilot prefetch depth %d", o.pilot_prefetch_depth);
         goto fail;
@@ -554,7 +554,12 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     }
     s->dev_plan = can_plan && o.expert_plan != TS_EXPERT_PLAN_HOST && !s->diag;
     s->dpf_l = -1;
-    if (s->prefetch && (st = s->be->ops->stream_new(s->be, 1, &s->copy_st)) != TS_OK) goto fail;
+    /* backend slots: prefill's next pass and the pilot's guesses are copied on their own stream */
+    if (dev_slots && (st = s->be->ops->stream_new(s->be, 1, &s->copy_st)) != TS_OK) goto fail;
+    if (dev_slots && !(s->ahead_ev = s->be->ops->event_new(s->be))) {
+        st = TS_ERR_NOMEM;
+        goto fail;
+    }
     if (s->prefetch && (!(s->demand_ev = s->be->ops->event_new(s->be)) || !(s->pf_done_ev = s->be->ops->event_new(s->be)))) {
         st = TS_ERR_NOMEM;
         goto fail;
@@ -627,6 +632,7 @@ void ts_session_free(ts_session *s) {
     if (s->copy_st) s->be->ops->stream_free(s->copy_st);
     if (s->demand_ev) s->be->ops->event_free(s->be, s->demand_ev);
     if (s->pf_done_ev) s->be->ops->event_free(s->be, s->pf_done_ev);
+    if (s->ahead_ev) s->be->ops->event_free(s->be, s->ahead_ev);
     ts_diag_free(s->diag, s->be);
     sampler_free(s->smp);
     free(s->kv);

@@ -108,7 +108,10 @@ struct ts_session {
     /* pilot prefetch (streamed experts in backend slots, ts_session_opts.pilot_prefetch) */
     bool prefetch;        /* on for this session */
     int32_t prefetch_depth; /* guesses copied per layer, 1..top-k */
-    ts_stream *copy_st;   /* the prefetches' copies, overlapped with the compute stream's work */
+    ts_stream *copy_st;   /* backend slots: the prefetches' copies and prefill's next pass's, overlapped with the
+                             compute stream's work */
+    ts_event *ahead_ev;   /* recorded on copy_st after a prefill pass's copies (streamed_passes): st waits for it
+                             before that pass's matmuls */
     ts_event *demand_ev;  /* recorded on st after a layer's own misses: the prefetch's copies start after it,
                              so they never share the bus with the copies the layer is waiting for */
     ts_event *pf_done_ev; /* recorded on copy_st after a prefetch's copies */

@@ -134,17 +134,30 @@ static moe_tables session_tables(const ts_session *s) {
 }
 
 /* Streamed: experts ids[0..k) fetched into slots (pinned until release),
- * the session's tables pointed at them and copied where the ops read them.
+ * the session's tables pointed at them and copied where the ops read them
+ * (on st: behind the work already there, ahead of the pass's matmuls).
  * ahead: a chunk's next pass, fetched while the current one (pinned) still
  * computes (expert_cache_fetch_ahead: TS_ERR_LIMIT when the slots do not
- * allow it; host slots: the reads are still in flight, fetch_finish waits).
- * A pass's ids are distinct from every other pass's of the chunk, so the
+ * allow it): host slots return with the reads in flight (fetch_finish waits);
+ * backend slots copy on copy_st, and ahead_ev marks the copies' end. A
+ * pass's ids are distinct from every other pass's of the chunk, so the
  * entries it points do not touch the ones the current pass reads. */
 static ts_status fetch_pass(ts_session *s, int l, const int32_t *ids, int k, bool ahead, expert_cache_pass *pass) {
     const size_t NE = (size_t)s->model->desc.hp.n_expert;
+    expert_cache *ec = s->model->ecache;
     const void *w[EXPERT_PROJ_COUNT][CACHE_MAX_K];
-    ts_status rc = ahead ? expert_cache_fetch_ahead(s->model->ecache, s->st, l, ids, k, w[0], w[1], w[2], pass)
-                         : expert_cache_fetch_on(s->model->ecache, s->st, l, ids, k, w[0], w[1], w[2], pass);
+    ts_status rc;
+    if (!ahead) {
+        rc = expert_cache_fetch_on(ec, s->st, l, ids, k, w[0], w[1], w[2], pass);
+    } else if (expert_cache_backend_slots(ec)) {
+        rc = expert_cache_fetch_ahead(ec, s->copy_st, l, ids, k, w[0], w[1], w[2], pass);
+        if (rc == TS_OK) {
+            s->be->ops->event_record(s->copy_st, s->ahead_ev);
+            s->pf_unsynced = true;
+        }
+    } else {
+        rc = expert_cache_fetch_ahead(ec, NULL, l, ids, k, w[0], w[1], w[2], pass);
+    }
     if (rc != TS_OK) return rc;
     if (!pass->ahead) HOOK(s->hooks, io_wait, pass->io_wait_s);
     for (int p = 0; p < EXPERT_PROJ_COUNT; p++)
@@ -294,25 +307,34 @@ static ts_status device_pass(ts_session *s, int l) {
 }
 
 /* Streamed prefill: the chunk's nd groups, k distinct experts per cache
- * pass. Pass g+1 is fetched while pass g computes (its reads under g's
- * matmuls), planned around g's pinned slots; when the slots cannot spare
- * them it is fetched after g is released, as a lone pass is. Which of the
- * two happens depends only on the cache's state, so analyze cache replays
- * it (router_replay_layer). */
+ * pass. Pass g+1 is fetched while pass g computes, planned around g's pinned
+ * slots: host slots submit g+1's reads before g's matmuls (which run on the
+ * calling threads); backend slots enqueue g's matmuls first and copy g+1 on
+ * copy_st beside them (st waits for ahead_ev before g+1's). When the slots
+ * cannot spare g's, g+1 is fetched after g is released, as a lone pass is.
+ * Which of the two happens depends only on the cache's state, so analyze
+ * cache replays it (router_replay_layer). Every earlier pass's matmuls are
+ * done when g+1 is planned (end_pass syncs st), so its victims are free. */
 static ts_status streamed_passes(ts_session *s, int l, int nd, int n_rows, const moe_tables *t) {
     const int K = s->model->desc.hp.n_expert_used;
+    const bool dev = expert_cache_backend_slots(s->model->ecache);
     expert_cache_pass cur = {0}, nxt = {0};
+    bool cur_ahead = false; /* cur was copied on copy_st */
     ts_status rc = fetch_pass(s, l, s->moe_order, nd < K ? nd : K, false, &cur);
     for (int g0 = 0; g0 < nd && rc == TS_OK; g0 += K) {
-        const int g1 = g0 + K, gk1 = nd - g1 < K ? nd - g1 : K;
+        const int gk = nd - g0 < K ? nd - g0 : K, g1 = g0 + K, gk1 = nd - g1 < K ? nd - g1 : K;
+        if (dev) {
+            if (cur_ahead) s->be->ops->event_wait(s->st, s->ahead_ev);
+            moe_groups(s, l, g0, gk, n_rows, t);
+        }
         bool have = false;
         if (g1 < nd) {
             rc = fetch_pass(s, l, s->moe_order + g1, gk1, true, &nxt);
             have = rc == TS_OK;
             if (rc == TS_ERR_LIMIT) rc = TS_OK; /* no room beside pass g: after it */
         }
-        if (rc == TS_OK) moe_groups(s, l, g0, nd - g0 < K ? nd - g0 : K, n_rows, t);
-        if (have) {
+        if (!dev && rc == TS_OK) moe_groups(s, l, g0, gk, n_rows, t);
+        if (have && nxt.ahead) {
             ts_status rf = expert_cache_fetch_finish(s->model->ecache, l, &nxt);
             if (rf == TS_OK) HOOK(s->hooks, io_wait, nxt.io_wait_s);
             else have = false;
@@ -323,6 +345,7 @@ static ts_status streamed_passes(ts_session *s, int l, int nd, int n_rows, const
         HOOK(s->hooks, mark, s, TS_PHASE_EXPERT);
         if (rc != TS_OK) break;
         cur = nxt;
+        cur_ahead = have && dev;
         memset(&nxt, 0, sizeof nxt);
         if (g1 < nd && !have) rc = fetch_pass(s, l, s->moe_order + g1, gk1, false, &cur);
     }
