@@ -177,20 +177,27 @@ static void test_kernels(void) {
     ts_cpu_kernels_ref(&ref);
     const ts_cpu_kernels *k = ts_cpu_kernels_get();
     static const int ns[] = {16, 80, 128, 131};
-    float *q = malloc(sizeof(float) * 131), *K = malloc(sizeof(float) * 70 * 131);
-    float s1[70], s2[70], y1[131], y2[131];
-    int bad_dot = 0, bad_exp = 0, bad_sum = 0, bad_axpy = 0, bad_floor = 0, n_under = 0;
+    enum { KTS = 96 }; /* transposed-key row stride: nk rounded up to 16, and more */
+    float *q = malloc(sizeof(float) * 4 * 131), *K = malloc(sizeof(float) * 70 * 131), *KT = malloc(sizeof(float) * 131 * KTS);
+    float s1[4 * KTS], s2[4 * KTS], y1[4 * 131], y2[4 * 131];
+    int bad_dot = 0, bad_exp = 0, bad_sum = 0, bad_axpy = 0, bad_floor = 0, n_under = 0, bad_tail = 0;
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (int nk = 1; nk <= 70; nk += 3) {
-            int n = ns[a];
-            for (int i = 0; i < n; i++) q[i] = frand() * 2;
+            int n = ns[a], nr = 1 + nk % 4; /* 1..4 rows */
+            for (int i = 0; i < nr * n; i++) q[i] = frand() * 2;
             for (int i = 0; i < nk * n; i++) K[i] = frand();
-            ref.dots_f32(q, K, nk, n, 0.3f, s1);
-            k->dots_f32(q, K, nk, n, 0.3f, s2);
-            for (int j = 0; j < nk; j++) {
-                double mag = 0;
-                for (int i = 0; i < n; i++) mag += fabs((double)q[i] * K[j * n + i]) * 0.3;
-                bad_dot += !(fabs((double)s1[j] - s2[j]) <= 1e-6 * mag + 1e-30);
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < KTS; j++) KT[i * KTS + j] = j < nk ? K[j * n + i] : frand() * 1e3f; /* past nk: finite garbage */
+            for (int j = 0; j < 4 * KTS; j++) s1[j] = s2[j] = -7.0f; /* past nk: must stay untouched */
+            ref.qk_f32(q, n, nr, KT, KTS, nk, n, 0.3f, s1, KTS);
+            k->qk_f32(q, n, nr, KT, KTS, nk, n, 0.3f, s2, KTS);
+            for (int r = 0; r < nr; r++) {
+                for (int j = 0; j < nk; j++) {
+                    double mag = 0;
+                    for (int i = 0; i < n; i++) mag += fabs((double)q[r * n + i] * K[j * n + i]) * 0.3;
+                    bad_dot += !(fabs((double)s1[r * KTS + j] - s2[r * KTS + j]) <= 1e-6 * mag + 1e-30);
+                }
+                for (int j = nk; j < KTS; j++) bad_tail += s2[r * KTS + j] != -7.0f;
             }
             /* exp of s - max over a wide range, down to the underflow region */
             for (int j = 0; j < nk; j++) s1[j] = s2[j] = frand() * (j % 5 == 0 ? 120.0f : 12.0f);
@@ -207,19 +214,22 @@ static void test_kernels(void) {
                 n_under += under;
             }
             bad_sum += !(fabs((double)e1 - e2) <= 1e-6 * e1 + 1e-36);
-            for (int i = 0; i < n; i++) y1[i] = y2[i] = frand();
-            for (int j = 0; j < nk; j++) s1[j] = (frand() + 1) * 0.5f;
-            ref.axpys_f32(s1, K, nk, n, y1);
-            k->axpys_f32(s1, K, nk, n, y2);
-            for (int i = 0; i < n; i++) bad_axpy += !(fabs((double)y1[i] - y2[i]) <= 1e-6 * (nk + 1));
+            /* nr rows of weights against the same V rows (K here) */
+            for (int i = 0; i < nr * n; i++) y1[i] = y2[i] = frand();
+            for (int r = 0; r < nr; r++)
+                for (int j = 0; j < nk; j++) s1[r * KTS + j] = (frand() + 1) * 0.5f;
+            ref.pv_f32(s1, KTS, nr, K, nk, n, y1, n);
+            k->pv_f32(s1, KTS, nr, K, nk, n, y2, n);
+            for (int i = 0; i < nr * n; i++) bad_axpy += !(fabs((double)y1[i] - y2[i]) <= 1e-6 * (nk + 1));
         }
-    CHECKF(bad_dot == 0, "dots_f32: %d differ from the reference", bad_dot);
+    CHECKF(bad_dot == 0 && bad_tail == 0, "qk_f32: %d differ from the reference, %d written past nk", bad_dot, bad_tail);
     CHECKF(bad_exp == 0 && bad_sum == 0, "exp_sum: %d values, %d sums differ from the reference", bad_exp, bad_sum);
     CHECKF(bad_floor == 0 && n_under > 0, "exp_sum: %d weights on the wrong side of TS_SOFTMAX_FLOOR (%d under it)", bad_floor,
            n_under);
-    CHECKF(bad_axpy == 0, "axpys_f32: %d differ from the reference", bad_axpy);
+    CHECKF(bad_axpy == 0, "pv_f32: %d differ from the reference", bad_axpy);
     free(q);
     free(K);
+    free(KT);
 }
 
 int main(void) {

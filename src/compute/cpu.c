@@ -39,22 +39,28 @@ static void ref_to_f16(const float *x, uint16_t *y, int n) {
     for (int i = 0; i < n; i++) y[i] = ts_f32_to_f16(x[i]);
 }
 
-static void ref_dots_f32(const float *q, const float *K, int nk, int n, float scale, float *s) {
-    for (int j = 0; j < nk; j++) s[j] = ref_dot_f32(q, K + (size_t)j * n, n) * scale;
+static void ref_qk_f32(const float *q, int qs, int nr, const float *kt, int kts, int nk, int n, float scale, float *s, int ss) {
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nk; j++) {
+            float a = 0;
+            for (int i = 0; i < n; i++) a += q[(size_t)r * qs + i] * kt[(size_t)i * kts + j];
+            s[(size_t)r * ss + j] = a * scale;
+        }
 }
 static float ref_exp_sum(float *s, int n, float m) {
     float sum = 0;
     for (int j = 0; j < n; j++) sum += s[j] = ts_softmax_exp(s[j] - m);
     return sum;
 }
-static void ref_axpys_f32(const float *p, const float *V, int nk, int n, float *y) {
-    for (int j = 0; j < nk; j++) ref_axpy_f32(p[j], V + (size_t)j * n, y, n);
+static void ref_pv_f32(const float *p, int ps, int nr, const float *V, int nk, int n, float *y, int ys) {
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nk; j++) ref_axpy_f32(p[(size_t)r * ps + j], V + (size_t)j * n, y + (size_t)r * ys, n);
 }
 
 void ts_cpu_kernels_ref(ts_cpu_kernels *k) {
-    k->dots_f32 = ref_dots_f32;
+    k->qk_f32 = ref_qk_f32;
     k->exp_sum = ref_exp_sum;
-    k->axpys_f32 = ref_axpys_f32;
+    k->pv_f32 = ref_pv_f32;
     k->dot_f32 = ref_dot_f32;
     k->dot_f16 = ref_dot_f16;
     k->axpy_f32 = ref_axpy_f32;
@@ -617,11 +623,14 @@ typedef struct {
 #define ATT_KB 64        /* keys per block */
 #define ATT_QB_MAX 16    /* query tokens per item */
 
+#define ATT_KTS (ATT_KB + 16) /* floats per row of the transposed key block: a 16-key step from any start stays inside */
+
 /* Scratch of an item with `rows` rows: K and V blocks (ATT_KB, hd) f32, the
- * scores of one row against a block (ATT_KB), O (rows, hd), then (rows, 2)
- * doubles m, l. */
+ * keys transposed (hd, ATT_KTS), the scores of TS_ATT_NR rows against a
+ * block (TS_ATT_NR, ATT_KTS), O (rows, hd), then (rows, 2) doubles m, l. */
 static size_t attn_item_bytes(int rows, int hd) {
-    return sizeof(float) * ((size_t)2 * ATT_KB * hd + ATT_KB + (size_t)rows * hd) + sizeof(double) * (size_t)rows * 2;
+    return sizeof(float) * ((size_t)2 * ATT_KB * hd + (size_t)hd * ATT_KTS + (size_t)TS_ATT_NR * ATT_KTS + (size_t)rows * hd) +
+           sizeof(double) * (size_t)rows * 2;
 }
 static size_t attn_scratch_bytes(int head_dim) { return attn_item_bytes(ATT_QB_MAX * 8, head_dim); }
 
@@ -646,8 +655,8 @@ static void attn_tiled_range(void *arg, int64_t lo, int64_t hi, int ith) {
     const int hd = d->head_dim, group = d->n_head / d->n_head_kv, nkv = d->n_head_kv;
     const int64_t nitems = (int64_t)tc->nqb * nkv;
     const bool f16 = d->kv_type == TS_TYPE_F16;
-    float *Kf = (float *)kscratch(a->c, ith), *Vf = Kf + (size_t)ATT_KB * hd, *sc = Vf + (size_t)ATT_KB * hd;
-    float *O = sc + ATT_KB;
+    float *Kf = (float *)kscratch(a->c, ith), *Vf = Kf + (size_t)ATT_KB * hd, *KT = Vf + (size_t)ATT_KB * hd;
+    float *sc = KT + (size_t)hd * ATT_KTS, *O = sc + (size_t)TS_ATT_NR * ATT_KTS;
     double *ml = (double *)(O + (size_t)tc->qb * group * hd); /* (rows, 2): running max, running sum */
     for (int64_t it = lo; it < hi; it++) {
         /* zig-zag: item pairs (early block, late block) so contiguous thread
@@ -674,30 +683,42 @@ static void attn_tiled_range(void *arg, int64_t lo, int64_t hi, int ith) {
                 Kb = (const float *)a->kv->k + base + (size_t)kb0 * hd;
                 Vb = (const float *)a->kv->v + base + (size_t)kb0 * hd;
             }
+            /* the block's keys transposed once, for every row of the item;
+             * the columns past nk zero (qk_f32 reads whole 16-key steps) */
+            for (int i = 0; i < hd; i++) {
+                float *kt = KT + (size_t)i * ATT_KTS;
+                for (int j = 0; j < nk; j++) kt[j] = Kb[(size_t)j * hd + i];
+                memset(kt + nk, 0, sizeof(float) * (size_t)(ATT_KTS - nk));
+            }
             for (int tt = 0; tt < nt; tt++) {
                 int pos = pfirst + tt;
                 int ps = d->window > 0 && pos - d->window + 1 > 0 ? pos - d->window + 1 : 0;
                 int jlo = ps > kb0 ? ps - kb0 : 0, jhi = pos - kb0 < nk - 1 ? pos - kb0 : nk - 1;
                 if (jlo > jhi) continue;
-                for (int gi = 0; gi < group; gi++) {
-                    int r = tt * group + gi;
-                    const float *q = a->q + ((int64_t)(t0 + tt) * d->n_head + kvh * group + gi) * hd;
-                    float *o = O + (size_t)r * hd;
-                    float mx = -INFINITY;
-                    k->dots_f32(q, Kb + (size_t)jlo * hd, jhi - jlo + 1, hd, d->scale, sc + jlo);
-                    for (int j = jlo; j <= jhi; j++) mx = sc[j] > mx ? sc[j] : mx;
-                    double m = ml[2 * r];
-                    if (mx > m) {
-                        /* new running max: rescale what was accumulated */
-                        if (m > -INFINITY) {
-                            const float f = ts_softmax_exp((float)(m - mx));
-                            ml[2 * r + 1] *= f;
-                            for (int i = 0; i < hd; i++) o[i] *= f;
+                const int nj = jhi - jlo + 1;
+                /* the token's query heads of this kv head, TS_ATT_NR at a time */
+                for (int g0 = 0; g0 < group; g0 += TS_ATT_NR) {
+                    const int nr = group - g0 < TS_ATT_NR ? group - g0 : TS_ATT_NR;
+                    const float *q = a->q + ((int64_t)(t0 + tt) * d->n_head + kvh * group + g0) * hd;
+                    k->qk_f32(q, hd, nr, KT + jlo, ATT_KTS, nj, hd, d->scale, sc, ATT_KTS);
+                    for (int ri = 0; ri < nr; ri++) {
+                        const int r = tt * group + g0 + ri;
+                        float *o = O + (size_t)r * hd, *s = sc + (size_t)ri * ATT_KTS;
+                        float mx = -INFINITY;
+                        for (int j = 0; j < nj; j++) mx = s[j] > mx ? s[j] : mx;
+                        double m = ml[2 * r];
+                        if (mx > m) {
+                            /* new running max: rescale what was accumulated */
+                            if (m > -INFINITY) {
+                                const float f = ts_softmax_exp((float)(m - mx));
+                                ml[2 * r + 1] *= f;
+                                for (int i = 0; i < hd; i++) o[i] *= f;
+                            }
+                            ml[2 * r] = m = mx;
                         }
-                        ml[2 * r] = m = mx;
+                        ml[2 * r + 1] += k->exp_sum(s, nj, (float)m);
                     }
-                    ml[2 * r + 1] += k->exp_sum(sc + jlo, jhi - jlo + 1, (float)m);
-                    k->axpys_f32(sc + jlo, Vb + (size_t)jlo * hd, jhi - jlo + 1, hd, o);
+                    k->pv_f32(sc, ATT_KTS, nr, Vb + (size_t)jlo * hd, nj, hd, O + (size_t)(tt * group + g0) * hd, hd);
                 }
             }
         }

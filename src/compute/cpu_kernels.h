@@ -14,6 +14,9 @@
  * about a third of its time there). exp(x - m) for x - m < this is 0. */
 #define TS_SOFTMAX_FLOOR (-44.3614196f) /* ln 2^-64 */
 
+/* query rows per qk_f32 / pv_f32 call */
+#define TS_ATT_NR 4
+
 /* exp(x) for a softmax argument x = s - max <= 0, 0 under the floor: the
  * scalar form every caller and the reference use */
 static inline float ts_softmax_exp(float x) { return x < TS_SOFTMAX_FLOOR ? 0.0f : expf(x); }
@@ -24,10 +27,16 @@ typedef struct ts_cpu_kernels {
     void (*axpy_f32)(float a, const float *x, float *y, int n);      /* y += a x */
     void (*axpy_f16)(float a, const uint16_t *x, float *y, int n);   /* y += a x */
     void (*to_f16)(const float *x, uint16_t *y, int n);
-    /* attention over a block of keys (tiled prefill path): */
-    void (*dots_f32)(const float *q, const float *K, int nk, int n, float scale, float *s); /* s[j] = scale * q.K[j*n..] */
-    float (*exp_sum)(float *s, int n, float m);                                          /* s[j] = exp(s[j] - m) (0 under the floor); returns sum */
-    void (*axpys_f32)(const float *p, const float *V, int nk, int n, float *y);          /* y += sum_j p[j] V[j*n..] */
+    /* attention over a block of keys (tiled prefill path), nr = 1..TS_ATT_NR
+     * query rows at a time so each key element loaded serves all of them:
+     * qk: s[r*ss + j] = scale * sum_i q[r*qs + i] kt[i*kts + j] (i < n, j < nk;
+     * kt: the keys transposed, n rows of kts floats, kts >= nk rounded up to
+     * 16, the columns past nk finite) */
+    void (*qk_f32)(const float *q, int qs, int nr, const float *kt, int kts, int nk, int n, float scale, float *s, int ss);
+    float (*exp_sum)(float *s, int n, float m); /* s[j] = exp(s[j] - m) (0 under the floor); returns sum */
+    /* pv: y[r*ys + i] += sum_j p[r*ps + j] V[j*n + i], each element's sum in
+     * increasing j */
+    void (*pv_f32)(const float *p, int ps, int nr, const float *V, int nk, int n, float *y, int ys);
 } ts_cpu_kernels;
 
 /* The kernels for this CPU (TS_FORCE_ISA=scalar selects the references). */

@@ -3,6 +3,7 @@
  * from the scalar reference, but is fixed, so results never depend on the
  * thread count. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "compute/cpu_kernels.h"
 
@@ -67,25 +68,49 @@ static void to_f16(const float *x, uint16_t *y, int n) {
     for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
-/* 4 keys at a time: q is loaded once per 8 elements for 4 dot products */
-static void dots_f32(const float *q, const float *K, int nk, int n, float scale, float *s) {
-    int j = 0;
-    for (; j + 4 <= nk; j += 4) {
-        const float *k0 = K + (size_t)j * n, *k1 = k0 + n, *k2 = k1 + n, *k3 = k2 + n;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        int i = 0;
-        for (; i + 8 <= n; i += 8) {
-            __m256 qv = _mm256_loadu_ps(q + i);
-            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), a1);
-            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), a2);
-            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), a3);
+/* NR query rows x 16 keys per step: per element i of the head, two loads of
+ * the transposed keys and NR broadcasts of q feed 2 NR FMAs into register
+ * accumulators (no horizontal sums: key j is lane j). Each score is a
+ * sequential sum over i. */
+static inline __attribute__((always_inline)) void qk_rows(const float *q, int qs, const int NR, const float *kt, int kts, int nk,
+                                                          int n, float scale, float *s, int ss) {
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (int j0 = 0; j0 < nk; j0 += 16) {
+        __m256 a[TS_ATT_NR][2];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+        const float *k = kt + j0;
+        for (int i = 0; i < n; i++, k += kts) {
+            const __m256 k0 = _mm256_loadu_ps(k), k1 = _mm256_loadu_ps(k + 8);
+    #pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+                const __m256 b = _mm256_broadcast_ss(q + (size_t)r * qs + i);
+                a[r][0] = _mm256_fmadd_ps(b, k0, a[r][0]);
+                a[r][1] = _mm256_fmadd_ps(b, k1, a[r][1]);
+            }
         }
-        float r0 = hsum256(a0), r1 = hsum256(a1), r2 = hsum256(a2), r3 = hsum256(a3);
-        for (; i < n; i++) r0 += q[i] * k0[i], r1 += q[i] * k1[i], r2 += q[i] * k2[i], r3 += q[i] * k3[i];
-        s[j] = r0 * scale, s[j + 1] = r1 * scale, s[j + 2] = r2 * scale, s[j + 3] = r3 * scale;
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            float *o = s + (size_t)r * ss + j0;
+            if (j0 + 16 <= nk) {
+                _mm256_storeu_ps(o, _mm256_mul_ps(a[r][0], sc));
+                _mm256_storeu_ps(o + 8, _mm256_mul_ps(a[r][1], sc));
+            } else {
+                float t[16];
+                _mm256_storeu_ps(t, _mm256_mul_ps(a[r][0], sc));
+                _mm256_storeu_ps(t + 8, _mm256_mul_ps(a[r][1], sc));
+                for (int j = 0; j < nk - j0; j++) o[j] = t[j];
+            }
+        }
     }
-    for (; j < nk; j++) s[j] = dot_f32(q, K + (size_t)j * n, n) * scale;
+}
+static void qk_f32(const float *q, int qs, int nr, const float *kt, int kts, int nk, int n, float scale, float *s, int ss) {
+    switch (nr) {
+    case 1: qk_rows(q, qs, 1, kt, kts, nk, n, scale, s, ss); break;
+    case 2: qk_rows(q, qs, 2, kt, kts, nk, n, scale, s, ss); break;
+    case 3: qk_rows(q, qs, 3, kt, kts, nk, n, scale, s, ss); break;
+    default: qk_rows(q, qs, 4, kt, kts, nk, n, scale, s, ss); break;
+    }
 }
 
 /* exp(x) for x <= 0 (arguments here are s - max): 2^k * p(r), r = x - k ln2,
@@ -133,44 +158,55 @@ static float exp_sum(float *s, int n, float m) {
 }
 
 /* y += sum_j p[j] V[j]: 64 elements of y stay in 8 registers while all keys pass */
-static void axpys_f32(const float *p, const float *V, int nk, int n, float *y) {
+/* NR rows x 16 elements of the output per step: per key, two loads of V and
+ * NR broadcasts of the weights feed 2 NR FMAs; each element's sum runs over
+ * j in order (the axpy chain), whatever NR. */
+static inline __attribute__((always_inline)) void pv_rows(const float *p, int ps, const int NR, const float *V, int nk, int n, float *y,
+                                                          int ys) {
     int i = 0;
-    for (; i + 64 <= n; i += 64) {
-        __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8), y2 = _mm256_loadu_ps(y + i + 16),
-               y3 = _mm256_loadu_ps(y + i + 24), y4 = _mm256_loadu_ps(y + i + 32), y5 = _mm256_loadu_ps(y + i + 40),
-               y6 = _mm256_loadu_ps(y + i + 48), y7 = _mm256_loadu_ps(y + i + 56);
-        for (int j = 0; j < nk; j++) {
-            const float *v = V + (size_t)j * n + i;
-            __m256 a = _mm256_broadcast_ss(p + j);
-            y0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v), y0);
-            y1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8), y1);
-            y2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 16), y2);
-            y3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 24), y3);
-            y4 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 32), y4);
-            y5 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 40), y5);
-            y6 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 48), y6);
-            y7 = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 56), y7);
+    for (; i + 16 <= n; i += 16) {
+        __m256 a[TS_ATT_NR][2];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) a[r][0] = _mm256_loadu_ps(y + (size_t)r * ys + i), a[r][1] = _mm256_loadu_ps(y + (size_t)r * ys + i + 8);
+        const float *v = V + i;
+        for (int j = 0; j < nk; j++, v += n) {
+            const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++) {
+                const __m256 b = _mm256_broadcast_ss(p + (size_t)r * ps + j);
+                a[r][0] = _mm256_fmadd_ps(b, v0, a[r][0]);
+                a[r][1] = _mm256_fmadd_ps(b, v1, a[r][1]);
+            }
         }
-        _mm256_storeu_ps(y + i, y0), _mm256_storeu_ps(y + i + 8, y1), _mm256_storeu_ps(y + i + 16, y2);
-        _mm256_storeu_ps(y + i + 24, y3), _mm256_storeu_ps(y + i + 32, y4), _mm256_storeu_ps(y + i + 40, y5);
-        _mm256_storeu_ps(y + i + 48, y6), _mm256_storeu_ps(y + i + 56, y7);
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) _mm256_storeu_ps(y + (size_t)r * ys + i, a[r][0]), _mm256_storeu_ps(y + (size_t)r * ys + i + 8, a[r][1]);
     }
-    for (; i + 8 <= n; i += 8) {
-        __m256 y0 = _mm256_loadu_ps(y + i);
-        for (int j = 0; j < nk; j++) y0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(V + (size_t)j * n + i), y0);
-        _mm256_storeu_ps(y + i, y0);
-    }
-    for (; i < n; i++) {
-        float a = y[i];
-        for (int j = 0; j < nk; j++) a += p[j] * V[(size_t)j * n + i];
-        y[i] = a;
+    for (; i + 8 <= n; i += 8)
+        for (int r = 0; r < NR; r++) {
+            __m256 a = _mm256_loadu_ps(y + (size_t)r * ys + i);
+            for (int j = 0; j < nk; j++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + (size_t)r * ps + j), _mm256_loadu_ps(V + (size_t)j * n + i), a);
+            _mm256_storeu_ps(y + (size_t)r * ys + i, a);
+        }
+    for (; i < n; i++)
+        for (int r = 0; r < NR; r++) {
+            float a = y[(size_t)r * ys + i];
+            for (int j = 0; j < nk; j++) a = fmaf(p[(size_t)r * ps + j], V[(size_t)j * n + i], a);
+            y[(size_t)r * ys + i] = a;
+        }
+}
+static void pv_f32(const float *p, int ps, int nr, const float *V, int nk, int n, float *y, int ys) {
+    switch (nr) {
+    case 1: pv_rows(p, ps, 1, V, nk, n, y, ys); break;
+    case 2: pv_rows(p, ps, 2, V, nk, n, y, ys); break;
+    case 3: pv_rows(p, ps, 3, V, nk, n, y, ys); break;
+    default: pv_rows(p, ps, 4, V, nk, n, y, ys); break;
     }
 }
 
 void ts_cpu_kernels_avx2(ts_cpu_kernels *k) {
-    k->dots_f32 = dots_f32;
+    k->qk_f32 = qk_f32;
     k->exp_sum = exp_sum;
-    k->axpys_f32 = axpys_f32;
+    k->pv_f32 = pv_f32;
     k->dot_f32 = dot_f32;
     k->dot_f16 = dot_f16;
     k->axpy_f32 = axpy_f32;
