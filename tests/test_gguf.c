@@ -124,6 +124,25 @@ static void test_roundtrip(void) {
     }
     t = gguf_find_tensor(f, "weight.q");
     CHECK(t && t->type == TS_TYPE_Q4_0 && t->nbytes == 36 && t->data[0] == 0x11);
+    /* every kv and tensor copied through gguf_w_copy_kv gives the same file,
+     * byte for byte (every scalar width, signed and unsigned, strings,
+     * arrays of each kind, the nested array) */
+    gguf_writer *w2 = gguf_writer_new(3, f->alignment); /* writes general.alignment itself */
+    for (uint64_t k = 0; k < f->n_kv; k++)
+        if (!gguf_str_eq(f->kv[k].key, "general.alignment")) gguf_w_copy_kv(w2, &f->kv[k]);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *gt = &f->tensors[i];
+        char *name = gguf_strdup(gt->name);
+        gguf_w_tensor(w2, name, gt->type, gt->n_dims, gt->ne, gt->data, gt->nbytes);
+        free(name);
+    }
+    uint8_t *copy = NULL;
+    uint64_t copy_n = 0;
+    CHECK(gguf_writer_to_buffer(w2, &copy, &copy_n) == TS_OK);
+    CHECKF(copy && copy_n == f->map.size && memcmp(copy, f->map.data, copy_n) == 0, "a copy through gguf_w_copy_kv differs (%llu bytes, file %llu)",
+           (unsigned long long)copy_n, (unsigned long long)f->map.size);
+    free(copy);
+    gguf_writer_free(w2);
     gguf_close(f);
     unlink(path);
 }

@@ -52,38 +52,7 @@ static uint8_t *build(const gguf_file *f, const kv_edit *ed, int n_ed, uint64_t 
             free(key);
             continue;
         }
-        const gguf_value *v = &kv->val;
-        switch (v->type) {
-        case GGUF_VT_UINT8: gguf_w_u8(w, key, (uint8_t)v->v.u64); break;
-        case GGUF_VT_INT8: gguf_w_i8(w, key, (int8_t)v->v.i64); break;
-        case GGUF_VT_UINT16: gguf_w_u16(w, key, (uint16_t)v->v.u64); break;
-        case GGUF_VT_INT16: gguf_w_i16(w, key, (int16_t)v->v.i64); break;
-        case GGUF_VT_UINT32: gguf_w_u32(w, key, (uint32_t)v->v.u64); break;
-        case GGUF_VT_INT32: gguf_w_i32(w, key, (int32_t)v->v.i64); break;
-        case GGUF_VT_UINT64: gguf_w_u64(w, key, v->v.u64); break;
-        case GGUF_VT_INT64: gguf_w_i64(w, key, v->v.i64); break;
-        case GGUF_VT_FLOAT32: gguf_w_f32(w, key, (float)v->v.f64); break;
-        case GGUF_VT_FLOAT64: gguf_w_f64(w, key, v->v.f64); break;
-        case GGUF_VT_BOOL: gguf_w_bool(w, key, v->v.b); break;
-        case GGUF_VT_STRING: {
-            char *s = str_of(v->v.str);
-            gguf_w_str(w, key, s);
-            free(s);
-            break;
-        }
-        case GGUF_VT_ARRAY:
-            if (v->v.arr.type == GGUF_VT_STRING) {
-                char **ss = malloc(sizeof(char *) * (v->v.arr.n ? v->v.arr.n : 1));
-                for (uint64_t i = 0; i < v->v.arr.n; i++) ss[i] = str_of(v->v.arr.strs[i]);
-                gguf_w_arr_str(w, key, (const char *const *)ss, v->v.arr.n);
-                for (uint64_t i = 0; i < v->v.arr.n; i++) free(ss[i]);
-                free(ss);
-            } else if (v->v.arr.raw) {
-                gguf_w_arr(w, key, v->v.arr.type, v->v.arr.raw, v->v.arr.n);
-            }
-            break;
-        case GGUF_VT_COUNT: break; /* not a type: the reader refuses unknown ids */
-        }
+        gguf_w_copy_kv(w, kv);
         free(key);
     }
     for (int i = 0; i < n_ed; i++) {

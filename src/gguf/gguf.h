@@ -161,6 +161,9 @@ void gguf_w_str(gguf_writer *w, const char *key, const char *v);
 /* Fixed-size element array: data holds n elements of gguf_vtype_size(type). */
 void gguf_w_arr(gguf_writer *w, const char *key, gguf_vtype type, const void *data, uint64_t n);
 void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, uint64_t n);
+/* One kv of a file read by gguf_open, written as the file had it (every
+ * type, nested arrays too): copying a file with a few keys changed. */
+void gguf_w_copy_kv(gguf_writer *w, const gguf_kv *kv);
 /* Low-level escape hatch for nested arrays and hand-made broken files: appends
  * raw bytes to the metadata stream and counts one more kv. */
 void gguf_w_raw_kv(gguf_writer *w, const void *bytes, size_t n);

@@ -121,6 +121,56 @@ void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, ui
     for (uint64_t i = 0; i < n; i++) wb_str(w, &w->kv, strs[i]);
 }
 
+static void wb_gstr(gguf_writer *w, wbuf *b, gguf_str s) {
+    wb_u64(w, b, s.len);
+    wb_put(w, b, s.ptr, (size_t)s.len);
+}
+
+/* A value's bytes after its type id, as the file had them (the reader
+ * widened scalars; they are narrowed back to the type's size). */
+static void wb_value(gguf_writer *w, const gguf_value *v) {
+    switch (v->type) {
+    case GGUF_VT_UINT8: case GGUF_VT_UINT16: case GGUF_VT_UINT32: case GGUF_VT_UINT64:
+        wb_put(w, &w->kv, &v->v.u64, gguf_vtype_size(v->type)); /* little-endian: the low bytes first */
+        break;
+    case GGUF_VT_INT8: case GGUF_VT_INT16: case GGUF_VT_INT32: case GGUF_VT_INT64:
+        wb_put(w, &w->kv, &v->v.i64, gguf_vtype_size(v->type));
+        break;
+    case GGUF_VT_FLOAT32: {
+        const float f = (float)v->v.f64;
+        wb_put(w, &w->kv, &f, 4);
+        break;
+    }
+    case GGUF_VT_FLOAT64: wb_put(w, &w->kv, &v->v.f64, 8); break;
+    case GGUF_VT_BOOL: {
+        const uint8_t b = v->v.b ? 1 : 0;
+        wb_put(w, &w->kv, &b, 1);
+        break;
+    }
+    case GGUF_VT_STRING: wb_gstr(w, &w->kv, v->v.str); break;
+    case GGUF_VT_ARRAY: {
+        const gguf_array *a = &v->v.arr;
+        wb_u32(w, &w->kv, a->type);
+        wb_u64(w, &w->kv, a->n);
+        if (a->type == GGUF_VT_STRING)
+            for (uint64_t i = 0; i < a->n; i++) wb_gstr(w, &w->kv, a->strs[i]);
+        else if (a->type == GGUF_VT_ARRAY)
+            for (uint64_t i = 0; i < a->n; i++) wb_value(w, &a->vals[i]);
+        else
+            wb_put(w, &w->kv, a->raw, (size_t)(a->n * gguf_vtype_size(a->type)));
+        break;
+    }
+    case GGUF_VT_COUNT: w->oom = true; break; /* not a type: the reader refuses it, so this is a caller's bug */
+    }
+}
+
+void gguf_w_copy_kv(gguf_writer *w, const gguf_kv *kv) {
+    wb_gstr(w, &w->kv, kv->key);
+    wb_u32(w, &w->kv, kv->val.type);
+    w->n_kv++;
+    wb_value(w, &kv->val);
+}
+
 void gguf_w_raw_kv(gguf_writer *w, const void *bytes, size_t n) {
     wb_put(w, &w->kv, bytes, n);
     w->n_kv++;
