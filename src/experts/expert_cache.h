@@ -56,7 +56,11 @@
  * a victim; a fetch that finds every candidate slot pinned by other passes
  * waits (condition variable) for a release. Holding the lock across the
  * reads serialises the sessions' I/O, which a disk serves one queue at a
- * time anyway, and keeps the policy's order of passes well defined. With one
+ * time anyway, and keeps the policy's order of passes well defined. A prefill's
+ * fetch_ahead (below) is the one exception: its reads run with the lock
+ * released while its caller computes, the cache marked pending meanwhile,
+ * so the next fetch waits for fetch_finish just as it would have waited for
+ * the lock, and the order of passes is the same. With one
  * session the order, and so every hit and miss, is exactly what the offline
  * replay (analyze cache) computes; with several, their passes interleave.
  *
