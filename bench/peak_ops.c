@@ -1,6 +1,8 @@
 /* Peak arithmetic rate of this machine's cores, for judging kernel efficiency:
  * int8 dot products (AVX-512 VNNI vpdpbusd, AVX-VNNI 256-bit vpdpbusd, AVX2
- * vpmaddubsw + vpmaddwd + vpaddd, AMX-INT8 tdpbssd on full 16 x 64 tiles)
+ * vpmaddubsw + vpmaddwd + vpaddd, AVX2 vpmaddubsw + vpaddw (the AVX2 GEMM's
+ * loop: its i16 sums take one madd per sub-block, not per maddubs), AMX-INT8
+ * tdpbssd on full 16 x 64 tiles)
  * and f32 FMA (512 and 256 bits), from register-only loops with 12
  * independent accumulators (4 tiles for AMX: enough to cover the latency),
  * on 1..T threads. GOPS counts a multiply-add as 2 ops.
@@ -83,6 +85,23 @@ static double k_avx2_int8(long reps) {
     __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
                                  _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7)));
     s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(a8, a9), _mm256_add_epi32(a10, a11)));
+    sink = _mm256_extract_epi32(s, 0);
+    return (double)reps * ITERS * 12 * 32 * 2;
+}
+/* The AVX2 prefill GEMM's inner loop (src/tensor/gemm_avx2.c): maddubs
+ * outputs summed in i16 (paddw), one madd per sub-block left out, so this is
+ * that kernel's ceiling, above maddubs+madd+add's. */
+static double k_avx2_pair(long reps) {
+    __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);
+    ACC12(__m256i, _mm256_setzero_si256());
+    for (long r = 0; r < reps * ITERS; r++) {
+#define OPP(a) a = _mm256_add_epi16(x, _mm256_maddubs_epi16(w, a))
+        ALL12(OPP);
+        BAR12();
+    }
+    __m256i s = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3)),
+                                 _mm256_add_epi16(_mm256_add_epi16(a4, a5), _mm256_add_epi16(a6, a7)));
+    s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_add_epi16(a8, a9), _mm256_add_epi16(a10, a11)));
     sink = _mm256_extract_epi32(s, 0);
     return (double)reps * ITERS * 12 * 32 * 2;
 }
@@ -237,6 +256,7 @@ int main(int argc, char **argv) {
         {"int8 vpdpbusd ymm (AVX-VNNI)", k_vnni256, 1},
 #endif
         {"int8 maddubs+madd+add ymm (AVX2)", k_avx2_int8, 1},
+        {"int8 maddubs+paddw ymm (AVX2 GEMM)", k_avx2_pair, 1},
 #if defined(__AVX512F__)
         {"f32 fma zmm (AVX-512F)", k_fma512, 1},
 #endif
