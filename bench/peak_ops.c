@@ -40,6 +40,15 @@ static volatile int sink;
     __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), \
                      "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11), "+v"(w), "+v"(x))
 
+/* the 12 ymm integer accumulators into sink, so the loops are not dead code */
+#define SINK12_I256()                                                                                                  \
+    do {                                                                                                               \
+        __m256i s_ = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),           \
+                                      _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7)));          \
+        s_ = _mm256_add_epi32(s_, _mm256_add_epi32(_mm256_add_epi32(a8, a9), _mm256_add_epi32(a10, a11)));            \
+        sink = _mm256_extract_epi32(s_, 0);                                                                            \
+    } while (0)
+
 #if defined(__AVX512VNNI__)
 static double k_vnni512(long reps) {
     __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-2);
@@ -65,10 +74,7 @@ static double k_vnni256(long reps) {
         ALL12(OPA);
         BAR12();
     }
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
-                                 _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7)));
-    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(a8, a9), _mm256_add_epi32(a10, a11)));
-    sink = _mm256_extract_epi32(s, 0);
+    SINK12_I256();
     return (double)reps * ITERS * 12 * 32 * 2;
 }
 #endif
@@ -82,10 +88,7 @@ static double k_avx2_int8(long reps) {
         ALL12(OPM);
         BAR12();
     }
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
-                                 _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7)));
-    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(a8, a9), _mm256_add_epi32(a10, a11)));
-    sink = _mm256_extract_epi32(s, 0);
+    SINK12_I256();
     return (double)reps * ITERS * 12 * 32 * 2;
 }
 /* The AVX2 prefill GEMM's inner loop (src/tensor/gemm_avx2.c): maddubs
@@ -99,10 +102,7 @@ static double k_avx2_pair(long reps) {
         ALL12(OPP);
         BAR12();
     }
-    __m256i s = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3)),
-                                 _mm256_add_epi16(_mm256_add_epi16(a4, a5), _mm256_add_epi16(a6, a7)));
-    s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_add_epi16(a8, a9), _mm256_add_epi16(a10, a11)));
-    sink = _mm256_extract_epi32(s, 0);
+    SINK12_I256();
     return (double)reps * ITERS * 12 * 32 * 2;
 }
 #if defined(__AVX512F__)
