@@ -9,7 +9,10 @@
  * BENCH_MATVEC_PATHS=int8 (or f32) times one path only; BENCH_MATVEC_BATCH=0
  * skips the 4- and 8-token runs (bench/cuda/sweep_matvec.sh uses both).
  * BENCH_MATVEC_KW1=0|1 forces the int8 path's split of a row group's chunks
- * (ts_cuda_matvec_q8_force_kw1; the rows then say "kw1=0|1"). */
+ * (ts_cuda_matvec_q8_force_kw1; the rows then say "kw1=0|1").
+ * BENCH_MATVEC_ROWS=0|2|4 forces the one-token launches' rows per group
+ * (ts_cuda_matvec_q8_force_rows; 0: the rule without its length test); an
+ * int8 row says the rows its launch gets ("r2", "r4"). */
 #include "bench_util.h"
 
 struct Mat {
@@ -90,8 +93,13 @@ static void bench_shape(const Model &M, const Mat &mat, uint32_t type, int n_tok
             BOK(ts_cuda_matvec_q8(NULL, mat.n_w, m, dy, partner, q8, n_tok, false));
         });
         const char *kw1 = getenv("BENCH_MATVEC_KW1");
-        snprintf(var, sizeof var, "%s int8 t=%d%s%s", ts_type_name(type), n_tok, kw1 && *kw1 ? " kw1=" : "",
-                 kw1 && *kw1 ? kw1 : "");
+        ts_cuda_mat m[3];
+        mats(0, m);
+        int sms = 0, dev = 0;
+        BCU(cudaGetDevice(&dev));
+        BCU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        snprintf(var, sizeof var, "%s int8 t=%d r%d%s%s", ts_type_name(type), n_tok,
+                 ts_cuda_matvec_q8_rows(mat.n_w, m, n_tok, sms), kw1 && *kw1 ? " kw1=" : "", kw1 && *kw1 ? kw1 : "");
         bench_result("matvec", shape, var, bytes, us8, extra);
         cudaFree(q8);
     }
@@ -107,6 +115,8 @@ int main(int argc, char **argv) {
     const char *batch = getenv("BENCH_MATVEC_BATCH");
     const char *kw1 = getenv("BENCH_MATVEC_KW1");
     if (kw1 && *kw1) ts_cuda_matvec_q8_force_kw1(atoi(kw1) ? 1 : 0);
+    const char *rows = getenv("BENCH_MATVEC_ROWS");
+    if (rows && *rows) ts_cuda_matvec_q8_force_rows(atoi(rows));
     std::vector<uint32_t> types = {TS_TYPE_Q4_K, TS_TYPE_Q6_K, TS_TYPE_Q4_0, TS_TYPE_Q8_0, TS_TYPE_F16};
     if (argc > 2) {
         types.clear();

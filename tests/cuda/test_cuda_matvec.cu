@@ -127,6 +127,41 @@ static void check_loaders_agree(const Case &c, const ts_cuda_mat *m, float *cons
     CHECKF(diff == 0, "%s: the register and cp.async loaders differ in %zu outputs", what, diff);
 }
 
+/* One token: 2 and 4 rows per group (ts_cuda_matvec_q8_force_rows) give
+ * the same outputs bit for bit under either split of a group's chunks
+ * (rows change which warp computes a row, not its sum); run_case checks the
+ * launch's own choice against the CPU reference. */
+static void check_rows_agree(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, uint32_t partner,
+                             const void *dq8, const char *what) {
+    size_t diff = 0;
+    for (int kw1 = 0; kw1 < 2; kw1++) {
+        float *out[2][TS_CUDA_MAX_MATS];
+        for (int mode = 0; mode < 2; mode++) {
+            for (int i = 0; i < c.n_w; i++) {
+                if (c.accumulate) tcu_up(dy[i], hy0[i], sizeof(float) * c.n_out[i]);
+                else tcu_poison(dy[i], sizeof(float) * c.n_out[i]);
+            }
+            ts_cuda_matvec_q8_force_rows(mode ? 4 : 2);
+            ts_cuda_matvec_q8_force_kw1(kw1);
+            const ts_status st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, 1, c.accumulate);
+            ts_cuda_matvec_q8_force_rows(-1);
+            ts_cuda_matvec_q8_force_kw1(-1);
+            TCU_OK(st, what);
+            tcu_sync(what);
+            for (int i = 0; i < c.n_w; i++) {
+                out[mode][i] = (float *)malloc(sizeof(float) * c.n_out[i]);
+                tcu_down(out[mode][i], dy[i], sizeof(float) * c.n_out[i]);
+            }
+        }
+        for (int i = 0; i < c.n_w; i++) {
+            for (int64_t j = 0; j < c.n_out[i]; j++) diff += memcmp(&out[0][i][j], &out[1][i][j], sizeof(float)) != 0;
+            free(out[0][i]), free(out[1][i]);
+        }
+    }
+    printf("%-60s 2 vs 4 rows per group: %zu outputs differ %s\n", what, diff, diff ? "FAIL" : "ok");
+    CHECKF(diff == 0, "%s: 2 and 4 rows per group differ in %zu outputs", what, diff);
+}
+
 static void run_case(const Case &c) {
     const int64_t n_in = c.n_in;
     const int nt = c.n_tok;
@@ -183,6 +218,7 @@ static void run_case(const Case &c) {
         dq8 = tcu_dalloc(qb);
         tcu_poison(dq8, qb);
         TCU_OK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, nt, c.rms ? dnw : NULL, EPS, dq8), what);
+        if (nt == 1 && c.type[0] != TS_TYPE_Q8_0) check_rows_agree(c, m, dy, hy0, partner, dq8, what);
         check_loaders_agree(c, m, dy, hy0, partner, dq8, what); /* runs the matvec (both loaders) */
     } else {
         if (c.rms) TCU_OK(ts_cuda_rms_inv(NULL, dx, n_in, nt, EPS, dinv), what);
@@ -344,9 +380,46 @@ static void check_refusals(void) {
     printf("%-60s %s\n", "argument refusals", "checked");
 }
 
+/* The rows-per-group rule (ts_cuda_matvec_q8_rows, host only) on the 7B
+ * shapes of an H200 (132 SMs) and a small GPU: worked by hand in mvq_rows'
+ * comment. */
+static void check_rows_rule(void) {
+    struct {
+        const char *name;
+        uint32_t type;
+        int64_t n_in, n_out0, n_out1;
+        int n_tok, sms, want;
+    } cases[] = {
+        {"7B down Q6_K", TS_TYPE_Q6_K, 18944, 3584, 0, 1, 132, 2},
+        {"7B down Q4_K", TS_TYPE_Q4_K, 18944, 3584, 0, 1, 132, 2},
+        {"7B o", TS_TYPE_Q4_K, 3584, 3584, 0, 1, 132, 2},
+        {"7B q+k", TS_TYPE_Q4_K, 3584, 3584, 512, 1, 132, 4},
+        {"7B gate+up", TS_TYPE_Q4_K, 3584, 18944, 18944, 1, 132, 4},
+        {"7B lm_head", TS_TYPE_Q6_K, 3584, 152064, 0, 1, 132, 4},
+        {"7B down, 16 SMs", TS_TYPE_Q6_K, 18944, 3584, 0, 1, 16, 4},
+        {"SmolLM2 o", TS_TYPE_Q4_0, 576, 576, 0, 1, 132, 2},
+        {"7B down, 2 tokens", TS_TYPE_Q6_K, 18944, 3584, 0, 2, 132, 2},
+        {"7B gate+up Q8_0", TS_TYPE_Q8_0, 3584, 18944, 18944, 1, 132, 2},
+    };
+    int bad = 0;
+    for (const auto &c : cases) {
+        ts_cuda_mat w[2];
+        for (int i = 0; i < 2; i++)
+            w[i] = ts_cuda_mat{(void *)256, c.type, c.n_in, i ? c.n_out1 : c.n_out0,
+                               ts_type_row_bytes(c.type, (uint64_t)c.n_in), NULL};
+        const int got = ts_cuda_matvec_q8_rows(c.n_out1 ? 2 : 1, w, c.n_tok, c.sms);
+        CHECKF(got == c.want, "rows rule: %s: %d rows per group, want %d", c.name, got, c.want);
+        bad += got != c.want;
+    }
+    ts_cuda_mat w = {(void *)256, TS_TYPE_Q4_K, 3584, 0, ts_type_row_bytes(TS_TYPE_Q4_K, 3584), NULL};
+    CHECKF(ts_cuda_matvec_q8_rows(1, &w, 1, 132) == 0, "rows rule: a weight without rows is refused");
+    printf("%-60s %s\n", "rows per group rule (10 launch shapes)", bad ? "FAIL" : "ok");
+}
+
 int main(void) {
     tcu_seed_init("test_cuda_matvec");
     tcu_require_gpu("test_cuda_matvec");
+    check_rows_rule();
     if (tcu_small()) {
         run_case(one(TS_TYPE_Q4_0, 576, 67, 1, true, false, true, false));
         run_case(one(TS_TYPE_Q6_K, 512, 33, 3, false, true, false, false));
@@ -412,6 +485,10 @@ int main(void) {
     run_case(one(TS_TYPE_F32, 2048, 128, 1, false, false, true, false)); /* a 30B-A3B router, self-normalized too */
     run_case(one(TS_TYPE_F32, 2048, 130, 2, false, false, true, false)); /* with a folded pilot: 2 tokens' rows */
     run_case(one(TS_TYPE_Q6_K, 8960, 1536, 1, false, true, false, true));
+    /* a 7B down projection: 4 rows per group leave a third of the team slots
+     * idle on an H200, so the rule takes 2 (mvq_rows) */
+    run_case(one(TS_TYPE_Q6_K, 18944, 3584, 1, false, true, false, true));
+    run_case(one(TS_TYPE_Q4_K, 18944, 3584, 1, false, true, false, true));
     for (int act = 0; act < 2; act++) {
         check_quantize_act(TS_TYPE_Q8_0, act, 1536, 1);
         check_quantize_act(TS_TYPE_Q8_K, act, 8960, 1);

@@ -128,6 +128,15 @@ void ts_cuda_matvec_q8_force_loader(int mode);
  * where a team would take it, 1 always one warp per group. The sums' order
  * differs between the two splits; each is checked against the CPU. */
 void ts_cuda_matvec_q8_force_kw1(int mode);
+/* Benchmark and test hook (the same caveats): rows per group of the
+ * one-token launches that are not Q8_0: -1 by the rule (mvq_rows), 0 the rule
+ * without its length test (the previous rule), 2 or 4 (MVQ_R1, MVQ_R1_BIG)
+ * those rows. Row sums do not depend on it (tests require equal outputs). */
+void ts_cuda_matvec_q8_force_rows(int mode);
+/* Rows per group ts_cuda_matvec_q8 gives a launch of these weights (one
+ * type) on a GPU of `sms` SMs; 0 for arguments it would refuse. Host only: no
+ * GPU needed (the rule's test). */
+int ts_cuda_matvec_q8_rows(int n_w, const ts_cuda_mat *w, int n_tok, int sms);
 
 /* ---- 2. prefill GEMM ----------------------------------------------------- */
 

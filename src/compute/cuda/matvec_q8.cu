@@ -513,6 +513,7 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
  * reasons not yet found, so the default is MVQ_ASYNC 0 (registers only). */
 int mvq_force = -1;     /* ts_cuda_matvec_q8_force_loader */
 int mvq_force_kw1 = -1; /* ts_cuda_matvec_q8_force_kw1 */
+int mvq_force_rows = -1; /* ts_cuda_matvec_q8_force_rows */
 
 static bool mvq_async(uint32_t type, int64_t items_per_warp) {
     if (mvq_force >= 0) return mvq_force == 1;
@@ -546,14 +547,44 @@ int64_t mvq_slots(const MvArgs &a, int sms) {
     return (int64_t)sms * mvq_min_blocks(a.n_tok) * MVQ_WAVES * (MVQ_WARPS / a.kw);
 }
 
+int64_t mvq_plan(MvArgs &a, int sms, int R);
+
+/* Row-chunk items of the busiest warp of a launch planned with R rows per
+ * group: the launch's length in items (every warp streams at about the same
+ * rate). */
+int64_t mvq_makespan(const MvArgs &a0, int sms, int R) {
+    MvArgs a = a0;
+    mvq_plan(a, sms, R);
+    const int64_t nchunks = (a.n_in / 32 + 31) / 32;
+    return a.gpt * R * ((nchunks + a.kw - 1) / a.kw);
+}
+
 /* Rows per group of a launch: MVQ_R1_BIG for one token when every team slot
- * gets a group of that many rows, else MVQ_R1 (one token) or MVQ_R. Not for
- * Q8_0, whose 4-row kernel spills (76 bytes at the 96-register bound). */
+ * gets a group of that many rows and the launch is not much longer for it,
+ * else MVQ_R1 (one token) or MVQ_R. Not for Q8_0, whose 4-row kernel spills
+ * (76 bytes at the 96-register bound).
+ *
+ * Why the length: a launch is as long as its busiest warp, and the run of
+ * groups per team is rounded up. A 7B down projection (3584 rows of 18944)
+ * has 896 groups of 4 rows for 660 team slots: 2 groups a team, so 448 teams
+ * work and a third of the slots idle (40 items for the busiest warp against
+ * 26 were the work spread evenly), while 2 rows make 1,792 groups, 3 a team,
+ * 598 teams, 30 items. 4 rows load x once for more rows, so they keep a
+ * launch unless 2 rows shorten it by more than MVQ_R1_SLACK percent (the LM
+ * head: 240 against 232 items, kept at 4). Rows per group do not change any
+ * row's sum, only which warp computes it. */
+#ifndef MVQ_R1_SLACK
+#define MVQ_R1_SLACK 10
+#endif
 int mvq_rows(MvArgs &a, int sms, uint32_t type) {
     if (a.n_tok > 1) return MVQ_R;
     if (type == TS_TYPE_Q8_0) return MVQ_R1;
+    if (mvq_force_rows == MVQ_R1 || mvq_force_rows == MVQ_R1_BIG) return mvq_force_rows;
     mv_split(a, (a.n_in / 32 + 31) / 32, MVQ_R1_BIG); /* sets kw (a function of n_in only) and g0 */
-    return a.g0[a.n_w] >= mvq_slots(a, sms) ? MVQ_R1_BIG : MVQ_R1;
+    if (a.g0[a.n_w] < mvq_slots(a, sms)) return MVQ_R1;
+    if (mvq_force_rows == 0) return MVQ_R1_BIG; /* the rule before the length test */
+    const int64_t big = mvq_makespan(a, sms, MVQ_R1_BIG), small = mvq_makespan(a, sms, MVQ_R1);
+    return small * (100 + MVQ_R1_SLACK) < big * 100 ? MVQ_R1 : MVQ_R1_BIG;
 }
 
 /* Sets the split of a launch (g0, kw, gpt, t0) and returns its block count:
@@ -579,6 +610,20 @@ int64_t mvq_plan(MvArgs &a, int sms, int R) {
 
 void ts_cuda_matvec_q8_force_loader(int mode) { mvq_force = mode; }
 void ts_cuda_matvec_q8_force_kw1(int mode) { mvq_force_kw1 = mode; }
+void ts_cuda_matvec_q8_force_rows(int mode) { mvq_force_rows = mode; }
+
+int ts_cuda_matvec_q8_rows(int n_w, const ts_cuda_mat *w, int n_tok, int sms) {
+    if (sms < 1 || n_w < 1 || n_w > TS_CUDA_MAX_MATS || n_tok < 1 || n_tok > TS_CUDA_MAX_DECODE_TOK || !w) return 0;
+    MvArgs a;
+    memset(&a, 0, sizeof a);
+    a.n_in = w[0].n_in;
+    a.n_tok = n_tok;
+    for (int i = 0; i < n_w; i++) {
+        if (w[i].type != w[0].type || w[i].n_in != a.n_in || w[i].n_out < 1 || a.n_in < 32) return 0;
+        a.m[a.n_w++] = MvMat{(const uint8_t *)w[i].data, w[i].row_bytes, w[i].n_out, w[i].bias, NULL};
+    }
+    return mvq_rows(a, sms, w[0].type);
+}
 
 uint32_t ts_cuda_q8_partner(uint32_t wtype) {
     switch (wtype) {
