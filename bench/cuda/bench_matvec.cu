@@ -10,8 +10,8 @@
  * skips the 4- and 8-token runs (bench/cuda/sweep_matvec.sh uses both).
  * BENCH_MATVEC_KW1=0|1 forces the int8 path's split of a row group's chunks
  * (ts_cuda_matvec_q8_force_kw1; the rows then say "kw1=0|1").
- * BENCH_MATVEC_ROWS=0|2|4 forces the one-token launches' rows per group
- * (ts_cuda_matvec_q8_force_rows; 0: the rule without its length test); an
+ * BENCH_MATVEC_ROWS=2|4 forces the one-token launches' rows per group
+ * (ts_cuda_matvec_q8_force_rows); an
  * int8 row says the rows its launch gets ("r2", "r4"). */
 #include "bench_util.h"
 

@@ -129,9 +129,9 @@ void ts_cuda_matvec_q8_force_loader(int mode);
  * differs between the two splits; each is checked against the CPU. */
 void ts_cuda_matvec_q8_force_kw1(int mode);
 /* Benchmark and test hook (the same caveats): rows per group of the
- * one-token launches that are not Q8_0: -1 by the rule (mvq_rows), 0 the rule
- * without its length test (the previous rule), 2 or 4 (MVQ_R1, MVQ_R1_BIG)
- * those rows. Row sums do not depend on it (tests require equal outputs). */
+ * one-token launches that are not Q8_0: -1 (or anything else) by the rule
+ * (mvq_rows), 2 or 4 (MVQ_R1, MVQ_R1_BIG) those rows. Row sums do not depend
+ * on it (tests require equal outputs). */
 void ts_cuda_matvec_q8_force_rows(int mode);
 /* Rows per group ts_cuda_matvec_q8 gives a launch of these weights (one
  * type) on a GPU of `sms` SMs; 0 for arguments it would refuse. Host only: no

@@ -547,44 +547,23 @@ int64_t mvq_slots(const MvArgs &a, int sms) {
     return (int64_t)sms * mvq_min_blocks(a.n_tok) * MVQ_WAVES * (MVQ_WARPS / a.kw);
 }
 
-int64_t mvq_plan(MvArgs &a, int sms, int R);
-
-/* Row-chunk items of the busiest warp of a launch planned with R rows per
- * group: the launch's length in items (every warp streams at about the same
- * rate). */
-int64_t mvq_makespan(const MvArgs &a0, int sms, int R) {
-    MvArgs a = a0;
-    mvq_plan(a, sms, R);
-    const int64_t nchunks = (a.n_in / 32 + 31) / 32;
-    return a.gpt * R * ((nchunks + a.kw - 1) / a.kw);
-}
-
 /* Rows per group of a launch: MVQ_R1_BIG for one token when every team slot
- * gets a group of that many rows and the launch is not much longer for it,
- * else MVQ_R1 (one token) or MVQ_R. Not for Q8_0, whose 4-row kernel spills
- * (76 bytes at the 96-register bound).
+ * gets a group of that many rows, else MVQ_R1 (one token) or MVQ_R. Not for
+ * Q8_0, whose 4-row kernel spills (76 bytes at the 96-register bound).
  *
- * Why the length: a launch is as long as its busiest warp, and the run of
- * groups per team is rounded up. A 7B down projection (3584 rows of 18944)
- * has 896 groups of 4 rows for 660 team slots: 2 groups a team, so 448 teams
- * work and a third of the slots idle (40 items for the busiest warp against
- * 26 were the work spread evenly), while 2 rows make 1,792 groups, 3 a team,
- * 598 teams, 30 items. 4 rows load x once for more rows, so they keep a
- * launch unless 2 rows shorten it by more than MVQ_R1_SLACK percent (the LM
- * head: 240 against 232 items, kept at 4). Rows per group do not change any
- * row's sum, only which warp computes it. */
-#ifndef MVQ_R1_SLACK
-#define MVQ_R1_SLACK 10
-#endif
+ * Tried and measured slower (session 20, bench/results/2026-12-03-h200-s20):
+ * 2 rows where 4 leave team slots idle. A 7B down projection (3584 rows of
+ * 18944) has 896 groups of 4 rows for 660 team slots, so runs of 2 groups
+ * and 448 teams at work; 2 rows give 598 teams and a busiest warp of 30
+ * items against 40. bench_matvec: Q4_K down 16.1 -> 17.6 us, Q6_K 28.0 ->
+ * 28.7, o 7.4 -> 10.3; 7B tg128 within 1%. The launch's length is not its
+ * busiest warp's item count: a 4-row item loads x once for twice the rows. */
 int mvq_rows(MvArgs &a, int sms, uint32_t type) {
     if (a.n_tok > 1) return MVQ_R;
     if (type == TS_TYPE_Q8_0) return MVQ_R1;
     if (mvq_force_rows == MVQ_R1 || mvq_force_rows == MVQ_R1_BIG) return mvq_force_rows;
     mv_split(a, (a.n_in / 32 + 31) / 32, MVQ_R1_BIG); /* sets kw (a function of n_in only) and g0 */
-    if (a.g0[a.n_w] < mvq_slots(a, sms)) return MVQ_R1;
-    if (mvq_force_rows == 0) return MVQ_R1_BIG; /* the rule before the length test */
-    const int64_t big = mvq_makespan(a, sms, MVQ_R1_BIG), small = mvq_makespan(a, sms, MVQ_R1);
-    return small * (100 + MVQ_R1_SLACK) < big * 100 ? MVQ_R1 : MVQ_R1_BIG;
+    return a.g0[a.n_w] >= mvq_slots(a, sms) ? MVQ_R1_BIG : MVQ_R1;
 }
 
 /* Sets the split of a launch (g0, kw, gpt, t0) and returns its block count:
