@@ -12,7 +12,9 @@
  * (ts_cuda_matvec_q8_force_kw1; the rows then say "kw1=0|1").
  * BENCH_MATVEC_ROWS=2|4 forces the one-token launches' rows per group
  * (ts_cuda_matvec_q8_force_rows); an
- * int8 row says the rows its launch gets ("r2", "r4"). */
+ * int8 row says the rows its launch gets ("r2", "r4"). BENCH_MATVEC_LOADER=0|1
+ * forces the weight loader (ts_cuda_matvec_q8_force_loader: 0 registers, 1
+ * the cp.async ring; the rows then say "ld=0|1"). */
 #include "bench_util.h"
 
 struct Mat {
@@ -98,8 +100,10 @@ static void bench_shape(const Model &M, const Mat &mat, uint32_t type, int n_tok
         int sms = 0, dev = 0;
         BCU(cudaGetDevice(&dev));
         BCU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        snprintf(var, sizeof var, "%s int8 t=%d r%d%s%s", ts_type_name(type), n_tok,
-                 ts_cuda_matvec_q8_rows(mat.n_w, m, n_tok, sms), kw1 && *kw1 ? " kw1=" : "", kw1 && *kw1 ? kw1 : "");
+        const char *ld = getenv("BENCH_MATVEC_LOADER");
+        snprintf(var, sizeof var, "%s int8 t=%d r%d%s%s%s%s", ts_type_name(type), n_tok,
+                 ts_cuda_matvec_q8_rows(mat.n_w, m, n_tok, sms), kw1 && *kw1 ? " kw1=" : "", kw1 && *kw1 ? kw1 : "",
+                 ld && *ld ? " ld=" : "", ld && *ld ? ld : "");
         bench_result("matvec", shape, var, bytes, us8, extra);
         cudaFree(q8);
     }
@@ -117,6 +121,8 @@ int main(int argc, char **argv) {
     if (kw1 && *kw1) ts_cuda_matvec_q8_force_kw1(atoi(kw1) ? 1 : 0);
     const char *rows = getenv("BENCH_MATVEC_ROWS");
     if (rows && *rows) ts_cuda_matvec_q8_force_rows(atoi(rows));
+    const char *loader = getenv("BENCH_MATVEC_LOADER");
+    if (loader && *loader) ts_cuda_matvec_q8_force_loader(atoi(loader) ? 1 : 0);
     std::vector<uint32_t> types = {TS_TYPE_Q4_K, TS_TYPE_Q6_K, TS_TYPE_Q4_0, TS_TYPE_Q8_0, TS_TYPE_F16};
     if (argc > 2) {
         types.clear();

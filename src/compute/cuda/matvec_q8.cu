@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 /* which launches stream weights global -> shared with cp.async into a ring of
  * MVQ_ASYNC_BYTES per warp (QAsync below: the loads in flight cost no
  * registers, so the ring can be deeper than the register one): 0 none, 1
- * all, 2 all but the direct-loaded Q4_K/Q5_K */
+ * all, 2 all but the direct-loaded Q4_K/Q5_K, 3 Q6_K only */
 #define MVQ_ASYNC 0
 #endif
 #ifndef MVQ_ASYNC_BYTES
@@ -518,7 +518,7 @@ int mvq_force_rows = -1; /* ts_cuda_matvec_q8_force_rows */
 static bool mvq_async(uint32_t type, int64_t items_per_warp) {
     if (mvq_force >= 0) return mvq_force == 1;
     const bool direct = MVQ_DIRECT && (type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K);
-    if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct)) return false;
+    if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct) || (MVQ_ASYNC == 3 && type != TS_TYPE_Q6_K)) return false;
     return items_per_warp >= MVQ_ASYNC_MIN_ITEMS;
 }
 
