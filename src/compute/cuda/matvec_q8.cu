@@ -142,8 +142,14 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 /* which launches stream weights global -> shared with cp.async into a ring of
  * MVQ_ASYNC_BYTES per warp (QAsync below: the loads in flight cost no
  * registers, so the ring can be deeper than the register one): 0 none, 1
- * all, 2 all but the direct-loaded Q4_K/Q5_K, 3 Q6_K only */
-#define MVQ_ASYNC 0
+ * all, 2 all but the direct-loaded Q4_K/Q5_K, 3 Q6_K only (each on launches
+ * of at least MVQ_ASYNC_MIN_ITEMS items per warp). 3: measured on the H200
+ * (session 20, bench/results/2026-12-03-h200-s20/call2-*): bench_matvec 7B
+ * Q6_K down 28.0 -> 25.6 us, lm_head 157.4 -> 136.2, gate_up 47.5 -> 41.0;
+ * tg128 7B Q4_K_M +2.6% (455 -> 468), SmolLM2 and the 1.5B level or +0.5%.
+ * Q4_K loses with the ring (its direct loads skip shared memory): 16.0 ->
+ * 18.9 us on the same down shape. */
+#define MVQ_ASYNC 3
 #endif
 #ifndef MVQ_ASYNC_BYTES
 #define MVQ_ASYNC_BYTES 8192 /* shared bytes per warp for the cp.async ring (its depth: 2..MVQ_ASYNC_DEP items) */
@@ -510,7 +516,8 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
  * +13-18%, Q6_K +2-9%; tg128 7B Q4_0 +1.5%) and slower for Q4_K's direct
  * loads, hence MVQ_ASYNC 2's rule (staged types, >= MVQ_ASYNC_MIN_ITEMS
  * items per warp); but with that rule SmolLM2's tg128 fell 1,176 -> 975 for
- * reasons not yet found, so the default is MVQ_ASYNC 0 (registers only). */
+ * reasons not yet found, so the default was MVQ_ASYNC 0 (registers only)
+ * until the Q6_K-only rule (MVQ_ASYNC 3) measured faster on every file. */
 int mvq_force = -1;     /* ts_cuda_matvec_q8_force_loader */
 int mvq_force_kw1 = -1; /* ts_cuda_matvec_q8_force_kw1 */
 int mvq_force_rows = -1; /* ts_cuda_matvec_q8_force_rows */
