@@ -117,9 +117,6 @@ typedef struct ts_backend_opts {
     bool cuda_no_pdl;  /* cuda: launch each kernel only once its predecessor has finished, not while
                           it drains (programmatic dependent launch; same results either way); default
                           false, so a zeroed struct gets the faster launches */
-    bool cuda_fused_quant; /* cuda: a one-token K-quant matmul quantizes (and RMS-normalizes) its activations
-                              inside the matvec's blocks instead of in a launch of its own (same results);
-                              default false until measured faster */
 } ts_backend_opts;
 
 ts_backend_opts ts_backend_opts_default(void);

@@ -38,7 +38,6 @@ typedef struct cli_common {
     bool precise;           /* --precise */
     ts_backend_kind backend;/* --backend cpu|cuda|auto */
     bool no_pdl;            /* --cuda-pdl off */
-    bool fused_quant;       /* --cuda-fused-quant on */
     bool expert_given;      /* any --expert-* flag seen */
     bool no_prefetch;       /* --pilot-prefetch off */
     int32_t prefetch_depth; /* --pilot-prefetch N: the pilot's N best guesses; 0 = all top-k (on) */
@@ -54,7 +53,6 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
 #define CLI_COMMON_USAGE                                                                               \
     "  common: -m MODEL  -t/--threads N  -c/--ctx N  --precise  --backend cpu|cuda|auto (default auto)\n" \
     "          --cuda-pdl on|off (programmatic dependent launch; default on)\n"                          \
-    "          --cuda-fused-quant on|off (one-token matvecs quantize their input themselves; default off)\n" \
     "  MoE models: --expert-residency resident|streamed|mapped|auto (default auto)\n"                   \
     "              --expert-cache-slots N|auto  --expert-budget BYTES (e.g. 8G)  --expert-policy lfu|lru\n"     \
     "              --gpu-expert-budget BYTES|auto  --gpu-expert-source host|file|auto (--backend cuda)\n"     \

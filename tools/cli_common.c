@@ -36,10 +36,6 @@ int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *
         VAL();
         if (strcmp(v, "on") && strcmp(v, "off")) return cli_error(cmd, "--cuda-pdl %s: expected on or off", v), -1;
         c->no_pdl = !strcmp(v, "off");
-    } else if (!strcmp(a, "--cuda-fused-quant")) {
-        VAL();
-        if (strcmp(v, "on") && strcmp(v, "off")) return cli_error(cmd, "--cuda-fused-quant %s: expected on or off", v), -1;
-        c->fused_quant = !strcmp(v, "on");
     } else if (!strcmp(a, "--backend")) {
         VAL();
         if (ts_backend_kind_parse(v, &c->backend) != TS_OK) return cli_error(cmd, "--backend %s", ts_last_error()), -1;
@@ -206,7 +202,6 @@ bool cli_model_load(const char *cmd, const cli_common *c, cli_model *out) {
     bo.kind = c->backend;
     bo.n_threads = (int32_t)c->threads;
     bo.cuda_no_pdl = c->no_pdl;
-    bo.cuda_fused_quant = c->fused_quant;
     if (ts_backend_new(&bo, &out->be) != TS_OK) return cli_error(cmd, "%s", ts_last_error()), false;
     if (ts_backend_kind_of(out->be) != TS_BACKEND_CPU) {
         char d[256];

@@ -35,13 +35,13 @@ ts_status ts_backend_new(const ts_backend_opts *opts, ts_backend **out) {
     case TS_BACKEND_CPU: return ts_backend_cpu_new(o.n_threads, out);
     case TS_BACKEND_CUDA:
 #if defined(TS_HAVE_CUDA)
-        return ts_backend_cuda_new(o.device, !o.cuda_no_pdl, o.cuda_fused_quant, out);
+        return ts_backend_cuda_new(o.device, !o.cuda_no_pdl, out);
 #else
         return ts_fail(TS_ERR_UNSUPPORTED, "backend cuda: this build has no CUDA support (rebuild with nvcc on the PATH, TS_CUDA=ON)");
 #endif
     case TS_BACKEND_AUTO:
 #if defined(TS_HAVE_CUDA)
-        if (ts_backend_cuda_new(o.device, !o.cuda_no_pdl, o.cuda_fused_quant, out) == TS_OK) return TS_OK;
+        if (ts_backend_cuda_new(o.device, !o.cuda_no_pdl, out) == TS_OK) return TS_OK;
 #endif
         return ts_backend_cpu_new(o.n_threads, out);
     }

@@ -396,7 +396,7 @@ struct ts_stream {
  * n_threads threads (<= 0: one per available core). */
 ts_status ts_backend_cpu_new(int n_threads, ts_backend **out);
 #if defined(TS_HAVE_CUDA)
-ts_status ts_backend_cuda_new(int device, bool pdl, bool fused_quant, ts_backend **out);
+ts_status ts_backend_cuda_new(int device, bool pdl, ts_backend **out);
 #endif
 
 #endif

@@ -199,7 +199,7 @@ static void run_model(const char *name, const char *path, const bar *B, bool pre
     ts_backend *be = NULL;
     /* made directly, not through ts_backend_new, so the CPU emulation
      * (tests/cuda/emu) can link this test against a CPU-only engine */
-    ts_status st = ts_backend_cuda_new(0, true, false, &be);
+    ts_status st = ts_backend_cuda_new(0, true, &be);
     CHECKF(st == TS_OK, "cuda backend: %s", ts_last_error());
     if (st != TS_OK) return;
     ts_model *mc = NULL, *mg = NULL;
@@ -323,9 +323,9 @@ done:
 /* 4 and 5 (header): rec records and replays, plain runs every step plainly. */
 static void check_replay(const char *name, const char *path) {
     ts_backend *be = NULL, *be0 = NULL;
-    if (ts_backend_cuda_new(0, true, false, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
+    if (ts_backend_cuda_new(0, true, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
     /* launches without programmatic dependent launch: the order PDL must keep */
-    if (ts_backend_cuda_new(0, false, false, &be0) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); ts_backend_free(be); return; }
+    if (ts_backend_cuda_new(0, false, &be0) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); ts_backend_free(be); return; }
     ts_model *m = NULL, *m0 = NULL;
     ts_session *rec = NULL, *plain = NULL, *serial = NULL;
     if (!load(path, be, &m) || !load(path, be0, &m0)) goto done;
@@ -486,7 +486,7 @@ static bool stream_run(const char *path, ts_backend *be, ts_expert_residency res
  * counts as percentages of the experts (0: the top-k minimum). */
 static void check_streamed(const char *name, const char *path, const int *slot_pct, int n_pct, bool with_file) {
     ts_backend *be = NULL;
-    if (ts_backend_cuda_new(0, true, false, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
+    if (ts_backend_cuda_new(0, true, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
     ts_model_opts mo = ts_model_opts_default();
     mo.backend = be;
     ts_model *m = NULL;
@@ -547,7 +547,7 @@ done:
 /* A context that cannot fit: refused, saying what is free. */
 static void check_oom(const char *path) {
     ts_backend *be = NULL;
-    if (ts_backend_cuda_new(0, true, false, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
+    if (ts_backend_cuda_new(0, true, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
     ts_model *m = NULL;
     if (load(path, be, &m)) {
         ts_session_opts so = ts_session_opts_default();

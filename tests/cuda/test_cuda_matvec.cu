@@ -36,7 +36,6 @@ struct Case {
 
 static const float EPS = 1e-6f;
 static int g_kw1 = -1; /* ts_cuda_matvec_q8_force_kw1 for the int8 cases run_case runs */
-static int fused_cases = 0; /* int8 cases run_case also ran through ts_cuda_matvec_q8_norm */
 
 /* Bytes of a quantized activation buffer that differ from the CPU's,
  * comparing only the defined parts (the 256-byte alignment pads are not
@@ -163,43 +162,6 @@ static void check_rows_agree(const Case &c, const ts_cuda_mat *m, float *const *
     CHECKF(diff == 0, "%s: 2 and 4 rows per group differ in %zu outputs", what, diff);
 }
 
-/* One token of K-quants: ts_cuda_matvec_q8_norm (the activations quantized,
- * with the RMSNorm, inside every block) gives the outputs of
- * ts_cuda_quantize_q8 + ts_cuda_matvec_q8 bit for bit, under either loader. */
-static void check_fused(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, const float *dx,
-                        const float *dnw, void *dq8, const char *what) {
-    size_t diff = 0;
-    float *out[3][TS_CUDA_MAX_MATS];
-    for (int mode = 0; mode < 3; mode++) { /* 0: quantize + matvec; 1, 2: fused, loader 0 / 1 */
-        for (int i = 0; i < c.n_w; i++) {
-            if (c.accumulate) tcu_up(dy[i], hy0[i], sizeof(float) * c.n_out[i]);
-            else tcu_poison(dy[i], sizeof(float) * c.n_out[i]);
-        }
-        ts_status st;
-        if (mode == 0) {
-            TCU_OK(ts_cuda_quantize_q8(NULL, TS_TYPE_Q8_K, dx, c.n_in, 1, c.rms ? dnw : NULL, EPS, dq8), what);
-            st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, TS_TYPE_Q8_K, dq8, 1, c.accumulate);
-        } else {
-            ts_cuda_matvec_q8_force_loader(mode - 1);
-            st = ts_cuda_matvec_q8_norm(NULL, c.n_w, m, dy, dx, c.rms ? dnw : NULL, EPS, c.accumulate);
-            ts_cuda_matvec_q8_force_loader(-1);
-        }
-        TCU_OK(st, what);
-        tcu_sync(what);
-        for (int i = 0; i < c.n_w; i++) {
-            out[mode][i] = (float *)malloc(sizeof(float) * c.n_out[i]);
-            tcu_down(out[mode][i], dy[i], sizeof(float) * c.n_out[i]);
-        }
-    }
-    for (int i = 0; i < c.n_w; i++) {
-        for (int mode = 1; mode < 3; mode++)
-            for (int64_t j = 0; j < c.n_out[i]; j++) diff += memcmp(&out[0][i][j], &out[mode][i][j], sizeof(float)) != 0;
-        for (int mode = 0; mode < 3; mode++) free(out[mode][i]);
-    }
-    printf("%-60s fused quantize (both loaders): %zu outputs differ %s\n", what, diff, diff ? "FAIL" : "ok");
-    CHECKF(diff == 0, "%s: ts_cuda_matvec_q8_norm differs from quantize + matvec in %zu outputs", what, diff);
-}
-
 static void run_case(const Case &c) {
     const int64_t n_in = c.n_in;
     const int nt = c.n_tok;
@@ -257,10 +219,6 @@ static void run_case(const Case &c) {
         tcu_poison(dq8, qb);
         TCU_OK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, nt, c.rms ? dnw : NULL, EPS, dq8), what);
         if (nt == 1 && c.type[0] != TS_TYPE_Q8_0) check_rows_agree(c, m, dy, hy0, partner, dq8, what);
-        if (ts_cuda_matvec_q8_norm_ok(c.n_w, m, nt)) {
-            check_fused(c, m, dy, hy0, dx, dnw, dq8, what);
-            fused_cases++;
-        }
         check_loaders_agree(c, m, dy, hy0, partner, dq8, what); /* runs the matvec (both loaders) */
     } else {
         if (c.rms) TCU_OK(ts_cuda_rms_inv(NULL, dx, n_in, nt, EPS, dinv), what);
@@ -417,18 +375,6 @@ static void check_refusals(void) {
     CHECK(ts_cuda_matvec_q8(NULL, 1, &bad, ys, TS_TYPE_Q8_0, dx, 1, false) == TS_ERR_ARG);
     CHECK(ts_cuda_q8_bytes(TS_TYPE_Q8_K, 576, 1) == 0);
     CHECK(ts_cuda_quantize_q8(NULL, TS_TYPE_Q8_K, dx, 576, 1, NULL, EPS, dy) == TS_ERR_ARG);
-    /* the fused quantization: K-quants, rows of at most MVQ_FUSE_MAX, x given and aligned */
-    CHECK(ts_cuda_matvec_q8_norm(NULL, 1, &m, ys, NULL, NULL, EPS, false) == TS_ERR_ARG);
-    CHECK(ts_cuda_matvec_q8_norm(NULL, 1, &m, ys, dx + 1, NULL, EPS, false) == TS_ERR_ARG);
-    bad = m;
-    bad.type = TS_TYPE_Q4_0;
-    bad.row_bytes = ts_type_row_bytes(TS_TYPE_Q4_0, 4096);
-    CHECK(!ts_cuda_matvec_q8_norm_ok(1, &bad, 1) && ts_cuda_matvec_q8_norm(NULL, 1, &bad, ys, dx, NULL, EPS, false) == TS_ERR_UNSUPPORTED);
-    bad = m;
-    bad.n_in = 16384;
-    bad.row_bytes = ts_type_row_bytes(TS_TYPE_Q4_K, 16384);
-    CHECK(!ts_cuda_matvec_q8_norm_ok(1, &bad, 1) && ts_cuda_matvec_q8_norm(NULL, 1, &bad, ys, dx, NULL, EPS, false) == TS_ERR_UNSUPPORTED);
-    CHECK(!ts_cuda_matvec_q8_norm_ok(1, &m, 2) && ts_cuda_matvec_q8_norm_ok(1, &m, 1));
     CHECK(cudaGetLastError() == cudaSuccess); /* refusals launch nothing */
     cudaFree(dw), cudaFree(dx), cudaFree(dy);
     printf("%-60s %s\n", "argument refusals", "checked");
@@ -494,12 +440,6 @@ int main(void) {
         run_case(one(TS_TYPE_F32, 2048, 128, 1, false, false, true, false)); /* a 30B-A3B router, self-normalized too */
         check_quantize_act(TS_TYPE_Q8_0, 0, 576, 1);
         check_quantize_act(TS_TYPE_Q8_K, 1, 512, 2);
-        /* fused quantization with the norm, and two K-quant types in one call */
-        run_case(one(TS_TYPE_Q6_K, 512, 33, 1, false, true, true, true));
-        Case f2 = one(TS_TYPE_Q4_K, 768, 40, 1, true, false, true, true);
-        f2.n_w = 2, f2.type[1] = TS_TYPE_Q6_K, f2.n_out[1] = 24;
-        run_case(f2);
-        CHECKF(fused_cases >= 5, "%d int8 cases went through the fused quantization (want >= 5)", fused_cases);
         return tu_finish();
     }
     for (size_t ti = 0; ti < TCU_N_TYPES; ti++) {
@@ -556,6 +496,5 @@ int main(void) {
         check_quantize_act(TS_TYPE_Q8_K, act, 4864, 5);
     }
     check_refusals();
-    CHECKF(fused_cases >= 20, "%d int8 cases went through the fused quantization (want >= 20)", fused_cases);
     return tu_finish();
 }

@@ -62,14 +62,12 @@ typedef struct cuda_backend {
     int cc_major, cc_minor;
     size_t total_mem;     /* bytes of device memory */
     bool pdl;             /* launches carry programmatic dependent launch (not ts_backend_opts.cuda_no_pdl) */
-    bool fused_quant;     /* ts_backend_opts.cuda_fused_quant */
 } cuda_backend;
 
 typedef struct cuda_stream {
     ts_stream base;
     int device;
     bool pdl;               /* the backend's pdl, set for the thread at every op's entry */
-    bool fused_quant;       /* the backend's fused_quant (matmul_impl) */
     cudaStream_t s;
     cublasHandle_t blas;
     ts_status err;          /* first failure since the last sync, TS_OK when none */
@@ -439,7 +437,6 @@ static ts_status cuda_stream_new(ts_backend *be, int n_threads, ts_stream **out)
     c->base.n_threads = 1;
     c->device = cbe(be)->device;
     c->pdl = cbe(be)->pdl;
-    c->fused_quant = cbe(be)->fused_quant;
     ts_status st = TS_OK;
     cudaError_t e;
     if ((e = use_device(c->device)) != cudaSuccess) st = cuda_err(e, "set device");
@@ -679,10 +676,6 @@ static void matmul_impl(cuda_stream *c, int n_w, const ts_mat *const *w, float *
                 py[k++] = y[i];
             }
         if (!k) continue;
-        if (c->fused_quant && ts_cuda_matvec_q8_norm_ok(k, pm, n_tok)) { /* no quantize launch: each block makes its own */
-            OP(c, ts_cuda_matvec_q8_norm(c->s, k, pm, py, x, norm, eps, accumulate), "matmul (int8 matvec, fused quantize)");
-            continue;
-        }
         void *q8 = (uint8_t *)c->q8 + (size_t)p * c->q8_stride;
         OP(c, ts_cuda_quantize_q8(c->s, partners[p], x, n_in, n_tok, norm, eps, q8), "matmul (quantize activations)");
         if (c->err == TS_OK) OP(c, ts_cuda_matvec_q8(c->s, k, pm, py, partners[p], q8, n_tok, accumulate), "matmul (int8 matvec)");
@@ -1384,7 +1377,7 @@ static const ts_backend_ops cuda_ops = {
     .sample = cuda_sample,
 };
 
-extern "C" ts_status ts_backend_cuda_new(int device, bool pdl, bool fused_quant, ts_backend **out) {
+extern "C" ts_status ts_backend_cuda_new(int device, bool pdl, ts_backend **out) {
     *out = NULL;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -1423,7 +1416,6 @@ extern "C" ts_status ts_backend_cuda_new(int device, bool pdl, bool fused_quant,
     b->cc_minor = p.minor;
     b->total_mem = p.totalGlobalMem;
     b->pdl = pdl;
-    b->fused_quant = fused_quant;
     *out = &b->base;
     return TS_OK;
 }

@@ -118,16 +118,6 @@ ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const
  * w[i] must have that partner. */
 ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
                             const void *q8, int n_tok, bool accumulate);
-/* y[i] (+)= quantize(rmsnorm(x) or x) . w[i]^T for one token of K-quant
- * weights, the activations quantized to Q8_K inside every block of the
- * matvec (no quantize launch, no q8 buffer): the same bytes as
- * ts_cuda_quantize_q8 + ts_cuda_matvec_q8, so the same outputs bit for bit.
- * norm_w may be NULL. TS_ERR_UNSUPPORTED where ts_cuda_matvec_q8_norm_ok is
- * false (another partner, more than one token, rows longer than the
- * kernel's shared buffer). */
-bool ts_cuda_matvec_q8_norm_ok(int n_w, const ts_cuda_mat *w, int n_tok);
-ts_status ts_cuda_matvec_q8_norm(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, const float *x,
-                                 const float *norm_w, float eps, bool accumulate);
 /* Test hook (not thread-safe; set before launches): which weight loader
  * ts_cuda_matvec_q8 uses: -1 its own choice per launch (the default), 0 the
  * register loaders, 1 the cp.async ring. Every loader sums in the same order,

@@ -77,9 +77,6 @@ struct MvArgs {
     const float *xd;                  /* (n_tok, nd) */
     const int32_t *xs;                /* (n_tok, ns) */
     int64_t nd, ns;                   /* scales and sums per token */
-    /* int8 activations quantized inside each block (mv_q_q8's FUSE, one token, Q8_K) */
-    const float *xf;                  /* (n_in): the row to quantize, or NULL (xq/xd/xs given) */
-    const float *xf_norm;             /* (n_in): the RMSNorm weight applied before, or NULL; eps above */
 };
 
 /* The group a warp works on: weight index, first row, rows in it; false when

@@ -160,12 +160,6 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #ifndef MVQ_ASYNC_MIN_ITEMS
 #define MVQ_ASYNC_MIN_ITEMS 4 /* items per warp below which a launch keeps the register loaders (mvq_async) */
 #endif
-#ifndef MVQ_FUSE_MAX
-/* ts_cuda_matvec_q8_norm: the longest row (elements) a block quantizes into
- * shared memory itself (MVQ_FUSE_MAX + MVQ_FUSE_MAX / 16 * 4 + MVQ_FUSE_MAX /
- * 256 * 4 bytes of it per block) */
-#define MVQ_FUSE_MAX 8192
-#endif
 #ifndef MVQ_KW1
 /* 1: a launch with at least one row group for every resident warp gives
  * each group to one warp (kw = 1), which walks all the row's chunks and
@@ -353,74 +347,8 @@ TS_DEV void mvq_out(const MvMat &m, int accumulate, int t, int row, float v) {
     *yp = accumulate ? *yp + v : v;
 }
 
-/* The activation quantization of q8_quant<true> (Q8_K, one token, with the
- * RMSNorm when nw), done by every block of a fused matvec into its own
- * shared memory: the same sum of squares (the 256 virtual threads of
- * q8_quant's block, their partials and butterflies in its order), the same
- * element operations, so the same bytes. A warp quantizes a super-block
- * (8 elements a lane); amax and the sums are order-free. All threads call
- * it; it ends with a barrier. */
-static constexpr bool kMvqFuseOk = 256 % (MVQ_WARPS * 32) == 0;
-TS_DEV void mvq_fuse_q8k(const float *x, int64_t n_in, const float *nw, float eps, int8_t *qs, float *d, int32_t *s,
-                         double *shd) {
-    constexpr int NTH = MVQ_WARPS * 32, V = kMvqFuseOk ? 256 / NTH : 1;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    float inv = 1.0f;
-    if (nw) {
-#pragma unroll
-        for (int v = 0; v < V; v++) {
-            const double part = warp_sum_d(row_sumsq_part(x, n_in, tid + v * NTH, 256));
-            if (lane == 0) shd[warp + v * MVQ_WARPS] = part;
-        }
-        __syncthreads();
-        double t = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) t += shd[i];
-        inv = rms_scale(t, n_in, eps);
-    }
-    for (int64_t sb = warp; sb < n_in / 256; sb += MVQ_WARPS) {
-        const int64_t e0 = sb * 256 + lane * 8;
-        const float4 x0 = *(const float4 *)(x + e0), x1 = *(const float4 *)(x + e0 + 4);
-        float v[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-        if (nw) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = fmul_rn(fmul_rn(v[j], inv), nw[e0 + j]);
-        }
-        float amax = fabsf(v[0]);
-#pragma unroll
-        for (int j = 1; j < 8; j++) amax = fmaxf(amax, fabsf(v[j]));
-        amax = warp_max(amax);
-        int q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        float dd = 0.0f;
-        if (amax != 0.0f) {
-            const float iscale = 127.0f / amax;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int r = rne_int(fmul_rn(iscale, v[j]));
-                q[j] = r < -127 ? -127 : r > 127 ? 127 : r;
-            }
-            dd = 1.0f / iscale;
-        }
-        uint32_t w0 = 0, w1 = 0;
-        int b = 0;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            w0 |= (uint32_t)(uint8_t)(int8_t)q[j] << (8 * j);
-            w1 |= (uint32_t)(uint8_t)(int8_t)q[j + 4] << (8 * j);
-            b += q[j] + q[j + 4];
-        }
-        *(uint2 *)(qs + e0) = make_uint2(w0, w1);
-        b += __shfl_xor_sync(0xffffffffu, b, 1); /* 16 elements: this lane's 8 and its neighbour's */
-        if ((lane & 1) == 0) s[sb * 16 + lane / 2] = b;
-        if (lane == 0) d[sb] = dd;
-    }
-    __syncthreads();
-}
-
-/* Quantized weights, int8 activations: the rows of each team's run. FUSE:
- * one token whose Q8_K activations each block makes itself from a.xf
- * (mvq_fuse_q8k), instead of reading a quantize kernel's output. */
-template <int T, int NT, int R, int KIND, bool FUSE = false>
+/* Quantized weights, int8 activations: the rows of each team's run. */
+template <int T, int NT, int R, int KIND>
 __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(const MvArgs a) {
     typedef Dec<T> D;
     typedef Geo<T> G;
@@ -458,18 +386,6 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
     }
 #endif
     ts_pdl_enter();
-    const int8_t *xqp = a.xq; /* the activations: a.xq/xd/xs, or this block's own (FUSE) */
-    const float *xdp = a.xd;
-    const int32_t *xsp = a.xs;
-    if constexpr (FUSE) {
-        static_assert(NT == 1 && D::QK == 256 && kMvqFuseOk, "FUSE: one token, K-quants, MVQ_WARPS 4 or 8");
-        __shared__ __align__(16) int8_t fq[MVQ_FUSE_MAX];
-        __shared__ __align__(16) int32_t fs[MVQ_FUSE_MAX / 16];
-        __shared__ float fd[MVQ_FUSE_MAX / 256];
-        __shared__ double fshd[8];
-        mvq_fuse_q8k(a.xf, a.n_in, a.xf_norm, a.eps, fq, fd, fs, fshd);
-        xqp = fq, xdp = fd, xsp = fs;
-    }
     const int u = lane % D::NU;
     uint8_t *buf = sm[warp];
 
@@ -516,8 +432,8 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                 uint32_t X0[8];
                 XScale xs0;
                 if (on) {
-                    XSide<T>::xwords(xqp + (int64_t)bl * D::QK, u, X0);
-                    XSide<T>::xscale(xdp, xsp, bl, u, xs0);
+                    XSide<T>::xwords(a.xq + (int64_t)bl * D::QK, u, X0);
+                    XSide<T>::xscale(a.xd, a.xs, bl, u, xs0);
                 }
                 uint8_t *sbuf = buf + s * SLOT; /* this item's bytes (the staging buffer: SLOT 0) */
                 ring[s].stage(sbuf, nr, lane);
@@ -546,8 +462,8 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                             for (int i = 0; i < 8; i++) X[i] = X0[i];
                             xs = xs0;
                         } else {
-                            XSide<T>::xwords(xqp + (int64_t)t * a.n_in + (int64_t)bl * D::QK, u, X);
-                            XSide<T>::xscale(xdp + t * a.nd, xsp + t * a.ns, bl, u, xs);
+                            XSide<T>::xwords(a.xq + (int64_t)t * a.n_in + (int64_t)bl * D::QK, u, X);
+                            XSide<T>::xscale(a.xd + t * a.nd, a.xs + t * a.ns, bl, u, xs);
                         }
 #pragma unroll
                         for (int r = 0; r < R; r++)
@@ -613,10 +529,10 @@ static bool mvq_async(uint32_t type, int64_t items_per_warp) {
     return items_per_warp >= MVQ_ASYNC_MIN_ITEMS;
 }
 
-template <int T, int NT, int R, bool FUSE = false> void launch_t(cudaStream_t s, bool async, const MvArgs &a, int64_t blocks) {
+template <int T, int NT, int R> void launch_t(cudaStream_t s, bool async, const MvArgs &a, int64_t blocks) {
     constexpr int REG = MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K) ? 1 : 0;
-    if (async) ts_launch(&mv_q_q8<T, NT, R, 2, FUSE>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
-    else ts_launch(&mv_q_q8<T, NT, R, REG, FUSE>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
+    if (async) ts_launch(&mv_q_q8<T, NT, R, 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
+    else ts_launch(&mv_q_q8<T, NT, R, REG>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
 }
 
 template <int NT, int R>
@@ -631,24 +547,6 @@ ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t bloc
     }
     TS_CUDA_LAUNCHED("matvec_q8");
     return TS_OK;
-}
-
-/* The fused launches: one token, the K-quants (Q8_K partner). */
-template <int R>
-ts_status launch_fuse(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks, int64_t items_per_warp) {
-    if constexpr (kMvqFuseOk) {
-        const bool async = mvq_async(type, items_per_warp);
-        switch (type) {
-#define Q(T) \
-    case T: launch_t<T, 1, R, true>(s, async, a, blocks); break;
-            Q(TS_TYPE_Q2_K) Q(TS_TYPE_Q3_K) Q(TS_TYPE_Q4_K) Q(TS_TYPE_Q5_K) Q(TS_TYPE_Q6_K)
-#undef Q
-        default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8_norm: type %s is not a K-quant", ts_type_name(type));
-        }
-        TS_CUDA_LAUNCHED("matvec_q8_norm");
-        return TS_OK;
-    }
-    return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8_norm: not built for MVQ_WARPS %d", MVQ_WARPS);
 }
 
 /* Team slots of one wave (a.kw set). */
@@ -760,27 +658,20 @@ ts_status ts_cuda_quantize_q8_act(void *stream, uint32_t partner, int act, const
     return quantize_launch(stream, partner, gate, n_in, n_tok, NULL, 0.0f, up, act, gate_out, q8);
 }
 
-/* The launches of ts_cuda_matvec_q8 (q8 given) and ts_cuda_matvec_q8_norm
- * (xf given, one token, Q8_K): one per weight type, after the shared checks. */
-static ts_status mvq_launches(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner, const void *q8,
-                              const float *xf, const float *xf_norm, float eps, int n_tok, bool accumulate) {
-    const char *fn = xf ? "cuda matvec_q8_norm" : "cuda matvec_q8";
+ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
+                            const void *q8, int n_tok, bool accumulate) {
     MvArgs all;
     ts_status st = mv_check(n_w, w, y, n_tok, all);
     if (st != TS_OK) return st;
-    TS_ARG_CHECK(ts_cuda_q8_bytes(partner, w[0].n_in, n_tok) > 0, "%s: partner %s with n_in %lld", fn,
+    TS_ARG_CHECK(ts_cuda_q8_bytes(partner, w[0].n_in, n_tok) > 0, "cuda matvec_q8: partner %s with n_in %lld",
                  ts_type_name(partner), (long long)w[0].n_in);
-    if (xf) {
-        TS_ARG_CHECK(((uintptr_t)xf & 15) == 0, "%s: x not 16-byte aligned", fn);
-    } else {
-        TS_ARG_CHECK(q8 && ((uintptr_t)q8 & 255) == 0, "%s: NULL q8 or not 256-byte aligned", fn);
-    }
+    TS_ARG_CHECK(q8 && ((uintptr_t)q8 & 255) == 0, "cuda matvec_q8: NULL q8 or not 256-byte aligned");
     for (int i = 0; i < n_w; i++)
         TS_ARG_CHECK(w[i].n_out <= INT32_MAX && w[i].row_bytes <= UINT32_MAX,
-                     "%s: weight %d: %lld rows of %llu bytes (at most 2^31 rows of 2^32 bytes)", fn, i,
+                     "cuda matvec_q8: weight %d: %lld rows of %llu bytes (at most 2^31 rows of 2^32 bytes)", i,
                      (long long)w[i].n_out, (unsigned long long)w[i].row_bytes);
     for (int i = 0; i < n_w; i++)
-        TS_ARG_CHECK(ts_cuda_q8_partner(w[i].type) == partner, "%s: %s weights need %s activations, not %s", fn,
+        TS_ARG_CHECK(ts_cuda_q8_partner(w[i].type) == partner, "cuda matvec_q8: %s weights need %s activations, not %s",
                      ts_type_name(w[i].type), ts_type_name(ts_cuda_q8_partner(w[i].type)), ts_type_name(partner));
     int sms = 0;
     st = ts_cuda_sm_count(&sms);
@@ -795,13 +686,9 @@ static ts_status mvq_launches(void *stream, int n_w, const ts_cuda_mat *w, float
         a.n_in = w[i].n_in;
         a.n_tok = n_tok;
         a.accumulate = accumulate;
-        if (xf) {
-            a.xf = xf, a.xf_norm = xf_norm, a.eps = eps;
-        } else {
-            a.xq = (const int8_t *)(b + L.qs);
-            a.xd = (const float *)(b + L.d);
-            a.xs = (const int32_t *)(b + L.s);
-        }
+        a.xq = (const int8_t *)(b + L.qs);
+        a.xd = (const float *)(b + L.d);
+        a.xs = (const int32_t *)(b + L.s);
         a.nd = L.nd;
         a.ns = L.ns;
         for (int j = i; j < n_w; j++) {
@@ -811,38 +698,15 @@ static ts_status mvq_launches(void *stream, int n_w, const ts_cuda_mat *w, float
         }
         const int rows = mvq_rows(a, sms, w[i].type);
         const int64_t blocks = mvq_plan(a, sms, rows);
-        TS_ARG_CHECK(blocks < (1ll << 31), "%s: %lld blocks", fn, (long long)blocks);
+        TS_ARG_CHECK(blocks < (1ll << 31), "cuda matvec_q8: %lld blocks", (long long)blocks);
         cudaStream_t s = ts_stream(stream);
         const int64_t nchunks = (a.n_in / 32 + 31) / 32, ipw = a.gpt * ((nchunks + a.kw - 1) / a.kw);
-        ts_status r = xf                   ? (rows == MVQ_R1_BIG ? launch_fuse<MVQ_R1_BIG>(s, w[i].type, a, blocks, ipw)
-                                                                 : launch_fuse<MVQ_R1>(s, w[i].type, a, blocks, ipw))
-                      : n_tok > 4          ? launch_nt<8, MVQ_R>(s, w[i].type, a, blocks, ipw)
-                      : n_tok > 2          ? launch_nt<4, MVQ_R>(s, w[i].type, a, blocks, ipw)
-                      : n_tok > 1          ? launch_nt<2, MVQ_R>(s, w[i].type, a, blocks, ipw)
+        ts_status r = n_tok > 4    ? launch_nt<8, MVQ_R>(s, w[i].type, a, blocks, ipw)
+                      : n_tok > 2  ? launch_nt<4, MVQ_R>(s, w[i].type, a, blocks, ipw)
+                      : n_tok > 1  ? launch_nt<2, MVQ_R>(s, w[i].type, a, blocks, ipw)
                       : rows == MVQ_R1_BIG ? launch_nt<1, MVQ_R1_BIG>(s, w[i].type, a, blocks, ipw)
                                            : launch_nt<1, MVQ_R1>(s, w[i].type, a, blocks, ipw);
         if (r != TS_OK) return r;
     }
     return TS_OK;
-}
-
-ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, uint32_t partner,
-                            const void *q8, int n_tok, bool accumulate) {
-    return mvq_launches(stream, n_w, w, y, partner, q8, NULL, NULL, 0.0f, n_tok, accumulate);
-}
-
-bool ts_cuda_matvec_q8_norm_ok(int n_w, const ts_cuda_mat *w, int n_tok) {
-    if (!kMvqFuseOk || n_tok != 1 || n_w < 1 || n_w > TS_CUDA_MAX_MATS || !w) return false;
-    for (int i = 0; i < n_w; i++)
-        if (ts_cuda_q8_partner(w[i].type) != TS_TYPE_Q8_K || w[i].n_in != w[0].n_in) return false;
-    return w[0].n_in > 0 && w[0].n_in % 256 == 0 && w[0].n_in <= MVQ_FUSE_MAX;
-}
-
-ts_status ts_cuda_matvec_q8_norm(void *stream, int n_w, const ts_cuda_mat *w, float *const *y, const float *x,
-                                 const float *norm_w, float eps, bool accumulate) {
-    TS_ARG_CHECK(x, "cuda matvec_q8_norm: NULL x");
-    if (!ts_cuda_matvec_q8_norm_ok(n_w, w, 1))
-        return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8_norm: %d weights of %s, rows of %lld: not K-quants with rows of at most %d (a multiple of 256)",
-                       n_w, w && n_w > 0 ? ts_type_name(w[0].type) : "?", w && n_w > 0 ? (long long)w[0].n_in : 0LL, MVQ_FUSE_MAX);
-    return mvq_launches(stream, n_w, w, y, TS_TYPE_Q8_K, NULL, x, norm_w, eps, 1, accumulate);
 }
