@@ -190,7 +190,7 @@ INLINE void tr8x8(__m256i *r) {
  * it was most of the GEMM's time. Scales, corrections, d, dm: the shared
  * head decoders. */
 static void pack_vec2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
-    const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, bb = q6 ? 210 : q5 ? 176 : 144;
+    const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, bb = (int)ts_type_get(t)->block_bytes;
     const size_t sbb = TS_GP_SB_BYTES(ts_q_gemm_nsub(t));
     for (int lg = 0; lg < 2; lg++) {
         const uint8_t *rb[16];

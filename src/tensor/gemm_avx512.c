@@ -168,7 +168,7 @@ VINL void tr16x16(__m512i r[16]) {
  * scattering 4 bytes at a time (a quarter of the VNNI kernel's time).
  * Scales, corrections, d, dm: the scalar packer's own decode. */
 static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
-    const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, bb = q6 ? 210 : q5 ? 176 : 144;
+    const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, bb = (int)ts_type_get(t)->block_bytes;
     const size_t sbb = TS_GP_SB_BYTES(ts_q_gemm_nsub(t));
     for (int lg = 0; lg < 2; lg++) {
         const uint8_t *rb[16];
