@@ -89,6 +89,43 @@ static void check_norm_matvec(const Case &c, const ts_cuda_mat *m, float *const 
     cudaFree(dxn);
 }
 
+/* ts_cuda_matvec_q8 on a case's inputs with its hooks forced (-1: the
+ * launch's own rule), the outputs downloaded into out[i] (malloc'ed). */
+static void q8_run_forced(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, uint32_t partner,
+                          const void *dq8, int loader, int kw1, int rows, float **out, const char *what) {
+    const int nt = c.n_tok;
+    for (int i = 0; i < c.n_w; i++) {
+        const size_t ny = (size_t)(c.n_out[i] * nt);
+        if (c.accumulate) tcu_up(dy[i], hy0[i], sizeof(float) * ny);
+        else tcu_poison(dy[i], sizeof(float) * ny);
+    }
+    ts_cuda_matvec_q8_force_loader(loader);
+    ts_cuda_matvec_q8_force_kw1(kw1);
+    ts_cuda_matvec_q8_force_rows(rows);
+    const ts_status st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate);
+    ts_cuda_matvec_q8_force_loader(-1);
+    ts_cuda_matvec_q8_force_kw1(-1);
+    ts_cuda_matvec_q8_force_rows(-1);
+    TCU_OK(st, what);
+    tcu_sync(what);
+    for (int i = 0; i < c.n_w; i++) {
+        const size_t ny = (size_t)(c.n_out[i] * nt);
+        out[i] = (float *)malloc(sizeof(float) * ny);
+        tcu_down(out[i], dy[i], sizeof(float) * ny);
+    }
+}
+
+/* Outputs of two q8_run_forced runs that differ bit-wise; frees both. */
+static size_t q8_outputs_differ(const Case &c, float **a, float **b) {
+    size_t diff = 0;
+    for (int i = 0; i < c.n_w; i++) {
+        const size_t ny = (size_t)(c.n_out[i] * c.n_tok);
+        for (size_t j = 0; j < ny; j++) diff += memcmp(&a[i][j], &b[i][j], sizeof(float)) != 0;
+        free(a[i]), free(b[i]);
+    }
+    return diff;
+}
+
 /* ts_cuda_matvec_q8 with the register loaders and with the cp.async ring,
  * each forced, on the same inputs: they sum in the same order, so their
  * outputs must be equal bit for bit. Leaves the ring's output in dy, which
@@ -96,33 +133,9 @@ static void check_norm_matvec(const Case &c, const ts_cuda_mat *m, float *const 
  * a launch's own choice is one of the two). */
 static void check_loaders_agree(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, uint32_t partner,
                                 const void *dq8, const char *what) {
-    const int nt = c.n_tok;
     float *out[2][TS_CUDA_MAX_MATS];
-    for (int mode = 0; mode < 2; mode++) {
-        for (int i = 0; i < c.n_w; i++) {
-            const size_t ny = (size_t)(c.n_out[i] * nt);
-            if (c.accumulate) tcu_up(dy[i], hy0[i], sizeof(float) * ny);
-            else tcu_poison(dy[i], sizeof(float) * ny);
-        }
-        ts_cuda_matvec_q8_force_loader(mode);
-        ts_cuda_matvec_q8_force_kw1(g_kw1);
-        const ts_status st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate);
-        ts_cuda_matvec_q8_force_loader(-1);
-        ts_cuda_matvec_q8_force_kw1(-1);
-        TCU_OK(st, what);
-        tcu_sync(what);
-        for (int i = 0; i < c.n_w; i++) {
-            const size_t ny = (size_t)(c.n_out[i] * nt);
-            out[mode][i] = (float *)malloc(sizeof(float) * ny);
-            tcu_down(out[mode][i], dy[i], sizeof(float) * ny);
-        }
-    }
-    size_t diff = 0;
-    for (int i = 0; i < c.n_w; i++) {
-        const size_t ny = (size_t)(c.n_out[i] * nt);
-        for (size_t j = 0; j < ny; j++) diff += memcmp(&out[0][i][j], &out[1][i][j], sizeof(float)) != 0;
-        free(out[0][i]), free(out[1][i]);
-    }
+    for (int mode = 0; mode < 2; mode++) q8_run_forced(c, m, dy, hy0, partner, dq8, mode, g_kw1, -1, out[mode], what);
+    const size_t diff = q8_outputs_differ(c, out[0], out[1]);
     printf("%-60s register vs cp.async loaders: %zu outputs differ %s\n", what, diff, diff ? "FAIL" : "ok");
     CHECKF(diff == 0, "%s: the register and cp.async loaders differ in %zu outputs", what, diff);
 }
@@ -136,27 +149,8 @@ static void check_rows_agree(const Case &c, const ts_cuda_mat *m, float *const *
     size_t diff = 0;
     for (int kw1 = 0; kw1 < 2; kw1++) {
         float *out[2][TS_CUDA_MAX_MATS];
-        for (int mode = 0; mode < 2; mode++) {
-            for (int i = 0; i < c.n_w; i++) {
-                if (c.accumulate) tcu_up(dy[i], hy0[i], sizeof(float) * c.n_out[i]);
-                else tcu_poison(dy[i], sizeof(float) * c.n_out[i]);
-            }
-            ts_cuda_matvec_q8_force_rows(mode ? 4 : 2);
-            ts_cuda_matvec_q8_force_kw1(kw1);
-            const ts_status st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, 1, c.accumulate);
-            ts_cuda_matvec_q8_force_rows(-1);
-            ts_cuda_matvec_q8_force_kw1(-1);
-            TCU_OK(st, what);
-            tcu_sync(what);
-            for (int i = 0; i < c.n_w; i++) {
-                out[mode][i] = (float *)malloc(sizeof(float) * c.n_out[i]);
-                tcu_down(out[mode][i], dy[i], sizeof(float) * c.n_out[i]);
-            }
-        }
-        for (int i = 0; i < c.n_w; i++) {
-            for (int64_t j = 0; j < c.n_out[i]; j++) diff += memcmp(&out[0][i][j], &out[1][i][j], sizeof(float)) != 0;
-            free(out[0][i]), free(out[1][i]);
-        }
+        for (int mode = 0; mode < 2; mode++) q8_run_forced(c, m, dy, hy0, partner, dq8, -1, kw1, mode ? 4 : 2, out[mode], what);
+        diff += q8_outputs_differ(c, out[0], out[1]);
     }
     printf("%-60s 2 vs 4 rows per group: %zu outputs differ %s\n", what, diff, diff ? "FAIL" : "ok");
     CHECKF(diff == 0, "%s: 2 and 4 rows per group differ in %zu outputs", what, diff);
