@@ -11,11 +11,15 @@
  * BENCH_MATVEC_KW1=0|1 forces the int8 path's split of a row group's chunks
  * (ts_cuda_matvec_q8_force_kw1; the rows then say "kw1=0|1").
  * BENCH_MATVEC_ROWS=2|4 forces the one-token launches' rows per group
- * (ts_cuda_matvec_q8_force_rows); an
- * int8 row says the rows its launch gets ("r2", "r4"). BENCH_MATVEC_LOADER=0|1
+ * (ts_cuda_matvec_q8_force_rows); an int8 row says the rows its launch
+ * gets ("r2", "r4"). BENCH_MATVEC_LOADER=0|1
  * forces the weight loader (ts_cuda_matvec_q8_force_loader: 0 registers, 1
  * the cp.async ring; the rows then say "ld=0|1"). */
 #include "bench_util.h"
+
+/* set once in main: the forced hooks' values as given (NULL: not forced) and the SM count */
+static const char *g_kw1, *g_loader;
+static int g_sms;
 
 struct Mat {
     const char *name;
@@ -94,16 +98,11 @@ static void bench_shape(const Model &M, const Mat &mat, uint32_t type, int n_tok
             BOK(ts_cuda_quantize_q8(NULL, partner, dx, mat.n_in, n_tok, NULL, 1e-6f, q8));
             BOK(ts_cuda_matvec_q8(NULL, mat.n_w, m, dy, partner, q8, n_tok, false));
         });
-        const char *kw1 = getenv("BENCH_MATVEC_KW1");
         ts_cuda_mat m[3];
         mats(0, m);
-        int sms = 0, dev = 0;
-        BCU(cudaGetDevice(&dev));
-        BCU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        const char *ld = getenv("BENCH_MATVEC_LOADER");
         snprintf(var, sizeof var, "%s int8 t=%d r%d%s%s%s%s", ts_type_name(type), n_tok,
-                 ts_cuda_matvec_q8_rows(mat.n_w, m, n_tok, sms), kw1 && *kw1 ? " kw1=" : "", kw1 && *kw1 ? kw1 : "",
-                 ld && *ld ? " ld=" : "", ld && *ld ? ld : "");
+                 ts_cuda_matvec_q8_rows(mat.n_w, m, n_tok, g_sms), g_kw1 ? " kw1=" : "", g_kw1 ? g_kw1 : "",
+                 g_loader ? " ld=" : "", g_loader ? g_loader : "");
         bench_result("matvec", shape, var, bytes, us8, extra);
         cudaFree(q8);
     }
@@ -117,12 +116,15 @@ int main(int argc, char **argv) {
     bench_copy_gbs();
     const char *only = argc > 1 ? argv[1] : NULL;
     const char *batch = getenv("BENCH_MATVEC_BATCH");
-    const char *kw1 = getenv("BENCH_MATVEC_KW1");
-    if (kw1 && *kw1) ts_cuda_matvec_q8_force_kw1(atoi(kw1) ? 1 : 0);
-    const char *rows = getenv("BENCH_MATVEC_ROWS");
+    const char *kw1 = getenv("BENCH_MATVEC_KW1"), *rows = getenv("BENCH_MATVEC_ROWS"), *loader = getenv("BENCH_MATVEC_LOADER");
+    g_kw1 = kw1 && *kw1 ? kw1 : NULL;
+    g_loader = loader && *loader ? loader : NULL;
+    if (g_kw1) ts_cuda_matvec_q8_force_kw1(atoi(g_kw1) ? 1 : 0);
     if (rows && *rows) ts_cuda_matvec_q8_force_rows(atoi(rows));
-    const char *loader = getenv("BENCH_MATVEC_LOADER");
-    if (loader && *loader) ts_cuda_matvec_q8_force_loader(atoi(loader) ? 1 : 0);
+    if (g_loader) ts_cuda_matvec_q8_force_loader(atoi(g_loader) ? 1 : 0);
+    int dev = 0;
+    BCU(cudaGetDevice(&dev));
+    BCU(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));
     std::vector<uint32_t> types = {TS_TYPE_Q4_K, TS_TYPE_Q6_K, TS_TYPE_Q4_0, TS_TYPE_Q8_0, TS_TYPE_F16};
     if (argc > 2) {
         types.clear();
