@@ -64,30 +64,63 @@ TS_DEV void h8(const uint4 v, float (&f)[8]) {
     }
 }
 
-/* HD/32 consecutive halves of a V row (shared or global). */
-template <int HD> TS_DEV void ld_vrow(const uint16_t *p, float (&f)[HD / 32]) {
-    if (HD == 64) {
-        const float2 a = __half22float2(*(const __half2 *)p);
-        f[0] = a.x, f[1 % (HD / 32)] = a.y;
-    } else if (HD == 128) {
-        const uint2 v = *(const uint2 *)p;
-        const float2 a = __half22float2(*(const __half2 *)&v.x), b = __half22float2(*(const __half2 *)&v.y);
-        f[0] = a.x, f[1] = a.y, f[2 % (HD / 32)] = b.x, f[3 % (HD / 32)] = b.y;
-    } else {
-        float t[8];
-        h8(*(const uint4 *)p, t);
+/* A lane's HD/32 consecutive halves of a V row, as loaded (raw), and as floats. */
+template <int HD> struct VRow;
+template <> struct VRow<64> { typedef uint32_t T; };
+template <> struct VRow<128> { typedef uint2 T; };
+template <> struct VRow<256> { typedef uint4 T; };
+template <int HD> TS_DEV void vrow_f(const typename VRow<HD>::T &w, float (&f)[HD / 32]) {
+    const uint32_t *u = (const uint32_t *)&w;
 #pragma unroll
-        for (int i = 0; i < HD / 32; i++) f[i] = t[i];
+    for (int i = 0; i < HD / 64; i++) {
+        const float2 p = __half22float2(*(const __half2 *)&u[i]);
+        f[2 * i] = p.x, f[2 * i + 1] = p.y;
+    }
+}
+
+/* V rows a warp loads before it uses any (decode reads V from global memory:
+ * a tile of 32 keys is 32 / VB dependent round trips). With one query row
+ * per warp (a short cache) the whole tile's rows fit in registers and are
+ * loaded with the K tile, so their latency hides under the scores. */
+template <int HD, int RW> struct VBatch {
+    static constexpr int N = RW == 1 ? (HD >= 256 ? 16 : 32) : (HD >= 256 ? 4 : 8);
+};
+
+/* The tile's keys that some row sees, [jlo, jhi] in 0..31 (jhi < jlo: none). */
+template <int RW> TS_DEV void tile_keys(int key0, const int (&lo)[RW], const int (&hi)[RW], int &jlo, int &jhi) {
+    jlo = 32, jhi = -1;
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        const int a = lo[r] - key0, b = hi[r] - key0;
+        if (a <= b && b >= 0 && a <= 31) {
+            jlo = min(jlo, max(a, 0));
+            jhi = max(jhi, min(b, 31));
+        }
+    }
+}
+
+/* Rows j0 .. j0 + VB - 1 of vp (stride vstride halves) that are <= jhi; zeros past it. */
+template <int HD, int VB>
+TS_DEV void vrows_load(typename VRow<HD>::T (&v)[VB], const uint16_t *vp, int64_t vstride, int j0, int jhi) {
+#pragma unroll
+    for (int b = 0; b < VB; b++) {
+        if (j0 + b <= jhi) v[b] = *(const typename VRow<HD>::T *)(vp + (int64_t)(j0 + b) * vstride);
+        else memset(&v[b], 0, sizeof v[b]);
     }
 }
 
 /* One warp, one tile of 32 keys [key0, key0 + 32), RW query rows.
  * Q: rows (RW, HD) floats in shared; Ks: the tile's K rows, stride KS halves,
- * in shared; V: the V row of key0, stride vstride halves (shared or global);
- * lo/hi: each row's visible keys (hi < lo: none). P: (RW, 32) shared scratch. */
-template <int HD, int RW, int KS>
-TS_DEV void attn_tile(AttnState<HD, RW> &S, const float *Q, const uint16_t *Ks, const uint16_t *V, int64_t vstride, int key0,
-                      const int (&lo)[RW], const int (&hi)[RW], float scale, float *P, int lane) {
+ * in shared; vp: this lane's dims of the V row of key0, stride vstride halves
+ * (global in decode, shared in prefill); lo/hi: each row's visible keys (hi < lo: none), [jlo, jhi] their
+ * union in the tile (tile_keys); v: rows jlo .. jlo + VB - 1, already loaded
+ * (vrows_load) where VPRE, else loaded here after the scores (prefill: V in
+ * shared memory, where loading early only holds registers). P: (RW, 32)
+ * shared scratch. */
+template <int HD, int RW, int KS, int VB, bool VPRE>
+TS_DEV void attn_tile(AttnState<HD, RW> &S, const float *Q, const uint16_t *Ks, const uint16_t *vp, int64_t vstride, int key0,
+                      const int (&lo)[RW], const int (&hi)[RW], int jlo, int jhi, typename VRow<HD>::T (&v)[VB],
+                      float scale, float *P, int lane) {
     const int key = key0 + lane;
     float s[RW];
 #pragma unroll
@@ -105,7 +138,6 @@ TS_DEV void attn_tile(AttnState<HD, RW> &S, const float *Q, const uint16_t *Ks, 
             s[r] = v;
         }
     }
-    int jlo = 32, jhi = -1;
 #pragma unroll
     for (int r = 0; r < RW; r++) {
         const bool valid = key >= lo[r] && key <= hi[r];
@@ -121,37 +153,21 @@ TS_DEV void attn_tile(AttnState<HD, RW> &S, const float *Q, const uint16_t *Ks, 
         for (int e = 0; e < HD / 32; e++) S.acc[r][e] *= alpha;
         S.m[r] = mnew;
         P[r * 32 + lane] = p;
-        const int a = lo[r] - key0, b = hi[r] - key0;
-        if (a <= b && b >= 0 && a <= 31) {
-            jlo = min(jlo, max(a, 0));
-            jhi = max(jhi, min(b, 31));
-        }
     }
     __syncwarp();
-    const uint16_t *vp = V + lane * (HD / 32);
-    /* VB V rows loaded before any is used (decode reads V from global memory:
-     * a full tile is 32 / VB round trips, not one per row); the products are
-     * added in key order as before */
-    constexpr int VB = HD >= 256 ? 4 : 8;
+    /* the products in key order, a batch of VB rows at a time */
     for (int j0 = jlo; j0 <= jhi; j0 += VB) {
-        float vf[VB][HD / 32];
-#pragma unroll
-        for (int b = 0; b < VB; b++) {
-            if (j0 + b <= jhi) {
-                ld_vrow<HD>(vp + (int64_t)(j0 + b) * vstride, vf[b]);
-            } else {
-#pragma unroll
-                for (int e = 0; e < HD / 32; e++) vf[b][e] = 0.0f;
-            }
-        }
+        if (!VPRE || j0 != jlo) vrows_load<HD, VB>(v, vp, vstride, j0, jhi);
 #pragma unroll
         for (int b = 0; b < VB; b++) {
             if (j0 + b > jhi) break;
+            float vf[HD / 32];
+            vrow_f<HD>(v[b], vf);
 #pragma unroll
             for (int r = 0; r < RW; r++) {
                 const float p = P[r * 32 + j0 + b];
 #pragma unroll
-                for (int e = 0; e < HD / 32; e++) S.acc[r][e] = fmaf(p, vf[b][e], S.acc[r][e]);
+                for (int e = 0; e < HD / 32; e++) S.acc[r][e] = fmaf(p, vf[e], S.acc[r][e]);
             }
         }
     }
@@ -365,11 +381,20 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     const uint16_t *Kh = a.k + (int64_t)kvh * a.n_ctx * HD, *Vh = a.v + (int64_t)kvh * a.n_ctx * HD;
     if (!empty) {
         for (int key0 = (ka & ~31) + 32 * warp; key0 <= kb; key0 += 32 * C::WARPS) {
+            /* the tile's first V rows, in flight while K is staged and scored */
+            constexpr int VB = VBatch<HD, RW>::N;
+            int jlo, jhi;
+            tile_keys<RW>(key0, lor, hir, jlo, jhi);
+            const uint16_t *vp = Vh + (int64_t)key0 * HD + lane * (HD / 32);
+            typename VRow<HD>::T v[VB];
+            vrows_load<HD, VB>(v, vp, HD, jlo, jhi);
             /* stage the tile's K rows (those <= kb exist in the cache) */
             /* in batches of KB words per lane, all loaded before any is stored:
              * a load then its store per word made every word a round trip
-             * (rows past kb are zeros here: masked in the scores anyway) */
-            constexpr int WPR = HD / 8, KB = 8; /* 16-byte words per row; per lane and batch */
+             * (rows past kb are zeros here: masked in the scores anyway); one
+             * batch for the whole tile where a warp has one query row */
+            constexpr int WPR = HD / 8;                                /* 16-byte words per row */
+            constexpr int KB = RW == 1 ? (WPR < 16 ? WPR : 16) : 8; /* per lane and batch */
 #pragma unroll
             for (int k0 = 0; k0 < WPR; k0 += KB) { /* a lane's words: WPR (32 rows x WPR / 32 lanes) */
                 uint4 w[KB];
@@ -385,8 +410,8 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
                 }
             }
             __syncwarp();
-            attn_tile<HD, RW, C::KS>(S, &Qs[0][0], Ks[warp], Vh + (int64_t)key0 * HD, HD, key0, lor, hir, a.scale,
-                                         P[warp], lane);
+            attn_tile<HD, RW, C::KS, VB, true>(S, &Qs[0][0], Ks[warp], vp, HD, key0, lor, hir, jlo, jhi, v, a.scale, P[warp],
+                                         lane);
         }
     }
 
@@ -614,7 +639,12 @@ template <int HD> __global__ void __launch_bounds__(128) attn_prefill(const ts_c
         }
         __syncthreads();
         if (whi < key0 || wlo > key0 + 31) continue; /* nothing of this tile is visible to the warp's rows */
-        attn_tile<HD, C::RW, C::KS>(S, &Qs[warp * C::RW][0], Ks, Vs, HD, key0, lor, hir, a.scale, P[warp], lane);
+        constexpr int VB = VBatch<HD, C::RW>::N;
+        int jlo, jhi;
+        tile_keys<C::RW>(key0, lor, hir, jlo, jhi);
+        typename VRow<HD>::T v[VB];
+        attn_tile<HD, C::RW, C::KS, VB, false>(S, &Qs[warp * C::RW][0], Ks, Vs + lane * (HD / 32), HD, key0, lor, hir, jlo,
+                                               jhi, v, a.scale, P[warp], lane);
     }
 #pragma unroll
     for (int r = 0; r < C::RW; r++) {
