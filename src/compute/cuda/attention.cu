@@ -99,6 +99,28 @@ template <int RW> TS_DEV void tile_keys(int key0, const int (&lo)[RW], const int
     }
 }
 
+/* A warp's K tile [key0, key0 + 32) (rows <= kb; zeros past it) in 16-byte
+ * words: lane's words k0 .. k0 + KB - 1 of its WPR (= HD / 8: 32 rows x WPR
+ * words over 32 lanes), all loaded before any is stored (a load then its
+ * store per word made every word a round trip). */
+template <int HD, int KB>
+TS_DEV void k_tile_load(uint4 (&w)[KB], const uint16_t *Kh, int key0, int kb, int k0, int lane) {
+    constexpr int WPR = HD / 8;
+#pragma unroll
+    for (int b = 0; b < KB; b++) {
+        const int k = lane + 32 * (k0 + b), row = k / WPR, col = k % WPR;
+        w[b] = key0 + row <= kb ? *(const uint4 *)(Kh + (int64_t)(key0 + row) * HD + col * 8) : make_uint4(0, 0, 0, 0);
+    }
+}
+template <int HD, int KB, int KS> TS_DEV void k_tile_store(const uint4 (&w)[KB], uint16_t *Ks, int k0, int lane) {
+    constexpr int WPR = HD / 8;
+#pragma unroll
+    for (int b = 0; b < KB; b++) {
+        const int k = lane + 32 * (k0 + b), row = k / WPR, col = k % WPR;
+        *(uint4 *)(Ks + row * KS + col * 8) = w[b];
+    }
+}
+
 /* Rows j0 .. j0 + VB - 1 of vp (stride vstride halves) that are <= jhi; zeros past it. */
 template <int HD, int VB>
 TS_DEV void vrows_load(typename VRow<HD>::T (&v)[VB], const uint16_t *vp, int64_t vstride, int j0, int jhi) {
@@ -235,6 +257,7 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
     __shared__ __align__(16) uint16_t Ks[C::WARPS][32 * C::KS];
     __shared__ __align__(16) float Qs[ATT_RW][HD];
     __shared__ float P[C::WARPS][ATT_RW * 32];
+    __shared__ __align__(16) uint16_t KVn[2][HD]; /* the position's k (rotated) and v as stored, f16 (ROPE) */
     static_assert(C::WARPS * ATT_RW * 32 >= 2 * HD, "P holds the cos/sin table and the new k row before the tiles");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int split = blockIdx.x, t = blockIdx.z;
@@ -258,6 +281,30 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
             part_ml[(row * n_split + split) * 2 + 1] = 0.0f;
         }
         return;
+    }
+
+    /* This warp's first tile. With one query row per warp (EARLY) its K words
+     * and V rows are loaded now, with the query's, so their round trip is
+     * the same one: every row but the position's was stored by an earlier
+     * token, and the position's (which other blocks of the group may be
+     * storing now) is replaced below by the bits this block stores. Else
+     * they are loaded at the tile, as every later tile's are. */
+    constexpr bool EARLY = RW == 1 && HD <= 128;
+    constexpr int VB = VBatch<HD, RW>::N;
+    constexpr int WPR = HD / 8;                            /* 16-byte words per K row */
+    constexpr int KB = EARLY ? WPR : RW == 1 ? 16 : 8;     /* K words per lane and batch */
+    int lor[RW], hir[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++) lor[r] = ka, hir[r] = r < ng ? kb : -1;
+    const uint16_t *Kh = a.k + (int64_t)kvh * a.n_ctx * HD, *Vh = a.v + (int64_t)kvh * a.n_ctx * HD;
+    int key0 = (ka & ~31) + 32 * warp, jlo = 32, jhi = -1;
+    const uint16_t *vp = Vh + (int64_t)key0 * HD + lane * (HD / 32);
+    typename VRow<HD>::T v[VB];
+    uint4 kw[KB];
+    if (EARLY && !empty && key0 <= kb) {
+        tile_keys<RW>(key0, lor, hir, jlo, jhi);
+        vrows_load<HD, VB>(v, vp, HD, jlo, jhi);
+        k_tile_load<HD, KB>(kw, Kh, key0, kb, 0, lane);
     }
 
     /* the group's query rows in 16-byte words, all of a thread's in flight at
@@ -329,7 +376,7 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
             const int d = threadIdx.x + c * NT;
             if (has_new && d < HD) {
                 kn[d] = kr[c];
-                rn.vc[co + d] = f2h(vr[c]);
+                rn.vc[co + d] = KVn[1][d] = f2h(vr[c]);
             }
         }
     }
@@ -364,54 +411,46 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
             if (r < ng) {
                 row[i0] = y.x, row[i1] = y.y;
             } else {
-                rn.kc[co + i0] = f2h(y.x);
-                rn.kc[co + i1] = f2h(y.y);
+                rn.kc[co + i0] = KVn[0][i0] = f2h(y.x);
+                rn.kc[co + i1] = KVn[0][i1] = f2h(y.y);
             }
         }
         if (has_new)
-            for (int d = rn.n_rot + threadIdx.x; d < HD; d += blockDim.x) rn.kc[co + d] = f2h(kn[d]);
+            for (int d = rn.n_rot + threadIdx.x; d < HD; d += blockDim.x) rn.kc[co + d] = KVn[0][d] = f2h(kn[d]);
         __syncthreads();
     }
 
     AttnState<HD, RW> S;
     state_init<HD, RW>(S);
-    int lor[RW], hir[RW];
-#pragma unroll
-    for (int r = 0; r < RW; r++) lor[r] = ka, hir[r] = r < ng ? kb : -1;
-    const uint16_t *Kh = a.k + (int64_t)kvh * a.n_ctx * HD, *Vh = a.v + (int64_t)kvh * a.n_ctx * HD;
     if (!empty) {
-        for (int key0 = (ka & ~31) + 32 * warp; key0 <= kb; key0 += 32 * C::WARPS) {
-            /* the tile's first V rows, in flight while K is staged and scored */
-            constexpr int VB = VBatch<HD, RW>::N;
-            int jlo, jhi;
-            tile_keys<RW>(key0, lor, hir, jlo, jhi);
-            const uint16_t *vp = Vh + (int64_t)key0 * HD + lane * (HD / 32);
-            typename VRow<HD>::T v[VB];
-            vrows_load<HD, VB>(v, vp, HD, jlo, jhi);
-            /* stage the tile's K rows (those <= kb exist in the cache) */
-            /* in batches of KB words per lane, all loaded before any is stored:
-             * a load then its store per word made every word a round trip
-             * (rows past kb are zeros here: masked in the scores anyway); one
-             * batch for the whole tile where a warp has one query row */
-            constexpr int WPR = HD / 8;                                /* 16-byte words per row */
-            constexpr int KB = RW == 1 ? (WPR < 16 ? WPR : 16) : 8; /* per lane and batch */
+        for (int it = 0; key0 <= kb; key0 += 32 * C::WARPS, it++) {
+            if (!(EARLY && it == 0)) {
+                tile_keys<RW>(key0, lor, hir, jlo, jhi);
+                vp = Vh + (int64_t)key0 * HD + lane * (HD / 32);
+                vrows_load<HD, VB>(v, vp, HD, jlo, jhi);
+            }
+            if (EARLY) {
+                if (it > 0) k_tile_load<HD, KB>(kw, Kh, key0, kb, 0, lane);
+                k_tile_store<HD, KB, C::KS>(kw, Ks[warp], 0, lane);
+                if (ROPE && it == 0 && has_new && pos >= key0 && pos <= key0 + 31) {
+                    /* the row loaded before this block stored it: its bits from the block's copy */
+                    const int r = pos - key0;
+                    if (lane < HD / 8) *(uint4 *)(Ks[warp] + r * C::KS + lane * 8) = *(const uint4 *)&KVn[0][lane * 8];
+                    if (r >= jlo && r - jlo < VB)
 #pragma unroll
-            for (int k0 = 0; k0 < WPR; k0 += KB) { /* a lane's words: WPR (32 rows x WPR / 32 lanes) */
-                uint4 w[KB];
-#pragma unroll
-                for (int b = 0; b < KB; b++) {
-                    const int k = lane + 32 * (k0 + b), row = k / WPR, col = k % WPR;
-                    w[b] = key0 + row <= kb ? *(const uint4 *)(Kh + (int64_t)(key0 + row) * HD + col * 8) : make_uint4(0, 0, 0, 0);
+                        for (int b = 0; b < VB; b++)
+                            if (b == r - jlo) v[b] = *(const typename VRow<HD>::T *)&KVn[1][lane * (HD / 32)];
                 }
+            } else {
 #pragma unroll
-                for (int b = 0; b < KB; b++) {
-                    const int k = lane + 32 * (k0 + b), row = k / WPR, col = k % WPR;
-                    *(uint4 *)(Ks[warp] + row * C::KS + col * 8) = w[b];
+                for (int k0 = 0; k0 < WPR; k0 += KB) { /* a lane's words: WPR (32 rows x WPR / 32 lanes) */
+                    k_tile_load<HD, KB>(kw, Kh, key0, kb, k0, lane);
+                    k_tile_store<HD, KB, C::KS>(kw, Ks[warp], k0, lane);
                 }
             }
             __syncwarp();
             attn_tile<HD, RW, C::KS, VB, true>(S, &Qs[0][0], Ks[warp], vp, HD, key0, lor, hir, jlo, jhi, v, a.scale, P[warp],
-                                         lane);
+                                               lane);
         }
     }
 
