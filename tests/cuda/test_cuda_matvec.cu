@@ -424,6 +424,8 @@ int main(void) {
         Case s = one(TS_TYPE_Q4_K, 256, 64, 1, true, false, true, false);
         s.n_w = 3, s.type[1] = TS_TYPE_Q4_K, s.type[2] = TS_TYPE_Q6_K, s.n_out[1] = 16, s.n_out[2] = 16;
         run_case(s);
+        s.int8 = true; /* the same on the int8 path: a launch per type */
+        run_case(s);
         run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true)); /* 4 rows per group, a partial last group */
         /* both splits of a group's chunks (MVQ_KW1), whichever the rule picks above */
         for (g_kw1 = 0; g_kw1 < 2; g_kw1++) {
@@ -464,6 +466,8 @@ int main(void) {
     q.n_w = 3, q.type[1] = TS_TYPE_Q4_K, q.type[2] = TS_TYPE_Q6_K, q.n_out[1] = 256, q.n_out[2] = 256;
     run_case(q);
     q.int8 = true;
+    run_case(q);
+    q.n_tok = 3;
     run_case(q);
     q.n_tok = 4;
     q.int8 = false;
