@@ -205,9 +205,14 @@ typedef struct ts_backend_ops {
     void (*stream_free)(ts_stream *st);
     ts_status (*reserve)(ts_stream *st, const ts_backend_reserve *r);
     /* Copies, ordered with the stream's ops: to_host returns when the bytes
-     * are in host memory; to_device may return before the copy is done (the
-     * host buffer must stay unchanged until the next sync). */
+     * are in host memory; to_host_async may return before (the bytes are
+     * there after the next sync, which a caller about to sync anyway saves
+     * a round trip to the device with: a decode step's logits); to_device
+     * may return before the copy is done (the host buffer must stay
+     * unchanged until the next sync). Async copies need host memory from
+     * host_alloc. */
     void (*to_host)(ts_stream *st, void *host, const void *dev, size_t bytes);
+    void (*to_host_async)(ts_stream *st, void *host, const void *dev, size_t bytes);
     void (*to_device)(ts_stream *st, void *dev, const void *host, size_t bytes);
     /* Waits for everything enqueued; reports a device failure (TS_ERR_DEVICE
      * naming the op) that happened since the last sync. */

@@ -962,6 +962,7 @@ static const ts_backend_ops cpu_ops = {
     .stream_free = cpu_stream_free,
     .reserve = cpu_reserve,
     .to_host = cpu_to_host,
+    .to_host_async = cpu_to_host, /* done at once: there by the next sync too */
     .to_device = cpu_to_device,
     .sync = cpu_sync,
     .event_new = cpu_event_new,

@@ -469,8 +469,8 @@ static void layout(ts_session *s, carver *c) {
     s->rope_cs[0] = carve(c, sizeof(float) * B * half * 2);
     s->rope_cs[1] = carve(c, sizeof(float) * B * half * 2);
     s->logits = carve(c, sizeof(float) * (size_t)s->logits_rows * (size_t)hp->n_vocab);
-    s->pos = carve(c, sizeof(int32_t) * B);
-    s->ids_dev = carve(c, sizeof(int32_t) * B);
+    s->pos = carve(c, sizeof(int32_t) * 2 * B); /* then the ids: pos_host's layout, so one upload moves both */
+    s->ids_dev = s->pos ? s->pos + B : NULL;
     if (s->model->desc.has_moe) {
         size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp, SF = (size_t)hp->n_ff_shexp, K = (size_t)hp->n_expert_used;
         s->router = carve(c, sizeof(float) * (B < 2 ? 2 : B) * NE); /* row 1: the folded pilot's logits */
@@ -573,6 +573,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         st = TS_ERR_NOMEM;
         goto fail;
     }
+    memset(s->pos_host, 0, sizeof(int32_t) * 2 * (size_t)n_batch); /* uploaded whole up to the ids (ts_forward_upload) */
     int64_t max_in = hp->n_embd;
     if ((int64_t)hp->n_head * hp->head_dim > max_in) max_in = (int64_t)hp->n_head * hp->head_dim;
     if (hp->n_ff > max_in) max_in = hp->n_ff;
@@ -748,8 +749,9 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
             st = record && chunk == 1 ? decode_step(s) : ts_forward_chunk(s, chunk, s->all_logits, final);
             s->dplan_on = false;
             if (st == TS_OK) {
-                if (s->all_logits) op->to_host(s->st, s->out + (size_t)done * V, s->logits, sizeof(float) * (size_t)chunk * V);
-                else if (final && copy) op->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)V);
+                /* the sync below waits for the copy: one round trip a step, not two */
+                if (s->all_logits) op->to_host_async(s->st, s->out + (size_t)done * V, s->logits, sizeof(float) * (size_t)chunk * V);
+                else if (final && copy) op->to_host_async(s->st, s->out, s->logits, sizeof(float) * (size_t)V);
                 st = op->sync(s->st);
             }
             if (dplan) {

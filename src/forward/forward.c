@@ -26,8 +26,9 @@ void ts_forward_upload(ts_session *s, const int32_t *ids, int n) {
     int32_t *ids_host = s->pos_host + s->n_batch;
     for (int t = 0; t < n; t++) s->pos_host[t] = s->n_past + t;
     memcpy(ids_host, ids, sizeof(int32_t) * (size_t)n);
-    op->to_device(s->st, s->pos, s->pos_host, sizeof(int32_t) * (size_t)n);
-    op->to_device(s->st, s->ids_dev, ids_host, sizeof(int32_t) * (size_t)n);
+    /* positions then ids, n_batch apart in both buffers (layout): one copy
+     * (a decode step's 8 bytes; its per-copy latency, not its size, is the cost) */
+    op->to_device(s->st, s->pos, s->pos_host, sizeof(int32_t) * ((size_t)s->n_batch + (size_t)n));
 }
 
 ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_chunk) {

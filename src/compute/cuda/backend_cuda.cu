@@ -534,6 +534,12 @@ static void cuda_to_host(ts_stream *st, void *host, const void *dev, size_t byte
     note_cuda(c, cudaStreamSynchronize(c->s), "copy to host");
 }
 
+static void cuda_to_host_async(ts_stream *st, void *host, const void *dev, size_t bytes) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    note_cuda(c, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, c->s), "copy to host");
+}
+
 static void cuda_to_device(ts_stream *st, void *dev, const void *host, size_t bytes) {
     cuda_stream *c = cst(st);
     if (!live(c)) return;
@@ -1336,6 +1342,7 @@ static const ts_backend_ops cuda_ops = {
     .stream_free = cuda_stream_free,
     .reserve = cuda_reserve,
     .to_host = cuda_to_host,
+    .to_host_async = cuda_to_host_async,
     .to_device = cuda_to_device,
     .sync = cuda_sync,
     .event_new = cuda_event_new,
