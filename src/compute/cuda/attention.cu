@@ -432,8 +432,10 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
             if (EARLY) {
                 if (it > 0) k_tile_load<HD, KB>(kw, Kh, key0, kb, 0, lane);
                 k_tile_store<HD, KB, C::KS>(kw, Ks[warp], 0, lane);
-                if (ROPE && it == 0 && has_new && pos >= key0 && pos <= key0 + 31) {
-                    /* the row loaded before this block stored it: its bits from the block's copy */
+                if (ROPE && it == 0 && has_new && pos >= key0 && pos <= key0 + 31) { /* uniform in the warp */
+                    /* the row loaded before this block stored it: its bits from the block's copy, stored after
+                     * every lane's tile store of the same row (lanes are not ordered without the barrier) */
+                    __syncwarp();
                     const int r = pos - key0;
                     if (lane < HD / 8) *(uint4 *)(Ks[warp] + r * C::KS + lane * 8) = *(const uint4 *)&KVn[0][lane * 8];
                     if (r >= jlo && r - jlo < VB)
