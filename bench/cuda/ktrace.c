@@ -14,9 +14,13 @@
  * Output (KTRACE_OUT, default ktrace.tsv), one kernel a row, in the order the
  * records arrive: start, end (ns, CUPTI's clock), correlation id, graph id,
  * graph node id, stream, grid size, block size, registers, the mangled name.
- * A "#" line at the end gives the record count and CUPTI's dropped-record
- * count; bench/cuda/ktrace_summary.py refuses a trace that dropped any, or
- * that has no such line (a process that died before the flush).
+ * With KTRACE_MEMCPY=1 the device's copies too, in the same columns: grid,
+ * block and registers 0, the name "memcpy:KIND:BYTES" (KIND HtoD, DtoH, DtoD
+ * or other): what a token spends on copies between graph replays (the
+ * logits out, the next id in). A "#" line at the end gives the kernel count,
+ * CUPTI's dropped-record count and the copy count; bench/cuda/ktrace_summary.py
+ * refuses a trace that dropped any, or that has no such line (a process that
+ * died before the flush).
  *
  * Build (here: the CUDA toolkit's CUPTI headers and library):
  *   gcc -O2 -shared -fPIC -I/usr/local/cuda/include bench/cuda/ktrace.c \
@@ -36,7 +40,7 @@
 #define BUF_BYTES (16u << 20)
 
 static FILE *out;
-static uint64_t n_kernels;
+static uint64_t n_kernels, n_copies;
 static int failed;
 
 static void report(CUptiResult r, const char *what) {
@@ -62,6 +66,19 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buf, 
             report(r, "reading a record");
             break;
         }
+        if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+            const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
+            const char *kind = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "HtoD"
+                               : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "DtoH"
+                               : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ? "DtoD"
+                                                                                : "other";
+            if (out)
+                fprintf(out, "%llu\t%llu\t%u\t%u\t%llu\t%u\t0\t0\t0\tmemcpy:%s:%llu\n", (unsigned long long)m->start,
+                        (unsigned long long)m->end, m->correlationId, m->graphId, (unsigned long long)m->graphNodeId,
+                        m->streamId, kind, (unsigned long long)m->bytes);
+            n_copies++;
+            continue;
+        }
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
         if (out)
@@ -81,13 +98,13 @@ static void finish(void) {
     r = cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped);
     if (r != CUPTI_SUCCESS) report(r, "cuptiActivityGetNumDroppedRecords");
     if (out) {
-        fprintf(out, "# kernels %llu dropped %zu%s\n", (unsigned long long)n_kernels, dropped,
-                failed ? " errors 1" : "");
+        fprintf(out, "# kernels %llu dropped %zu copies %llu%s\n", (unsigned long long)n_kernels, dropped,
+                (unsigned long long)n_copies, failed ? " errors 1" : "");
         if (fclose(out) != 0) fprintf(stderr, "ktrace: writing the trace failed\n");
         out = NULL;
     }
-    fprintf(stderr, "ktrace: %llu kernel records, %zu dropped%s\n", (unsigned long long)n_kernels, dropped,
-            failed ? ", with CUPTI errors (above)" : "");
+    fprintf(stderr, "ktrace: %llu kernel records, %llu copies, %zu dropped%s\n", (unsigned long long)n_kernels,
+            (unsigned long long)n_copies, dropped, failed ? ", with CUPTI errors (above)" : "");
 }
 
 int InitializeInjection(void) {
@@ -109,6 +126,11 @@ int InitializeInjection(void) {
     r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r != CUPTI_SUCCESS) {
         report(r, "cuptiActivityEnable(CONCURRENT_KERNEL)");
+        return 0;
+    }
+    const char *mc = getenv("KTRACE_MEMCPY");
+    if (mc && !strcmp(mc, "1") && (r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY)) != CUPTI_SUCCESS) {
+        report(r, "cuptiActivityEnable(MEMCPY)");
         return 0;
     }
     atexit(finish);

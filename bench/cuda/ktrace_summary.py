@@ -23,6 +23,11 @@ Invariants checked (a violation fails the run, exit 1):
 With --tok-s X (bench's own figure from the same run, CUDA events), the mean
 replay period (start to next start) is compared with 1e9 / X ns.
 
+A trace taken with KTRACE_MEMCPY=1 also holds the device's copies (rows named
+memcpy:KIND:BYTES); those outside any graph that start between the end of a
+summarized replay and the start of the next are reported per gap: what a
+token spends on copies outside its graph (the logits out, the next id in).
+
 --self-test runs the arithmetic and the checks on a made-up trace.
 """
 import argparse
@@ -57,15 +62,17 @@ def read_trace(path):
                              stream=int(p[5]), grid=int(p[6]), block=int(p[7]), regs=int(p[8]), name=p[9]))
     if footer is None:
         fail(f"{path}: no footer line: the traced process did not flush (it crashed or was killed)")
-    m = re.match(r"# kernels (\d+) dropped (\d+)(.*)", footer)
+    m = re.match(r"# kernels (\d+) dropped (\d+)(?: copies (\d+))?(.*)", footer)
     if not m:
         fail(f"{path}: unreadable footer {footer!r}")
     if int(m.group(2)) != 0:
         fail(f"{path}: CUPTI dropped {m.group(2)} records: the trace is incomplete")
-    if "errors" in m.group(3):
+    if "errors" in m.group(4):
         fail(f"{path}: ktrace reported CUPTI errors")
-    if int(m.group(1)) != len(rows):
-        fail(f"{path}: footer says {m.group(1)} kernels, the file holds {len(rows)}")
+    n_copies = sum(1 for r in rows if r["name"].startswith("memcpy:"))
+    if int(m.group(1)) != len(rows) - n_copies or int(m.group(3) or 0) != n_copies:
+        fail(f"{path}: footer says {m.group(1)} kernels and {m.group(3) or 0} copies, the file holds "
+             f"{len(rows) - n_copies} and {n_copies}")
     return rows
 
 
@@ -81,24 +88,24 @@ def demangle(names):
 
 
 def short(dm):
-    """'void mv_q_q8<12, 1, 4>(MvArgs)' -> 'mv_q_q8<12, 1, 4>'"""
-    s = re.sub(r"^void ", "", dm)
-    depth, cut = 0, len(s)
-    for i, ch in enumerate(s):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0:
-            cut = i
-            break
-    return s[:cut]
+    """'void mv_q_q8<12, 1, 4>(MvArgs)' -> 'mv_q_q8<12, 1, 4>': the name without
+    its return type and its trailing parameter list (the demanglers differ on
+    namespaces: cu++filt's '<unnamed>::', c++filt's '(anonymous namespace)::')"""
+    s = re.sub(r"^void ", "", dm.strip())
+    if s.endswith(")"):
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            depth += s[i] == ")"
+            depth -= s[i] == "("
+            if depth == 0:
+                return s[:i] or s
+    return s
 
 
 def replays(rows, min_replays):
     g = collections.defaultdict(list)
     for r in rows:
-        if r["graph"] != 0:
+        if r["graph"] != 0 and not r["name"].startswith("memcpy:"):
             g[(r["graph"], r["corr"])].append(r)
     if not g:
         fail("no kernel ran from a CUDA graph: nothing to summarize (was this a decode run on --backend cuda?)")
@@ -177,7 +184,7 @@ def report(rows, graph, reps, n_graphs, per_pos, spans, periods, idles, tok_s, p
     # by class
     cls = collections.OrderedDict()
     for k, r in enumerate(reps[0]):
-        key = (short(dm[r["name"]]), r["grid"], r["block"])
+        key = (r["name"], r["grid"], r["block"])  # mangled: two kernels never merge under one short name
         c = cls.setdefault(key, dict(launches=0, adv=0.0, dur=0.0, ov=0.0, idle=0.0, regs=r["regs"]))
         c["launches"] += 1
         c["adv"] += statistics.median(per_pos[k]["advance"])
@@ -188,11 +195,24 @@ def report(rows, graph, reps, n_graphs, per_pos, spans, periods, idles, tok_s, p
     print()
     print("| kernel | grid x block | regs | launches | advance us/token | share | us/launch | overlap us/launch | idle us/token |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for (name, grid, block), c in sorted(cls.items(), key=lambda kv: -kv[1]["adv"]):
+    for (mangled, grid, block), c in sorted(cls.items(), key=lambda kv: -kv[1]["adv"]):
+        name = short(dm[mangled])
         print(f"| `{name}` | {grid} x {block} | {c['regs']} | {c['launches']} | {c['adv'] / 1e3:.1f} | "
               f"{100 * c['adv'] / tot:.1f}% | {c['adv'] / c['launches'] / 1e3:.2f} | "
               f"{c['ov'] / c['launches'] / 1e3:.2f} | {c['idle'] / 1e3:.1f} |")
     print(f"| total (medians per position) | | | {n} | {tot / 1e3:.1f} | 100% | | | |")
+    copies = sorted((r for r in rows if r["name"].startswith("memcpy:") and r["graph"] == 0), key=lambda r: r["start"])
+    if copies:
+        gaps = between_copies(reps, copies, len(reps) - len(spans))
+        if gaps:
+            print()
+            print(f"copies outside the graph between replays ({len(gaps)} gaps; medians per gap):")
+            kinds = sorted({k for g in gaps for k in g})
+            for k in kinds:
+                n = statistics.median(g.get(k, (0, 0, 0))[0] for g in gaps)
+                b = statistics.median(g.get(k, (0, 0, 0))[1] for g in gaps)
+                t = statistics.median(g.get(k, (0, 0, 0))[2] for g in gaps)
+                print(f"  {k}: {n:g} copies, {b:.0f} bytes, {t / 1e3:.1f} us of copy time")
     if positions_out:
         with open(positions_out, "w") as f:
             f.write("pos\tkernel\tgrid\tblock\tadvance_ns\toverlap_ns\tidle_ns\tdur_ns\n")
@@ -201,6 +221,25 @@ def report(rows, graph, reps, n_graphs, per_pos, spans, periods, idles, tok_s, p
                 f.write(f"{k}\t{short(dm[r['name']])}\t{r['grid']}\t{r['block']}\t{statistics.median(d['advance']):.0f}\t"
                         f"{statistics.median(d['overlap']):.0f}\t{statistics.median(d['idle']):.0f}\t"
                         f"{statistics.median(d['dur']):.0f}\n")
+
+
+def between_copies(reps, copies, skip):
+    """Per gap after a summarized replay: {kind: (copies, bytes, ns)} of the
+    copies outside graphs that start after the replay's last kernel ends and
+    before the next replay's first kernel starts."""
+    gaps, j = [], 0
+    for ri in range(skip, len(reps) - 1):
+        lo, hi = reps[ri][-1]["end"], reps[ri + 1][0]["start"]
+        while j < len(copies) and copies[j]["start"] < lo:
+            j += 1
+        d, k = {}, j
+        while k < len(copies) and copies[k]["start"] < hi:
+            _, kind, nbytes = copies[k]["name"].split(":")
+            n, b, t = d.get(kind, (0, 0, 0))
+            d[kind] = (n + 1, b + int(nbytes), t + copies[k]["end"] - copies[k]["start"])
+            k += 1
+        gaps.append(d)
+    return gaps
 
 
 def self_test():
@@ -246,6 +285,31 @@ def self_test():
         # a replay with a different sequence
         run(body.replace("12250\t12700\t9\t5\t2\t13\t14", "12250\t12700\t9\t5\t2\t13\t15") + "# kernels 9 dropped 0\n", True),
     ]
+    # copies: after each replay's end a 608 KB DtoH (40 ns) and before the next an 8-byte HtoD (5 ns)
+    copy_lines = []
+    for i in range(4):
+        t = 10_000 + 1000 * i
+        copy_lines.append(f"{t + 720}\t{t + 760}\t{90 + i}\t0\t0\t13\t0\t0\t0\tmemcpy:DtoH:608256")
+        copy_lines.append(f"{t + 990}\t{t + 995}\t{95 + i}\t0\t0\t13\t0\t0\t0\tmemcpy:HtoD:8")
+    cbody = body + "\n".join(copy_lines) + "\n"
+    fd, p = tempfile.mkstemp(suffix=".tsv")
+    with os.fdopen(fd, "w") as f:
+        f.write(cbody + "# kernels 9 dropped 0 copies 8\n")
+    try:
+        rows = read_trace(p)
+        graph, reps, ng = replays(rows, 2)
+        cps = sorted((r for r in rows if r["name"].startswith("memcpy:")), key=lambda r: r["start"])
+        gaps = between_copies(reps, cps, 1)
+        ok.append(len(gaps) == 2 and all(g == {"DtoH": (1, 608256, 40), "HtoD": (1, 8, 5)} for g in gaps))
+    except SystemExit:
+        ok.append(False)
+    finally:
+        os.unlink(p)
+    ok.append(run(cbody + "# kernels 9 dropped 0 copies 7\n", True))  # copy count mismatch
+    ok.append(short("void <unnamed>::mv_q_q8<(int)12, (int)1>(MvArgs)") == "<unnamed>::mv_q_q8<(int)12, (int)1>"
+              and short("(anonymous namespace)::mv_q_q8<12, 1>(MvArgs)") == "(anonymous namespace)::mv_q_q8<12, 1>"
+              and short("rope_table_kernel(float const*, int)") == "rope_table_kernel"
+              and short("_Z1av") == "_Z1av")
     print(f"ktrace_summary self-test: {sum(ok)}/{len(ok)} passed")
     return all(ok)
 
