@@ -28,7 +28,6 @@ static void bench_case(const Model &M, int n_ctx, int n_tok, int pos0) {
     a.k = (const uint16_t *)kr.get(0), a.v = (const uint16_t *)vr.get(0);
     const size_t sb = ts_cuda_attn_scratch_bytes(&a);
     void *scratch = sb ? bench_dalloc(sb) : NULL;
-    if (sb) BCU(cudaMemset(scratch, 0, TS_CUDA_ATTN_SYNC_BYTES)); /* its counters */
     const double us = bench_time_us([&](size_t call) {
         a.k = (const uint16_t *)kr.get(call), a.v = (const uint16_t *)vr.get(call);
         BOK(ts_cuda_attention(NULL, &a, scratch, sb));

@@ -130,7 +130,6 @@ int main(void) {
     ts_cuda_attn a0 = {st.q, st.kc, st.vc, st.pos, st.att, NULL, 1, H, HKV, HD, CTX, 0, 0.125f};
     st.attn_bytes = ts_cuda_attn_scratch_bytes(&a0);
     st.attn_scratch = st.attn_bytes ? tcu_dalloc(st.attn_bytes) : NULL;
-    if (st.attn_bytes) TCU(cudaMemset(st.attn_scratch, 0, TS_CUDA_ATTN_SYNC_BYTES)); /* its counters */
     const size_t ab = ts_cuda_argmax_scratch_bytes(V);
     st.am_scratch = tcu_dalloc(ab);
     TCU(cudaMemset(st.am_scratch, 0, ab));

@@ -236,81 +236,17 @@ struct RopeNew {
     float mscale;       /* multiplies cos and sin */
 };
 
-/* Where a single-split decode kernel also quantizes its output for the int8
- * Wo: the q8 layout's parts (cuda_quant.cuh q8_layout), or qs NULL for none.
- * A Q8_0 block is 32 elements of one head, so the block that writes a head's
- * output quantizes it. A Q8_K block is 256 elements: 256 / HD heads, which
- * other blocks (other kv groups, even) may write; each block counts its heads
- * into the Q8_K block's counter once they are stored, and the block whose
- * count completes it quantizes it (q8k_complete). */
+/* Where a single-split decode kernel also quantizes its output to Q8_0 (the
+ * int8 Wo's partner): the q8 layout's parts (cuda_quant.cuh q8_layout), or
+ * qs NULL for none. A Q8_0 block is 32 elements of one head, so the block
+ * that writes a head's output can quantize it; a Q8_K block spans heads of
+ * several kv groups, so that partner keeps its own launch. */
 struct Q8Out {
     int8_t *qs;     /* (n_tok, n_head * HD) quants */
     float *d;       /* (n_tok, nd) scales */
     int32_t *s;     /* (n_tok, ns) sums */
     int64_t nd, ns; /* per token row */
-    unsigned *cnt;  /* Q8_K: (n_tok, n_head * HD / 256) heads stored so far, zero between launches; NULL: Q8_0 */
 };
-
-/* The Q8_K blocks that heads [h0, h0 + ng) of token t touch, each quantized
- * by the block that stores its last head: every thread fences its output
- * stores before the count (so the completing block reads them from L2, with
- * __ldcg), and the completing block sets the counter back to zero for the
- * next launch (stream order makes that visible to it). The bits are
- * q8_quant_elem<true>'s: the same amax, scale, rounding and clamp; the sums
- * are integers. */
-template <int HD>
-TS_DEV void q8k_complete(const ts_cuda_attn &a, const Q8Out &qo, int t, int h0, int ng) {
-    constexpr int T = DecCfg<HD>::WARPS * 32, PER = 256 / T, HPK = HD >= 256 ? 1 : 256 / HD, SUB = 16 / PER;
-    static_assert(256 % T == 0 && PER <= 16 && HD <= 256, "a Q8_K block: PER consecutive elements per thread");
-    __shared__ float amx[DecCfg<HD>::WARPS];
-    __shared__ int last;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t n_in = (int64_t)a.n_head * HD;
-    const int nkb = (int)(n_in / 256);
-    __threadfence();
-    for (int kb = h0 / HPK; kb <= (h0 + ng - 1) / HPK; kb++) {
-        __syncthreads(); /* every thread's stores fenced (first pass); last and amx free (later ones) */
-        if (threadIdx.x == 0) {
-            const int n = min(h0 + ng, (kb + 1) * HPK) - max(h0, kb * HPK);
-            unsigned *c = qo.cnt + (int64_t)t * nkb + kb;
-            last = atomicAdd(c, (unsigned)n) + (unsigned)n == (unsigned)HPK;
-            if (last) *c = 0;
-        }
-        __syncthreads();
-        if (!last) continue;
-        __threadfence(); /* the other blocks' stores, counted before ours, are read after it */
-        const int64_t e0 = (int64_t)kb * 256 + threadIdx.x * PER;
-        const float *src = a.out + (int64_t)t * n_in + e0;
-        float v[PER], am = 0.0f;
-#pragma unroll
-        for (int i = 0; i < PER; i++) v[i] = __ldcg(src + i), am = fmaxf(am, fabsf(v[i]));
-        am = warp_max(am);
-        if (lane == 0) amx[warp] = am;
-        __syncthreads();
-        float amax = amx[0];
-#pragma unroll
-        for (int w = 1; w < DecCfg<HD>::WARPS; w++) amax = fmaxf(amax, amx[w]);
-        int q[PER], b = 0;
-        float dd = 0.0f;
-        const float iscale = amax != 0.0f ? 127.0f / amax : 0.0f;
-#pragma unroll
-        for (int i = 0; i < PER; i++) {
-            q[i] = 0;
-            if (amax != 0.0f) {
-                q[i] = rne_int(fmul_rn(iscale, v[i]));
-                q[i] = q[i] < -127 ? -127 : q[i] > 127 ? 127 : q[i];
-            }
-            b += q[i];
-            qo.qs[t * n_in + e0 + i] = (int8_t)q[i];
-        }
-        if (amax != 0.0f) dd = 1.0f / iscale;
-        /* a 16-element sub-block's sum: SUB consecutive lanes */
-#pragma unroll
-        for (int o = SUB / 2; o > 0; o >>= 1) b += __shfl_xor_sync(0xffffffffu, b, o);
-        if (threadIdx.x % SUB == 0) qo.s[t * qo.ns + e0 / 16] = b;
-        if (threadIdx.x == 0) qo.d[t * qo.nd + kb] = dd;
-    }
-}
 
 template <int HD, bool ROPE, int RW>
 __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
@@ -551,7 +487,7 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
         if (n_split == 1) {
             const float o = L > 0.0f ? A / L : 0.0f;
             a.out[row * HD + d] = o;
-            if (qo.qs && !qo.cnt)
+            if (qo.qs)
                 q8_quant_elem<false>(o, true, t, (int64_t)(h0 + r) * HD + d, (int64_t)a.n_head * HD, qo.qs, qo.d, qo.s,
                                      qo.nd, qo.ns, NULL);
         } else {
@@ -559,7 +495,6 @@ __global__ void __launch_bounds__(DecCfg<HD>::WARPS * 32)
             if (d == 0) part_ml[(row * n_split + split) * 2] = M, part_ml[(row * n_split + split) * 2 + 1] = L;
         }
     }
-    if (n_split == 1 && qo.cnt) q8k_complete<HD>(a, qo, t, h0, ng);
 }
 
 #define ATT_MAX_SPLIT 1024
@@ -809,22 +744,18 @@ ts_status attn_check(const ts_cuda_attn *a) {
     return TS_OK;
 }
 
-/* Decode scratch: TS_CUDA_ATTN_SYNC_BYTES of Q8Out counters, then with
- * split-K the splits' (max, sum) pairs and outputs. */
 template <int HD> size_t attn_scratch(const ts_cuda_attn *a) {
     if (a->n_tok > TS_CUDA_MAX_DECODE_TOK) return 0;
     AttnPlan p;
-    if (attn_plan<HD>(a, p) != TS_OK) return 0;
-    if (p.n_split == 1) return TS_CUDA_ATTN_SYNC_BYTES;
+    if (attn_plan<HD>(a, p) != TS_OK || p.n_split == 1) return 0;
     const size_t rows = (size_t)a->n_tok * (size_t)a->n_head;
     const size_t ml = (rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255;
-    return TS_CUDA_ATTN_SYNC_BYTES + ml + rows * p.n_split * HD * sizeof(float);
+    return ml + rows * p.n_split * HD * sizeof(float);
 }
 
 /* q8 != NULL: the output is also quantized to `partner` there (the caller
- * checked the layout); with split-K the combine does it, with one split the
- * decode kernel (a Q8_K partner: given the scratch's counters), else a
- * quantization launch. */
+ * checked the layout); with split-K the combine does it, with one split and
+ * Q8_0 the decode kernel, else a quantization launch. */
 template <int HD>
 ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes, uint32_t partner = 0,
                       void *q8 = NULL, const RopeNew *rn = NULL) {
@@ -843,20 +774,15 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
         TS_ARG_CHECK(scratch && scratch_bytes >= need && ((uintptr_t)scratch & 255) == 0,
                      "cuda attention: scratch %zu bytes (256-aligned) given, %zu needed", scratch_bytes, need);
         const size_t rows = (size_t)a->n_tok * (size_t)a->n_head;
-        ml = (float *)((uint8_t *)scratch + TS_CUDA_ATTN_SYNC_BYTES);
-        acc = (float *)((uint8_t *)ml + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
+        ml = (float *)scratch;
+        acc = (float *)((uint8_t *)scratch + ((rows * p.n_split * 2 * sizeof(float) + 255) & ~(size_t)255));
     }
-    Q8Out qo = {NULL, NULL, NULL, 0, 0, NULL};
-    const int64_t n_in = (int64_t)a->n_head * HD;
-    /* Q8_K: the counters of n_tok rows of n_in / 256 blocks in the scratch's first bytes */
-    const bool cnt_fit = scratch && scratch_bytes >= TS_CUDA_ATTN_SYNC_BYTES && ((uintptr_t)scratch & 255) == 0 &&
-                         a->n_tok * (n_in / 256) * (int64_t)sizeof(unsigned) <= TS_CUDA_ATTN_SYNC_BYTES;
-    const bool fused_q8 = q8 && p.n_split == 1 && (partner == TS_TYPE_Q8_0 || (partner == TS_TYPE_Q8_K && cnt_fit));
+    Q8Out qo = {NULL, NULL, NULL, 0, 0};
+    const bool fused_q8 = q8 && p.n_split == 1 && partner == TS_TYPE_Q8_0;
     if (fused_q8) {
-        const Q8Layout L = q8_layout(partner, n_in, a->n_tok);
+        const Q8Layout L = q8_layout(partner, (int64_t)a->n_head * HD, a->n_tok);
         uint8_t *b = (uint8_t *)q8;
-        qo = Q8Out{(int8_t *)(b + L.qs), (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns,
-                   partner == TS_TYPE_Q8_K ? (unsigned *)scratch : NULL};
+        qo = Q8Out{(int8_t *)(b + L.qs), (float *)(b + L.d), (int32_t *)(b + L.s), L.nd, L.ns};
     }
     const dim3 grid((unsigned)p.n_split, (unsigned)(a->n_head_kv * p.n_hchunk), (unsigned)a->n_tok);
     const bool group = p.rw == ATT_RW;
@@ -866,6 +792,7 @@ ts_status attn_launch(cudaStream_t s, const ts_cuda_attn *a, void *scratch, size
     TS_CUDA_LAUNCHED("(rope +) attention decode");
     if (fused_q8) return TS_OK;
     if (q8 && p.n_split > 1) {
+        const int64_t n_in = (int64_t)a->n_head * HD;
         const Q8Layout L = q8_layout(partner, n_in, a->n_tok);
         uint8_t *b = (uint8_t *)q8;
         const dim3 g((unsigned)((n_in + 255) / 256), (unsigned)a->n_tok);

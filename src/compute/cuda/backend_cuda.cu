@@ -870,8 +870,6 @@ static bool attn_scratch_ready(cuda_stream *c, const ts_cuda_attn *a, const char
         c->attn = NULL;
         c->attn_bytes = 0;
         e = cudaMalloc(&c->attn, need);
-        /* the counters at its start begin at zero (each launch leaves them so) */
-        if (e == cudaSuccess) e = cudaMemsetAsync(c->attn, 0, TS_CUDA_ATTN_SYNC_BYTES, c->s);
     }
     if (e == cudaErrorMemoryAllocation) {
         note(c, oom(need, "attention scratch"), op);

@@ -217,13 +217,6 @@ typedef struct ts_cuda_attn {
     float scale;
 } ts_cuda_attn;
 
-/* Scratch a decode launch needs (0 for prefill): its first
- * TS_CUDA_ATTN_SYNC_BYTES are counters (the single-split kernel's Q8_K
- * quantization of the output), which must be zero when the scratch is first
- * used (cudaMemset once: every launch leaves them zero), then with split-K
- * the splits' partial results. Without it (NULL) a single-split launch still
- * runs, and a Q8_K partner is quantized by a launch of its own. */
-#define TS_CUDA_ATTN_SYNC_BYTES 4096
 size_t ts_cuda_attn_scratch_bytes(const ts_cuda_attn *a);
 ts_status ts_cuda_attention(void *stream, const ts_cuda_attn *a, void *scratch, size_t scratch_bytes);
 /* ts_cuda_attention, then its output quantized to `partner` into q8 for the
