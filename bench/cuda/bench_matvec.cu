@@ -14,7 +14,8 @@
  * (ts_cuda_matvec_q8_force_rows); an int8 row says the rows its launch
  * gets ("r2", "r4"). BENCH_MATVEC_LOADER=0|1
  * forces the weight loader (ts_cuda_matvec_q8_force_loader: 0 registers, 1
- * the cp.async ring; the rows then say "ld=0|1"). */
+ * the cp.async ring; the rows then say "ld=0|1"). BENCH_MATVEC_MATS=down,qkv
+ * (comma-separated substrings) times those matrices only. */
 #include "bench_util.h"
 
 /* set once in main: the forced hooks' values as given (NULL: not forced) and the SM count */
@@ -142,8 +143,10 @@ int main(int argc, char **argv) {
             {"down", F, 1, {E, 0, 0}},
             {"lm_head", E, 1, {M.n_vocab, 0, 0}},
         };
+        const char *only_mats = getenv("BENCH_MATVEC_MATS");
         for (uint32_t t : types)
             for (const Mat &m : mats) {
+                if (only_mats && !name_listed(m.name, only_mats)) continue;
                 bench_shape(M, m, t, 1);
                 if (!strcmp(m.name, "gate_up") && !(batch && !strcmp(batch, "0"))) {
                     bench_shape(M, m, t, 4);
