@@ -481,6 +481,14 @@ typedef struct ts_session_opts {
      * DEVICE where it cannot be (the file tier; a backend that does not
      * plan) is refused. */
     ts_expert_plan expert_plan;
+    /* A device backend writes the last position's logits straight into host
+     * memory it maps (pinned; the stores cross the bus while the LM head
+     * runs), so an eval that returns logits needs no copy after the step.
+     * For callers that read the logits after every eval (a benchmark, a
+     * scorer); a draw on the device (ts_session_sample with logits NULL)
+     * then reads them over the bus. Ignored in all-logits mode and on host
+     * backends. Default off. */
+    bool logits_host;
 } ts_session_opts;
 
 ts_session_opts ts_session_opts_default(void);

@@ -468,7 +468,7 @@ static void layout(ts_session *s, carver *c) {
     s->ffn_up = carve(c, sizeof(float) * B * FF);
     s->rope_cs[0] = carve(c, sizeof(float) * B * half * 2);
     s->rope_cs[1] = carve(c, sizeof(float) * B * half * 2);
-    s->logits = carve(c, sizeof(float) * (size_t)s->logits_rows * (size_t)hp->n_vocab);
+    if (!s->logits_host) s->logits = carve(c, sizeof(float) * (size_t)s->logits_rows * (size_t)hp->n_vocab);
     s->pos = carve(c, sizeof(int32_t) * 2 * B); /* then the ids: pos_host's layout, so one upload moves both */
     s->ids_dev = s->pos ? s->pos + B : NULL;
     if (s->model->desc.has_moe) {
@@ -531,6 +531,8 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     ts_status st;
     /* instruments first: a bad path is refused before anything large is made */
     if ((st = ts_diag_new(o.instruments, &s->diag)) != TS_OK) goto fail;
+    /* (the instruments copy the logits from the device) */
+    s->logits_host = o.logits_host && !o.all_logits && !s->be->host_memory && !s->diag;
     if (s->diag) {
         if ((st = ts_diag_bind(s->diag, hp->n_layer, m->desc.has_moe ? hp->n_expert : 0, hp->n_expert_used, m->desc.fam->name)) != TS_OK)
             goto fail;
@@ -616,6 +618,10 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     }
     c = (carver){.base = s->arena};
     layout(s, &c);
+    if (s->logits_host && !(s->logits = s->be->ops->host_alloc(s->be, sizeof(float) * (size_t)hp->n_vocab))) {
+        st = TS_ERR_NOMEM;
+        goto fail;
+    }
     s->sp = ts_sampler_params_default();
     sampler_params sp = to_internal(&s->sp);
     if ((st = sampler_new(&sp, hp->n_vocab, &s->smp)) != TS_OK) goto fail;
@@ -640,6 +646,7 @@ void ts_session_free(ts_session *s) {
     if (s->pos_host) s->be->ops->host_free(s->be, s->pos_host, sizeof(int32_t) * 2 * (size_t)s->n_batch);
     free(s->tokens);
     if (s->out) s->be->ops->host_free(s->be, s->out, sizeof(float) * (size_t)s->out_rows * (size_t)s->model->desc.hp.n_vocab);
+    if (s->logits_host && s->logits) s->be->ops->host_free(s->be, s->logits, sizeof(float) * (size_t)s->model->desc.hp.n_vocab);
     free(s->router_host);
     free(s->pilot_host);
     if (s->moe_ids) s->be->ops->host_free(s->be, s->moe_ids, sizeof(int32_t) * moe_ids_len(s));
@@ -724,8 +731,9 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
         if (ids[i] < 0 || ids[i] >= V) return ts_fail(TS_ERR_ARG, "eval: token id %d is outside the vocabulary (0..%d)", ids[i], V - 1);
     bool host = s->be->host_memory;
     /* a device backend copies the logits out only when asked: a caller that
-     * just samples (ts_session_sample) draws where they are */
-    bool copy = s->all_logits || (!host && logits);
+     * just samples (ts_session_sample) draws where they are; with
+     * logits_host they are written where the caller reads them */
+    bool copy = s->all_logits || (!host && logits && !s->logits_host);
     if (copy) {
         ts_status st = ensure_out(s, s->all_logits ? n : 1);
         if (st != TS_OK) return st;
@@ -779,7 +787,7 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
         s->timings.prefill_tokens += n;
         s->timings.prefill_s += dt;
     }
-    if (!host && !copy) {
+    if (!host && !copy && !(s->logits_host && logits)) {
         s->dev_logits = true; /* in s->logits, for ts_session_sample */
         return TS_OK;
     }
@@ -883,6 +891,10 @@ int32_t ts_session_draw(ts_session *s, float *host_logits) {
         if (st != TS_ERR_UNSUPPORTED) return st == TS_OK ? id : -1;
     }
     /* the backend cannot draw with these parameters: the row comes to the host */
+    if (s->logits_host) { /* already there (the eval synced) */
+        s->dev_logits = false;
+        return sampler_sample(s->smp, s->logits);
+    }
     if (ensure_out(s, 1) != TS_OK) return -1;
     s->be->ops->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)s->model->desc.hp.n_vocab);
     if (s->be->ops->sync(s->st) != TS_OK) return -1;

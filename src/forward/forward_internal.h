@@ -63,7 +63,8 @@ struct ts_session {
     float *ffn_act;       /* (n_batch, n_ff) gate projection, then act(gate)*up: the FFN tap */
     float *ffn_up;        /* (n_batch, n_ff) up projection */
     float *rope_cs[2];    /* (n_batch, n_rot/2, 2) cos/sin: [0] global layers, [1] sliding */
-    float *logits;        /* (logits_rows, n_vocab) */
+    float *logits;        /* (logits_rows, n_vocab); logits_host: in the backend's host memory, which it maps */
+    bool logits_host;     /* ts_session_opts.logits_host on a device backend (not all-logits): logits is host memory */
     int logits_rows;      /* 1, or n_batch in all-logits mode */
     ts_kv_layer *kv;      /* (n_layer) caches inside the arena */
     int32_t *pos;         /* (n_batch) positions of the chunk (backend memory) */

@@ -27,10 +27,12 @@
  * 4. the recorded decode step: a session without all-logits mode records
  *    its second decode step and replays it after; its logits must equal, bit
  *    for bit, an all-logits session's (which runs every step plainly) fed
- *    the same ids;
+ *    the same ids, and so must a recording session's whose LM head writes
+ *    into mapped host memory (ts_session_opts.logits_host);
  * 5. the device sampler: seeded top-k/top-p/min-p/penalty sampling on the
  *    device (eval without logits, then ts_session_sample) draws, step after
- *    step, the ids the host sampler draws from the plain session's logits.
+ *    step, the ids the host sampler draws from the plain session's logits,
+ *    with the logits in device memory and in mapped host memory.
  *
  * The tiny MoE fixtures (mixtral, olmoe, qwen2moe, qwen3moe) run 1-5 too:
  * routing on the device, prefill grouped by expert, decode through the
@@ -327,7 +329,7 @@ static void check_replay(const char *name, const char *path) {
     /* launches without programmatic dependent launch: the order PDL must keep */
     if (ts_backend_cuda_new(0, false, &be0) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); ts_backend_free(be); return; }
     ts_model *m = NULL, *m0 = NULL;
-    ts_session *rec = NULL, *plain = NULL, *serial = NULL;
+    ts_session *rec = NULL, *plain = NULL, *serial = NULL, *hostl = NULL;
     if (!load(path, be, &m) || !load(path, be0, &m0)) goto done;
     {
         ts_session_opts so = ts_session_opts_default();
@@ -335,9 +337,13 @@ static void check_replay(const char *name, const char *path) {
         so.n_batch = 16;
         ts_status st = ts_session_new(m, &so, &rec);
         CHECKF(st == TS_OK, "session: %s", ts_last_error());
+        /* the logits written straight into mapped host memory */
+        so.logits_host = true;
+        ts_status sth = ts_session_new(m, &so, &hostl);
+        CHECKF(sth == TS_OK, "session (logits_host): %s", ts_last_error());
         plain = session(m, false, 16);
         serial = session(m0, false, 16);
-        if (st != TS_OK || !plain || !serial) goto done;
+        if (st != TS_OK || sth != TS_OK || !plain || !serial) goto done;
         const int32_t V = ts_session_n_vocab(rec);
         int32_t prompt[5];
         for (int i = 0; i < 5; i++) prompt[i] = (int32_t)(tcu_u64() % (uint64_t)V);
@@ -345,28 +351,32 @@ static void check_replay(const char *name, const char *path) {
         /* 4: bit-identical logits, replayed or not, and with programmatic
          * dependent launch or without (a kernel that read its predecessor's
          * output before waiting would show here, though not every time) */
-        float *lr, *lp, *ls;
-        int differ = 0, differ0 = 0, steps = 0;
+        float *lr, *lp, *ls, *lh;
+        int differ = 0, differ0 = 0, differh = 0, steps = 0;
         bool ok = ts_session_eval(rec, prompt, 5, &lr) == TS_OK && ts_session_eval(plain, prompt, 5, &lp) == TS_OK &&
-                  ts_session_eval(serial, prompt, 5, &ls) == TS_OK;
+                  ts_session_eval(serial, prompt, 5, &ls) == TS_OK && ts_session_eval(hostl, prompt, 5, &lh) == TS_OK;
+        if (ok) differh += memcmp(lr, lh, sizeof(float) * (size_t)V) != 0;
         CHECKF(ok, "%s: prompt: %s", name, ts_last_error());
         if (ok) differ0 += memcmp(lp, ls, sizeof(float) * 5 * (size_t)V) != 0;
         for (int step = 0; ok && step < REPLAY_STEPS; step++) {
             int32_t id = ts_argmax(lp + (size_t)4 * (step == 0) * V, V);
             ok = ts_session_eval(rec, &id, 1, &lr) == TS_OK && ts_session_eval(plain, &id, 1, &lp) == TS_OK &&
-                 ts_session_eval(serial, &id, 1, &ls) == TS_OK;
+                 ts_session_eval(serial, &id, 1, &ls) == TS_OK && ts_session_eval(hostl, &id, 1, &lh) == TS_OK;
             CHECKF(ok, "%s: step %d: %s", name, step, ts_last_error());
             if (!ok) break;
             steps++;
             differ += memcmp(lr, lp, sizeof(float) * (size_t)V) != 0;
             differ0 += memcmp(lr, ls, sizeof(float) * (size_t)V) != 0;
+            differh += memcmp(lr, lh, sizeof(float) * (size_t)V) != 0;
         }
         CHECKF(rec->rec == TS_REC_READY, "%s: the decode step was not recorded", name);
         CHECKF(steps == REPLAY_STEPS && differ == 0, "%s: replayed logits differ from plain ones at %d of %d steps", name, differ, steps);
         CHECKF(steps == REPLAY_STEPS && differ0 == 0, "%s: logits with PDL differ from those without at %d of %d steps (+ prompt)", name,
                differ0, steps);
-        printf("%-22s replay   %d steps after the recording, logits bit-identical at %d; without PDL at %d (+ prompt)\n", name, steps,
-               steps - differ, steps - differ0);
+        CHECKF(steps == REPLAY_STEPS && differh == 0, "%s: logits written to host memory differ at %d of %d steps (+ prompt)", name,
+               differh, steps);
+        printf("%-22s replay   %d steps after the recording, logits bit-identical at %d; without PDL at %d (+ prompt); "
+               "written to host memory at %d (+ prompt)\n", name, steps, steps - differ, steps - differ0, steps - differh);
         ts_session_free(serial);
         serial = NULL;
 
@@ -379,32 +389,41 @@ static void check_replay(const char *name, const char *path) {
         sp.repeat_penalty = 1.1f;
         sp.repeat_last_n = 16;
         sp.seed = 1234;
-        ok = ts_session_set_sampler(rec, &sp) == TS_OK && ts_session_set_sampler(plain, &sp) == TS_OK;
+        ok = ts_session_set_sampler(rec, &sp) == TS_OK && ts_session_set_sampler(plain, &sp) == TS_OK &&
+             ts_session_set_sampler(hostl, &sp) == TS_OK;
         CHECKF(ok, "%s: sampler: %s", name, ts_last_error());
         ts_session_reset(rec);
         ts_session_reset(plain);
-        for (int i = 0; i < 5; i++) ts_session_sampler_accept(rec, prompt[i]), ts_session_sampler_accept(plain, prompt[i]);
+        ts_session_reset(hostl);
+        for (int i = 0; i < 5; i++)
+            ts_session_sampler_accept(rec, prompt[i]), ts_session_sampler_accept(plain, prompt[i]),
+                ts_session_sampler_accept(hostl, prompt[i]);
         int same = 0, drawn = 0;
-        ok = ok && ts_session_eval(rec, prompt, 5, NULL) == TS_OK && ts_session_eval(plain, prompt, 5, &lp) == TS_OK;
+        ok = ok && ts_session_eval(rec, prompt, 5, NULL) == TS_OK && ts_session_eval(plain, prompt, 5, &lp) == TS_OK &&
+             ts_session_eval(hostl, prompt, 5, NULL) == TS_OK;
         for (int step = 0; ok && step < SAMPLE_STEPS; step++) {
-            int32_t a = -1, b = -1;
-            ok = ts_session_sample(rec, &a) == TS_OK && ts_session_sample(plain, &b) == TS_OK;
+            int32_t a = -1, b = -1, h = -1;
+            ok = ts_session_sample(rec, &a) == TS_OK && ts_session_sample(plain, &b) == TS_OK && ts_session_sample(hostl, &h) == TS_OK;
             CHECKF(ok, "%s: sample step %d: %s", name, step, ts_last_error());
             if (!ok) break;
             drawn++;
-            same += a == b;
-            CHECKF(a == b, "%s: sample step %d: device drew %d, host %d", name, step, a, b);
-            if (a != b) break;
+            same += a == b && h == b;
+            CHECKF(a == b && h == b, "%s: sample step %d: device drew %d (from host memory %d), host %d", name, step, a, h, b);
+            if (a != b || h != b) break;
             ts_session_sampler_accept(rec, a);
             ts_session_sampler_accept(plain, b);
-            ok = ts_session_eval(rec, &a, 1, NULL) == TS_OK && ts_session_eval(plain, &b, 1, &lp) == TS_OK;
+            ts_session_sampler_accept(hostl, h);
+            ok = ts_session_eval(rec, &a, 1, NULL) == TS_OK && ts_session_eval(plain, &b, 1, &lp) == TS_OK &&
+                 ts_session_eval(hostl, &h, 1, NULL) == TS_OK;
             CHECKF(ok, "%s: sample eval %d: %s", name, step, ts_last_error());
         }
         CHECKF(drawn == SAMPLE_STEPS, "%s: %d of %d draws", name, drawn, SAMPLE_STEPS);
-        printf("%-22s sample   device draws equal host draws at %d of %d steps\n", name, same, drawn);
+        printf("%-22s sample   device draws (logits in device and in host memory) equal host draws at %d of %d steps\n", name, same,
+               drawn);
     }
 done:
     ts_session_free(rec);
+    ts_session_free(hostl);
     ts_session_free(plain);
     ts_session_free(serial);
     ts_model_free(m);
