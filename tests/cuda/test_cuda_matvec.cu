@@ -427,6 +427,8 @@ int main(void) {
         s.int8 = true; /* the same on the int8 path: a launch per type */
         run_case(s);
         run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true)); /* 4 rows per group, a partial last group */
+        /* runs of 9 groups of 4 rows (kw 1): one store for 8 groups' outputs, then one for the run's last */
+        run_case(one(TS_TYPE_Q4_0, 64, 89761, 1, true, true, false, true));
         /* both splits of a group's chunks (MVQ_KW1), whichever the rule picks above */
         for (g_kw1 = 0; g_kw1 < 2; g_kw1++) {
             run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true));
@@ -453,6 +455,8 @@ int main(void) {
             run_case(one(t, 4096, 37, 8, true, true, false, true));
             /* enough rows for 4 per group at one token (MVQ_R1_BIG), the last group partial */
             run_case(one(t, 4096, 2643, 1, true, true, false, true));
+            /* runs longer than the groups one gathered store takes (kw 1) */
+            run_case(one(t, 256, 89761, 1, true, true, false, true));
             /* both splits of a group's chunks (MVQ_KW1), whichever the rule picks above */
             for (g_kw1 = 0; g_kw1 < 2; g_kw1++) {
                 run_case(one(t, 2816, 301, 1, false, false, false, true));

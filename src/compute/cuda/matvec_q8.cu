@@ -405,6 +405,7 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
         if (L::ASYNC) ts_cp_async_commit(); /* item s is group s, even when there is none */
     }
 
+    float ob = 0.0f; /* one token, kw 1: this lane's row of the groups gathered for one store */
     float acc[R][NT];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -480,7 +481,23 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                         for (int t = 0; t < NT; t++) v[r * NT + t] = acc[r][t], acc[r][t] = 0.0f;
                     const float sum = warp_sum_n<R * NT>(v, lane);
                     const int j = lane >> sh, r = j / NT, t = j % NT;
-                    if ((lane & ((1 << sh) - 1)) == 0) {
+                    if (NT == 1 && kw == 1) {
+                        /* one token, one warp a group: the outputs of GPC
+                         * consecutive groups (32 rows) gather in the lanes
+                         * (lane L: row L of them) and go out in one store
+                         * of 128 bytes, not 4 * R bytes a group: a y in
+                         * mapped host memory (the logits, logits_host) takes
+                         * 32 times fewer writes across the bus */
+                        constexpr int GPC = 32 / R;
+                        const int k = cg % GPC;
+                        const float x = __shfl_sync(0xffffffffu, sum, (lane % R) << sh);
+                        if (lane / R == k) ob = x;
+                        if (k == GPC - 1 || cg + 1 == ng) {
+                            const int row = (gs + cg - k) * R + lane;
+                            if (lane < (k + 1) * R && row < m.n_out)
+                                mvq_out(a.m[wi], a.accumulate, 0, row, 0.0f + ob); /* 0 + sum: as the kw > 1 sum */
+                        }
+                    } else if ((lane & ((1 << sh) - 1)) == 0) {
                         if (kw > 1) {
                             red[bt & 1][cg - bt * B][warp][r][t] = sum;
                         } else if (r < nr && t < a.n_tok) {
