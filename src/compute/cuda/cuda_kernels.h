@@ -146,8 +146,9 @@ int ts_cuda_matvec_q8_rows(int n_w, const ts_cuda_mat *w, int n_tok, int sms);
 ts_status ts_cuda_dequant(void *stream, const ts_cuda_mat *w, int64_t row0, int64_t n_rows, void *dst, uint32_t dst_type);
 /* dst (n) in dst_type (F16 or BF16) = x rounded to nearest even. */
 ts_status ts_cuda_convert_f32(void *stream, const float *x, int64_t n, void *dst, uint32_t dst_type);
-/* Smallest scratch ts_cuda_gemm accepts: x converted, plus 128 dequantized
- * weight rows; more scratch means fewer, larger cuBLAS calls. */
+/* Smallest scratch ts_cuda_gemm accepts: x converted (twice for F16/BF16
+ * weights: hi and lo), plus 128 dequantized weight rows; more scratch means
+ * fewer, larger cuBLAS calls. */
 size_t ts_cuda_gemm_scratch_min(const ts_cuda_mat *w, int n_tok);
 /* Tile room a session gives ts_cuda_gemm beyond that minimum (bench_gemm
  * times the call with it too, so its figures are the engine's). */
@@ -156,8 +157,11 @@ size_t ts_cuda_gemm_scratch_min(const ts_cuda_mat *w, int n_tok);
  * Weight rows are dequantized to compute_type (TS_TYPE_F16 or TS_TYPE_BF16)
  * tile by tile into scratch, x converted once, and each tile multiplied by
  * cublasGemmEx with float accumulation (tensor cores). F32 weights are
- * multiplied in F32 as they are (no TF32), compute_type unused. cublas is a
- * cublasHandle_t; its stream is set to `stream`. */
+ * multiplied in F32 as they are (no TF32), compute_type unused. Weights
+ * already in compute_type are multiplied in place, by x's 16-bit value and
+ * then by its rounding residual (x = hi + lo), so the activations keep about
+ * 22 bits (F16) as the CPU's F32 path keeps 24. cublas is a cublasHandle_t;
+ * its stream is set to `stream`. */
 ts_status ts_cuda_gemm(void *stream, void *cublas, const ts_cuda_mat *w, float *y, const float *x, int n_tok,
                        uint32_t compute_type, bool accumulate, void *scratch, size_t scratch_bytes);
 

@@ -72,15 +72,24 @@ __global__ void __launch_bounds__(128) dequant_f(const MvMat m, uint32_t type, i
     store4<OUT>((uint8_t *)dst + (size_t)blockIdx.y * (size_t)n_in * out_size(OUT), e, v);
 }
 
-template <int OUT> __global__ void __launch_bounds__(256) convert_kernel(const float *x, int64_t n, void *dst) {
+/* v rounded to OUT (F16 or BF16), as a float */
+template <int OUT> TS_DEV float round16(float v) {
+    return OUT == TS_TYPE_F16 ? h2f(f2h(v)) : __bfloat162float(__float2bfloat16_rn(v));
+}
+
+/* dst = x in OUT; LO: what rounding to OUT left out (x - round16(x)), in OUT */
+template <int OUT, bool LO> __global__ void __launch_bounds__(256) convert_kernel(const float *x, int64_t n, void *dst) {
     ts_pdl_enter();
     for (int64_t i = ((int64_t)blockIdx.x * 256 + threadIdx.x) * 4; i < n; i += (int64_t)gridDim.x * 1024) {
         if (i + 4 <= n) {
-            store4<OUT>(dst, i, *(const float4 *)(x + i));
+            float4 v = *(const float4 *)(x + i);
+            if (LO) v = make_float4(v.x - round16<OUT>(v.x), v.y - round16<OUT>(v.y), v.z - round16<OUT>(v.z), v.w - round16<OUT>(v.w));
+            store4<OUT>(dst, i, v);
         } else {
             for (int64_t j = i; j < n; j++) {
-                if (OUT == TS_TYPE_F16) ((uint16_t *)dst)[j] = f2h(x[j]);
-                else ((uint16_t *)dst)[j] = __bfloat16_as_ushort(__float2bfloat16_rn(x[j]));
+                const float v = LO ? x[j] - round16<OUT>(x[j]) : x[j];
+                if (OUT == TS_TYPE_F16) ((uint16_t *)dst)[j] = f2h(v);
+                else ((uint16_t *)dst)[j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
             }
         }
     }
@@ -124,7 +133,13 @@ ts_status mat_check(const char *who, const ts_cuda_mat *w) {
 
 const char *cublas_name(cublasStatus_t st) { return cublasGetStatusString(st); }
 
-size_t x_bytes(const ts_cuda_mat *w, int n_tok) { return ((size_t)n_tok * (size_t)w->n_in * 2 + 255) & ~(size_t)255; }
+/* x in 16 bits; for F16/BF16 weights (multiplied in place) also its
+ * rounding residual: x = hi + lo to ~22 (F16) or ~16 (BF16) bits, two GEMMs,
+ * so the activations lose no more than the CPU's F32 path does (one 16-bit
+ * x cost the 7B-class F16 fixtures' prefill a KL of 1e-4 against the CPU) */
+size_t x_bytes1(const ts_cuda_mat *w, int n_tok) { return ((size_t)n_tok * (size_t)w->n_in * 2 + 255) & ~(size_t)255; }
+bool x_split(const ts_cuda_mat *w) { return w->type == TS_TYPE_F16 || w->type == TS_TYPE_BF16; }
+size_t x_bytes(const ts_cuda_mat *w, int n_tok) { return x_bytes1(w, n_tok) * (x_split(w) ? 2 : 1); }
 
 /* Rows per dequantized tile. Tiles start at multiples of 128 rows and are
  * near equal: a tile of 1,013 rows (what 32 MiB of scratch held of the 7B's
@@ -167,8 +182,8 @@ ts_status ts_cuda_convert_f32(void *stream, const float *x, int64_t n, void *dst
                  "cuda convert: NULL or unaligned pointer, or n %lld", (long long)n);
     int64_t blocks = (n + 1023) / 1024;
     if (blocks > 65536) blocks = 65536;
-    if (dst_type == TS_TYPE_F16) ts_launch(&convert_kernel<TS_TYPE_F16>, (unsigned)blocks, 256, 0, ts_stream(stream))(x, n, dst);
-    else if (dst_type == TS_TYPE_BF16) ts_launch(&convert_kernel<TS_TYPE_BF16>, (unsigned)blocks, 256, 0, ts_stream(stream))(x, n, dst);
+    if (dst_type == TS_TYPE_F16) ts_launch(&convert_kernel<TS_TYPE_F16, false>, (unsigned)blocks, 256, 0, ts_stream(stream))(x, n, dst);
+    else if (dst_type == TS_TYPE_BF16) ts_launch(&convert_kernel<TS_TYPE_BF16, false>, (unsigned)blocks, 256, 0, ts_stream(stream))(x, n, dst);
     else return ts_fail(TS_ERR_ARG, "cuda convert: output type %s (F16, BF16)", ts_type_name(dst_type));
     TS_CUDA_LAUNCHED("convert");
     return TS_OK;
@@ -210,11 +225,21 @@ ts_status ts_cuda_gemm(void *stream, void *cublas, const ts_cuda_mat *w, float *
     int64_t tile = gemm_tile_rows(w, n_tok, scratch_bytes);
     const cudaDataType_t dt = compute_type == TS_TYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
     if (w->type == compute_type) {
-        /* the weights are already what the tensor cores take: no copy */
-        cs = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n_tok, (int)w->n_in, &one, w->data, dt, (int)w->n_in, xs, dt,
-                          (int)w->n_in, accumulate ? &one : &zero, y, CUDA_R_32F, (int)w->n_out, CUBLAS_COMPUTE_32F,
-                          CUBLAS_GEMM_DEFAULT);
-        if (cs != CUBLAS_STATUS_SUCCESS) return ts_fail(TS_ERR_DEVICE, "cuda gemm: cublasGemmEx (in place): %s", cublas_name(cs));
+        /* the weights are already what the tensor cores take: no copy; x as
+         * hi + lo (x_bytes): W x_hi, then W x_lo added */
+        uint8_t *xlo = xs + x_bytes1(w, n_tok);
+        const int64_t n = (int64_t)n_tok * w->n_in;
+        int64_t blocks = (n + 1023) / 1024;
+        if (blocks > 65536) blocks = 65536;
+        if (compute_type == TS_TYPE_F16) ts_launch(&convert_kernel<TS_TYPE_F16, true>, (unsigned)blocks, 256, 0, s)(x, n, xlo);
+        else ts_launch(&convert_kernel<TS_TYPE_BF16, true>, (unsigned)blocks, 256, 0, s)(x, n, xlo);
+        TS_CUDA_LAUNCHED("convert (residual)");
+        for (int part = 0; part < 2; part++) {
+            cs = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n_tok, (int)w->n_in, &one, w->data, dt, (int)w->n_in,
+                              part ? xlo : xs, dt, (int)w->n_in, accumulate || part ? &one : &zero, y, CUDA_R_32F, (int)w->n_out,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            if (cs != CUBLAS_STATUS_SUCCESS) return ts_fail(TS_ERR_DEVICE, "cuda gemm: cublasGemmEx (in place): %s", cublas_name(cs));
+        }
     }
     for (int64_t r0 = 0; r0 < w->n_out && w->type != TS_TYPE_F32 && w->type != compute_type; r0 += tile) {
         const int64_t mt = w->n_out - r0 < tile ? w->n_out - r0 : tile;
