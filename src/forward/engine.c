@@ -787,7 +787,7 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
         s->timings.prefill_tokens += n;
         s->timings.prefill_s += dt;
     }
-    if (!host && !copy && !(s->logits_host && logits)) {
+    if (!host && !logits && !s->all_logits) {
         s->dev_logits = true; /* in s->logits, for ts_session_sample */
         return TS_OK;
     }
@@ -890,16 +890,17 @@ int32_t ts_session_draw(ts_session *s, float *host_logits) {
         ts_status st = sample_on_backend(s, &id);
         if (st != TS_ERR_UNSUPPORTED) return st == TS_OK ? id : -1;
     }
-    /* the backend cannot draw with these parameters: the row comes to the host */
-    if (s->logits_host) { /* already there (the eval synced) */
-        s->dev_logits = false;
-        return sampler_sample(s->smp, s->logits);
+    /* the backend cannot draw with these parameters: the row comes to the
+     * host (with logits_host it is there: the eval synced) */
+    float *row = s->logits;
+    if (!s->logits_host) {
+        if (ensure_out(s, 1) != TS_OK) return -1;
+        s->be->ops->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)s->model->desc.hp.n_vocab);
+        if (s->be->ops->sync(s->st) != TS_OK) return -1;
+        row = s->out;
     }
-    if (ensure_out(s, 1) != TS_OK) return -1;
-    s->be->ops->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)s->model->desc.hp.n_vocab);
-    if (s->be->ops->sync(s->st) != TS_OK) return -1;
     s->dev_logits = false;
-    return sampler_sample(s->smp, s->out);
+    return sampler_sample(s->smp, row);
 }
 
 ts_status ts_session_sample(ts_session *s, int32_t *id) {

@@ -135,8 +135,8 @@ const char *cublas_name(cublasStatus_t st) { return cublasGetStatusString(st); }
 
 /* x in 16 bits; for F16/BF16 weights (multiplied in place) also its
  * rounding residual: x = hi + lo to ~22 (F16) or ~16 (BF16) bits, two GEMMs,
- * so the activations lose no more than the CPU's F32 path does (one 16-bit
- * x cost the 7B-class F16 fixtures' prefill a KL of 1e-4 against the CPU) */
+ * so the activations lose about what the CPU's F32 path loses (a 16-bit x
+ * alone cost a tiny F16 fixture's prefill a KL of 1.0e-4 against the CPU) */
 size_t x_bytes1(const ts_cuda_mat *w, int n_tok) { return ((size_t)n_tok * (size_t)w->n_in * 2 + 255) & ~(size_t)255; }
 bool x_split(const ts_cuda_mat *w) { return w->type == TS_TYPE_F16 || w->type == TS_TYPE_BF16; }
 size_t x_bytes(const ts_cuda_mat *w, int n_tok) { return x_bytes1(w, n_tok) * (x_split(w) ? 2 : 1); }
