@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
     g_loader = loader && *loader ? loader : NULL;
     if (g_kw1) ts_cuda_matvec_q8_force_kw1(atoi(g_kw1) ? 1 : 0);
     if (rows && *rows) ts_cuda_matvec_q8_force_rows(atoi(rows));
-    if (g_loader) ts_cuda_matvec_q8_force_loader(atoi(g_loader));
+    if (g_loader) ts_cuda_matvec_q8_force_loader(atoi(g_loader) ? 1 : 0);
     int dev = 0;
     BCU(cudaGetDevice(&dev));
     BCU(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));

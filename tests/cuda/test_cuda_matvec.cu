@@ -126,32 +126,18 @@ static size_t q8_outputs_differ(const Case &c, float **a, float **b) {
     return diff;
 }
 
-/* ts_cuda_matvec_q8 with each loader forced on the same inputs: registers,
- * the cp.async ring and, for Q4_K/Q5_K, the bulk ring. They sum in the same
- * order, so their outputs must be equal bit for bit. Leaves the last
- * loader's output in dy, which run_case checks against the CPU reference
- * (so every loader is checked; a launch's own choice is one of them). */
+/* ts_cuda_matvec_q8 with the register loaders and with the cp.async ring,
+ * each forced, on the same inputs: they sum in the same order, so their
+ * outputs must be equal bit for bit. Leaves the ring's output in dy, which
+ * run_case checks against the CPU reference (so both loaders are checked;
+ * a launch's own choice is one of the two). */
 static void check_loaders_agree(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, uint32_t partner,
                                 const void *dq8, const char *what) {
-    static const char *name[3] = {"register", "cp.async", "bulk"};
-    int modes = 2;
-    for (int i = 0; i < c.n_w; i++)
-        if (c.type[i] == TS_TYPE_Q4_K || c.type[i] == TS_TYPE_Q5_K) modes = 3;
-    float *ref[TS_CUDA_MAX_MATS];
-    q8_run_forced(c, m, dy, hy0, partner, dq8, 0, g_kw1, -1, ref, what);
-    for (int mode = 1; mode < modes; mode++) {
-        float *out[TS_CUDA_MAX_MATS], *keep[TS_CUDA_MAX_MATS];
-        q8_run_forced(c, m, dy, hy0, partner, dq8, mode, g_kw1, -1, out, what);
-        for (int i = 0; i < c.n_w; i++) { /* the register run stays the reference of the next mode */
-            const size_t ny = (size_t)(c.n_out[i] * c.n_tok);
-            keep[i] = (float *)malloc(sizeof(float) * ny);
-            memcpy(keep[i], ref[i], sizeof(float) * ny);
-        }
-        const size_t diff = q8_outputs_differ(c, keep, out);
-        printf("%-60s register vs %s loaders: %zu outputs differ %s\n", what, name[mode], diff, diff ? "FAIL" : "ok");
-        CHECKF(diff == 0, "%s: the register and %s loaders differ in %zu outputs", what, name[mode], diff);
-    }
-    for (int i = 0; i < c.n_w; i++) free(ref[i]);
+    float *out[2][TS_CUDA_MAX_MATS];
+    for (int mode = 0; mode < 2; mode++) q8_run_forced(c, m, dy, hy0, partner, dq8, mode, g_kw1, -1, out[mode], what);
+    const size_t diff = q8_outputs_differ(c, out[0], out[1]);
+    printf("%-60s register vs cp.async loaders: %zu outputs differ %s\n", what, diff, diff ? "FAIL" : "ok");
+    CHECKF(diff == 0, "%s: the register and cp.async loaders differ in %zu outputs", what, diff);
 }
 
 /* One token: 2 and 4 rows per group (ts_cuda_matvec_q8_force_rows) give
@@ -227,7 +213,7 @@ static void run_case(const Case &c) {
         tcu_poison(dq8, qb);
         TCU_OK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, nt, c.rms ? dnw : NULL, EPS, dq8), what);
         if (nt == 1 && c.type[0] != TS_TYPE_Q8_0) check_rows_agree(c, m, dy, hy0, partner, dq8, what);
-        check_loaders_agree(c, m, dy, hy0, partner, dq8, what); /* runs the matvec (every loader) */
+        check_loaders_agree(c, m, dy, hy0, partner, dq8, what); /* runs the matvec (both loaders) */
     } else {
         if (c.rms) TCU_OK(ts_cuda_rms_inv(NULL, dx, n_in, nt, EPS, dinv), what);
         TCU_OK(ts_cuda_matvec(NULL, c.n_w, m, dy, dx, nt, c.rms ? dinv : NULL, c.rms ? dnw : NULL, c.accumulate), what);

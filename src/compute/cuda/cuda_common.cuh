@@ -376,61 +376,6 @@ template <int N> TS_DEV void ts_cp_async_wait() {
 #endif
 }
 
-/* Bulk copies global -> shared by the copy engine (sm_90 cp.async.bulk,
- * TMA without a tensor map), completed through an mbarrier in shared
- * memory. One thread issues: ts_bulk_expect(bar, bytes) (its one arrival,
- * the phase then waits for that many bytes), then ts_bulk_copy for each
- * piece (16-aligned addresses, sizes multiples of 16); every thread that
- * reads the bytes calls ts_bulk_wait(bar, parity) first, parity being the
- * barrier's use count & 1. ts_bulk_init(bar) once per barrier (arrival
- * count 1), before any copy names it, followed by a barrier among the
- * threads that use it. A shared buffer is refilled only once every reader
- * is past its previous contents (a __syncwarp or __syncthreads before the
- * issue). The emulation and host compiles copy at once: the issuing lane
- * copies, and ts_bulk_wait is a __syncwarp, so the warp sees the bytes. */
-TS_DEV void ts_bulk_init(uint64_t *bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#else
-    *bar = 0;
-#endif
-}
-TS_DEV void ts_bulk_expect(uint64_t *bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
-#else
-    (void)bar, (void)bytes;
-#endif
-}
-TS_DEV void ts_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst), b = (unsigned)__cvta_generic_to_shared(bar);
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
-                 "l"(src), "r"(bytes), "r"(b)
-                 : "memory");
-#else
-    memcpy(dst, src, bytes);
-    (void)bar;
-#endif
-}
-TS_DEV void ts_bulk_wait(uint64_t *bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(b), "r"(parity)
-                     : "memory");
-#else
-    (void)bar, (void)parity;
-    __syncwarp();
-#endif
-}
-
 /* An L2 prefetch of the 128-byte line at p (a hint: never changes results). */
 TS_DEV void ts_prefetch_l2(const void *p) {
 #if defined(__CUDA_ARCH__)

@@ -120,9 +120,8 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
                             const void *q8, int n_tok, bool accumulate);
 /* Test hook (not thread-safe; set before launches): which weight loader
  * ts_cuda_matvec_q8 uses: -1 its own choice per launch (the default), 0 the
- * register loaders, 1 the cp.async ring, 2 the bulk ring (Q4_K/Q5_K; the
- * cp.async ring for other types). Every loader sums in the same order, so
- * results are bit-identical whichever runs. */
+ * register loaders, 1 the cp.async ring. Every loader sums in the same order,
+ * so results are bit-identical whichever runs. */
 void ts_cuda_matvec_q8_force_loader(int mode);
 /* Test and benchmark hook (the same caveats): how ts_cuda_matvec_q8 splits a
  * row group's chunks: -1 by its rule (MVQ_KW1), 0 never one warp per group

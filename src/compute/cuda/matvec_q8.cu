@@ -157,22 +157,8 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #ifndef MVQ_ASYNC_DEP
 #define MVQ_ASYNC_DEP 4
 #endif
-#ifndef MVQ_BULK
-/* 1: Q4_K/Q5_K launches of at least MVQ_ASYNC_MIN_ITEMS items per warp use
- * the bulk loader (QBulk: the copy engine fills a shared ring), 0: the
- * direct register loads everywhere. Measured on the H200 (session 23,
- * bench/results/2026-12-04-h200-s23/call1-*, bench_matvec, 2 rounds, us
- * registers / bulk): 7B gate_up 25.9 / 29.1, down 16.0 / 18.4, lm_head 85.7 /
- * 92.9, qkv and o level; the issue (an elected lane's copy per row, ~16
- * instructions each with its operands moved to uniform registers) costs more
- * than the deeper ring saves, as the cp.async ring did for Q4_K. Hence 0. */
-#define MVQ_BULK 0
-#endif
-#ifndef MVQ_BULK_BYTES
-#define MVQ_BULK_BYTES 8192 /* shared bytes per warp for the bulk ring (its depth: 2..MVQ_ASYNC_DEP items) */
-#endif
 #ifndef MVQ_ASYNC_MIN_ITEMS
-#define MVQ_ASYNC_MIN_ITEMS 4 /* items per warp below which a launch keeps the register loaders (mvq_kind) */
+#define MVQ_ASYNC_MIN_ITEMS 4 /* items per warp below which a launch keeps the register loaders (mvq_async) */
 #endif
 #ifndef MVQ_KW1
 /* 1: a launch with at least one row group for every resident warp gives
@@ -211,7 +197,7 @@ template <int T, int R> struct QStaged {
     typedef Geo<T> G;
     static constexpr int SMEM = R * G::SROW; /* shared bytes per warp */
     static constexpr int WORDS = R * G::WPL;  /* 16-byte registers per lane per item */
-    static constexpr bool ASYNC = false, COMMIT = false;
+    static constexpr bool ASYNC = false;
     uint4 v[R][G::WPL];
     int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words loaded (bits 4-) */
 
@@ -245,7 +231,7 @@ template <int T, int R> struct QDirect;
 template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
     typedef Dec<TS_TYPE_Q4_K> D;
     static constexpr int SMEM = 0, WORDS = 2 * R;
-    static constexpr bool ASYNC = false, COMMIT = false;
+    static constexpr bool ASYNC = false;
     uint4 hd[R], q[R];
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
         const int bl = c * Geo<TS_TYPE_Q4_K>::CB + lane / D::NU;
@@ -267,7 +253,7 @@ template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
 template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
     typedef Dec<TS_TYPE_Q5_K> D;
     static constexpr int SMEM = 0, WORDS = 3 * R;
-    static constexpr bool ASYNC = false, COMMIT = false;
+    static constexpr bool ASYNC = false;
     uint4 hd[R], h[R], q[R];
     TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
         const int bl = c * Geo<TS_TYPE_Q5_K>::CB + lane / D::NU;
@@ -299,7 +285,7 @@ template <int T, int R> struct QAsync {
     typedef Dec<T> D;
     typedef Geo<T> G;
     static constexpr int SMEM = R * G::SROW; /* shared bytes per warp and slot */
-    static constexpr bool ASYNC = true, COMMIT = true;
+    static constexpr bool ASYNC = true;
     static constexpr int d0 = MVQ_ASYNC_BYTES / SMEM;
     static constexpr int DEP = d0 < 2 ? 2 : d0 > MVQ_ASYNC_DEP ? MVQ_ASYNC_DEP : d0;
     int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words (bits 4-): q_item_words */
@@ -324,57 +310,8 @@ template <int T, int R> struct QAsync {
     }
 };
 
-/* Bulk loader (types whose blocks are whole 16-byte words: Q4_K, Q5_K;
- * MVQ_BULK): each ring slot is an mbarrier and an item's chunk of each row,
- * copied by the copy engine (cp.async.bulk, one instruction a row issued by
- * lane 0) into the slot, so an item in flight holds no registers and costs
- * the warp no per-lane address arithmetic; the lanes wait on the slot's
- * barrier and decode their units from shared memory with the direct
- * loader's decoders (the same words, so the same sums). The rows' chunks
- * start 16-aligned because the blocks are (BB % 16 == 0) and so are the
- * rows (whole blocks) and the weight. */
-template <int T, int R> struct QBulk {
-    typedef Dec<T> D;
-    typedef Geo<T> G;
-    static_assert(D::BB % 16 == 0, "QBulk: blocks of whole 16-byte words");
-    static constexpr int SMEM = 16 + R * G::CHB; /* bytes per slot: the mbarrier, then row r's chunk at 16 + r CHB */
-    static constexpr bool ASYNC = true, COMMIT = false;
-    static constexpr int d0 = MVQ_BULK_BYTES / SMEM;
-    static constexpr int DEP = d0 < 2 ? 2 : d0 > MVQ_ASYNC_DEP ? MVQ_ASYNC_DEP : d0;
-    uint32_t par = 0; /* the slot's barrier phase the next decode waits for */
-    K4Sel k = K4Sel(threadIdx.x & 7);
-    TS_DEV QBulk() { k.keep(); }
-
-    static TS_DEV void init(uint8_t *sm, int lane) { /* every slot of the warp's ring, before its first load */
-        if (lane == 0)
-            for (int s = 0; s < DEP; s++) ts_bulk_init((uint64_t *)(sm + s * SMEM));
-        __syncwarp();
-    }
-    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *sm) {
-        if (lane != 0) return;
-        const int b0 = c * G::CB, nbl = nb - b0 < G::CB ? nb - b0 : G::CB;
-        const uint32_t len = (uint32_t)nbl * D::BB;
-        uint64_t *bar = (uint64_t *)sm;
-        ts_bulk_expect(bar, len * (uint32_t)nr);
-        const uint8_t *src = row + (size_t)b0 * D::BB;
-#pragma unroll
-        for (int r = 0; r < R; r++, src += m.rb)
-            if (r < nr) ts_bulk_copy(sm + 16 + r * G::CHB, src, len, bar);
-    }
-    TS_DEV void stage(uint8_t *sm, int, int) {
-        ts_bulk_wait((uint64_t *)sm, par);
-        par ^= 1;
-    }
-    TS_DEV void unit(const uint8_t *sm, int r, int lane, int u, typename D::UI &s) const {
-        const uint8_t *b = sm + 16 + r * G::CHB + (lane / D::NU) * D::BB;
-        if constexpr (T == TS_TYPE_Q4_K) D::iload_w(ld_u4(b), ld_u4(b + D::qoff(u)), k, s);
-        else D::iload_w(ld_u4(b), ld_u4(b + D::hoff(u)), ld_u4(b + D::qoff(u)), u, k, s);
-    }
-};
-
 /* Loader kinds: 0 staged through registers, 1 direct (Q4_K/Q5_K only), 2
- * asynchronous, 3 bulk (Q4_K/Q5_K only). Which one a launch uses is
- * mvq_kind's choice. */
+ * asynchronous. Which one a launch uses is mvq_kind's choice. */
 template <int T, int R, int KIND> struct QLoader;
 template <int T, int R> struct QLoader<T, R, 0> {
     typedef QStaged<T, R> L;
@@ -384,9 +321,6 @@ template <int T, int R> struct QLoader<T, R, 1> {
 };
 template <int T, int R> struct QLoader<T, R, 2> {
     typedef QAsync<T, R> L;
-};
-template <int T, int R> struct QLoader<T, R, 3> {
-    typedef QBulk<T, R> L;
 };
 
 /* Ring depth of a loader: as many items as MVQ_RING words allow, 1..3
@@ -457,7 +391,6 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
 
     /* the load cursor runs DEP - 1 items ahead of the decode cursor */
     L ring[DEP];
-    if constexpr (KIND == 3) L::init(buf, lane);
     int lg = 0, lj = 0;
     auto issue = [&](int slot) {
         if (L::ASYNC) __syncwarp(); /* the slot's previous item is decoded by every lane */
@@ -469,7 +402,7 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
 #pragma unroll
     for (int s = 0; s + 1 < DEP; s++) {
         if (s < nitems) issue(s);
-        if (L::COMMIT) ts_cp_async_commit(); /* item s is group s, even when there is none */
+        if (L::ASYNC) ts_cp_async_commit(); /* item s is group s, even when there is none */
     }
 
     float ob = 0.0f; /* one token, kw 1: this lane's row of the groups gathered for one store */
@@ -491,7 +424,7 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
             for (int s = 0; s < DEP; s++) {
                 if (k + s >= kend) continue; /* the run's last items */
                 if (k + s + DEP - 1 < nitems) issue((s + DEP - 1) % DEP);
-                if (L::COMMIT) ts_cp_async_commit();
+                if (L::ASYNC) ts_cp_async_commit();
                 const int row0 = (gs + cg) * R;
                 const int nr = m.n_out - row0 < R ? m.n_out - row0 : R;
                 const int bl = (phase + cj * kw) * G::CB + lane / D::NU;
@@ -606,33 +539,25 @@ int mvq_force = -1;     /* ts_cuda_matvec_q8_force_loader */
 int mvq_force_kw1 = -1; /* ts_cuda_matvec_q8_force_kw1 */
 int mvq_force_rows = -1; /* ts_cuda_matvec_q8_force_rows */
 
-/* The loader of a launch: 0 registers (direct or staged by type), 1 the
- * cp.async ring, 2 the bulk ring (Q4_K/Q5_K; other types take the cp.async
- * ring when it is forced). */
-static int mvq_kind(uint32_t type, int64_t items_per_warp) {
-    const bool aligned = type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K;
-    if (mvq_force >= 0) return mvq_force == 2 && !aligned ? 1 : mvq_force;
-    if (items_per_warp < MVQ_ASYNC_MIN_ITEMS) return 0;
-    if (MVQ_BULK && aligned) return 2;
-    const bool direct = MVQ_DIRECT && aligned;
-    if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct) || (MVQ_ASYNC == 3 && type != TS_TYPE_Q6_K)) return 0;
-    return 1;
+static bool mvq_async(uint32_t type, int64_t items_per_warp) {
+    if (mvq_force >= 0) return mvq_force == 1;
+    const bool direct = MVQ_DIRECT && (type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K);
+    if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct) || (MVQ_ASYNC == 3 && type != TS_TYPE_Q6_K)) return false;
+    return items_per_warp >= MVQ_ASYNC_MIN_ITEMS;
 }
 
-template <int T, int NT, int R> void launch_t(cudaStream_t s, int kind, const MvArgs &a, int64_t blocks) {
-    constexpr bool ALIGNED = T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K;
-    constexpr int REG = MVQ_DIRECT && ALIGNED ? 1 : 0;
-    if (kind == 2 && ALIGNED) ts_launch(&mv_q_q8<T, NT, R, ALIGNED ? 3 : 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
-    else if (kind >= 1) ts_launch(&mv_q_q8<T, NT, R, 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
+template <int T, int NT, int R> void launch_t(cudaStream_t s, bool async, const MvArgs &a, int64_t blocks) {
+    constexpr int REG = MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K) ? 1 : 0;
+    if (async) ts_launch(&mv_q_q8<T, NT, R, 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
     else ts_launch(&mv_q_q8<T, NT, R, REG>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
 }
 
 template <int NT, int R>
 ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks, int64_t items_per_warp) {
-    const int kind = mvq_kind(type, items_per_warp);
+    const bool async = mvq_async(type, items_per_warp);
     switch (type) {
 #define Q(T) \
-    case T: launch_t<T, NT, R>(s, kind, a, blocks); break;
+    case T: launch_t<T, NT, R>(s, async, a, blocks); break;
         TS_FOR_INT8_TYPES(Q)
 #undef Q
     default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8: type %s has no int8 path", ts_type_name(type));
