@@ -238,12 +238,16 @@ template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
         if (bl >= nb) return;
         /* two pointers stepped by a row: 4 integer ops a row for its 2 loads */
         const uint8_t *b = row + (size_t)bl * D::BB, *bq = b + D::qoff(lane % D::NU);
+        auto rows = [&](auto whole) { /* as the decode: a whole group of 2 rows without a test per row */
 #pragma unroll
-        for (int r = 0; r < R; r++, b += m.rb, bq += m.rb) {
-            if (r >= nr) continue;
-            hd[r] = ldw16(b);
-            q[r] = ldw16(bq);
-        }
+            for (int r = 0; r < R; r++, b += m.rb, bq += m.rb) {
+                if (!decltype(whole)::value && r >= nr) continue;
+                hd[r] = ldw16(b);
+                q[r] = ldw16(bq);
+            }
+        };
+        if (R <= 2 && nr == R) rows(Flag<R <= 2>());
+        else rows(Flag<false>());
     }
     TS_DEV void stage(uint8_t *, int, int) const {}
     K4Sel k = K4Sel(threadIdx.x & 7); /* u = lane % 8, formed once */
@@ -260,13 +264,17 @@ template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
         if (bl >= nb) return;
         const int u = lane % D::NU;
         const uint8_t *b = row + (size_t)bl * D::BB, *bh = b + D::hoff(u), *bq = b + D::qoff(u);
+        auto rows = [&](auto whole) { /* as the decode: a whole group of 2 rows without a test per row */
 #pragma unroll
-        for (int r = 0; r < R; r++, b += m.rb, bh += m.rb, bq += m.rb) {
-            if (r >= nr) continue;
-            hd[r] = ldw16(b);
-            h[r] = ldw16(bh);
-            q[r] = ldw16(bq);
-        }
+            for (int r = 0; r < R; r++, b += m.rb, bh += m.rb, bq += m.rb) {
+                if (!decltype(whole)::value && r >= nr) continue;
+                hd[r] = ldw16(b);
+                h[r] = ldw16(bh);
+                q[r] = ldw16(bq);
+            }
+        };
+        if (R <= 2 && nr == R) rows(Flag<R <= 2>());
+        else rows(Flag<false>());
     }
     TS_DEV void stage(uint8_t *, int, int) const {}
     K4Sel k = K4Sel(threadIdx.x & 7); /* u = lane % 8, formed once */
@@ -439,14 +447,24 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                 uint8_t *sbuf = buf + s * SLOT; /* this item's bytes (the staging buffer: SLOT 0) */
                 ring[s].stage(sbuf, nr, lane);
                 if (on && NT == 1) {
-                    /* one row's decoded unit live at a time */
+                    /* one row's decoded unit live at a time. With 2 rows a
+                     * group, a whole group (every group of the matrix but its
+                     * last) goes without a test per row (each test is a branch
+                     * with its own reconvergence point, ~3 instructions a row):
+                     * SmolLM2 tg128 +1.5% on the H200. With 4 rows the same
+                     * cost the 7B 0.9% (a second copy of the 4-row decode):
+                     * docs/KERNELS.md, session 23. */
+                    auto rows = [&](auto whole) {
 #pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        if (r >= nr) continue;
-                        typename D::UI w;
-                        ring[s].unit(sbuf, r, lane, u, w);
-                        acc[r][0] += D::idot(w, u, X0, xs0);
-                    }
+                        for (int r = 0; r < R; r++) {
+                            if (!decltype(whole)::value && r >= nr) continue;
+                            typename D::UI w;
+                            ring[s].unit(sbuf, r, lane, u, w);
+                            acc[r][0] += D::idot(w, u, X0, xs0);
+                        }
+                    };
+                    if (R <= 2 && nr == R) rows(Flag<R <= 2>());
+                    else rows(Flag<false>());
                 } else if (on) {
                     /* every row's unit decoded once, each token's words loaded once */
                     typename D::UI w[R];
