@@ -451,7 +451,7 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                      * group, a whole group (every group of the matrix but its
                      * last) goes without a test per row (each test is a branch
                      * with its own reconvergence point, ~3 instructions a row):
-                     * SmolLM2 tg128 +1.5% on the H200. With 4 rows the same
+                     * SmolLM2 tg128 +2.0% on the H200. With 4 rows the same
                      * cost the 7B 0.9% (a second copy of the 4-row decode):
                      * docs/KERNELS.md, session 23. */
                     auto rows = [&](auto whole) {
