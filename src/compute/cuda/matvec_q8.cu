@@ -189,6 +189,17 @@ struct QMat {
     int n_out;              /* rows */
 };
 
+/* f(Flag<true>()) for a whole row group of 2 or fewer rows, else
+ * f(Flag<false>()): f runs its rows without the test for rows past the
+ * matrix end when given true. Each such test is a branch with its own
+ * reconvergence point, ~3 instructions a row; for 4-row groups the second
+ * copy of the loop cost more than the tests (the 7B 0.9% slower, SmolLM2's
+ * 2-row launches 2.0% faster: docs/KERNELS.md, session 23). */
+template <int R, typename F> TS_DEV void mvq_rows_whole(int nr, F &&f) {
+    if (R <= 2 && nr == R) f(Flag<R <= 2>());
+    else f(Flag<false>());
+}
+
 /* Staged loader (any type): an item's chunk of each row in registers
  * (Stage's words, ldw16), realigned through the warp's shared buffer when it
  * is decoded. */
@@ -238,7 +249,7 @@ template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
         if (bl >= nb) return;
         /* two pointers stepped by a row: 4 integer ops a row for its 2 loads */
         const uint8_t *b = row + (size_t)bl * D::BB, *bq = b + D::qoff(lane % D::NU);
-        auto rows = [&](auto whole) { /* as the decode: a whole group of 2 rows without a test per row */
+        auto rows = [&](auto whole) { /* mvq_rows_whole */
 #pragma unroll
             for (int r = 0; r < R; r++, b += m.rb, bq += m.rb) {
                 if (!decltype(whole)::value && r >= nr) continue;
@@ -246,8 +257,7 @@ template <int R> struct QDirect<TS_TYPE_Q4_K, R> {
                 q[r] = ldw16(bq);
             }
         };
-        if (R <= 2 && nr == R) rows(Flag<R <= 2>());
-        else rows(Flag<false>());
+        mvq_rows_whole<R>(nr, rows);
     }
     TS_DEV void stage(uint8_t *, int, int) const {}
     K4Sel k = K4Sel(threadIdx.x & 7); /* u = lane % 8, formed once */
@@ -264,7 +274,7 @@ template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
         if (bl >= nb) return;
         const int u = lane % D::NU;
         const uint8_t *b = row + (size_t)bl * D::BB, *bh = b + D::hoff(u), *bq = b + D::qoff(u);
-        auto rows = [&](auto whole) { /* as the decode: a whole group of 2 rows without a test per row */
+        auto rows = [&](auto whole) { /* mvq_rows_whole */
 #pragma unroll
             for (int r = 0; r < R; r++, b += m.rb, bh += m.rb, bq += m.rb) {
                 if (!decltype(whole)::value && r >= nr) continue;
@@ -273,8 +283,7 @@ template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
                 q[r] = ldw16(bq);
             }
         };
-        if (R <= 2 && nr == R) rows(Flag<R <= 2>());
-        else rows(Flag<false>());
+        mvq_rows_whole<R>(nr, rows);
     }
     TS_DEV void stage(uint8_t *, int, int) const {}
     K4Sel k = K4Sel(threadIdx.x & 7); /* u = lane % 8, formed once */
@@ -447,13 +456,8 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                 uint8_t *sbuf = buf + s * SLOT; /* this item's bytes (the staging buffer: SLOT 0) */
                 ring[s].stage(sbuf, nr, lane);
                 if (on && NT == 1) {
-                    /* one row's decoded unit live at a time. With 2 rows a
-                     * group, a whole group (every group of the matrix but its
-                     * last) goes without a test per row (each test is a branch
-                     * with its own reconvergence point, ~3 instructions a row):
-                     * SmolLM2 tg128 +2.0% on the H200. With 4 rows the same
-                     * cost the 7B 0.9% (a second copy of the 4-row decode):
-                     * docs/KERNELS.md, session 23. */
+                    /* one row's decoded unit live at a time (a whole group
+                     * of up to 2 rows without a test per row: mvq_rows_whole) */
                     auto rows = [&](auto whole) {
 #pragma unroll
                         for (int r = 0; r < R; r++) {
@@ -463,8 +467,7 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
                             acc[r][0] += D::idot(w, u, X0, xs0);
                         }
                     };
-                    if (R <= 2 && nr == R) rows(Flag<R <= 2>());
-                    else rows(Flag<false>());
+                    mvq_rows_whole<R>(nr, rows);
                 } else if (on) {
                     /* every row's unit decoded once, each token's words loaded once */
                     typename D::UI w[R];
