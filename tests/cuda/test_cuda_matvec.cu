@@ -92,7 +92,7 @@ static void check_norm_matvec(const Case &c, const ts_cuda_mat *m, float *const 
 /* ts_cuda_matvec_q8 on a case's inputs with its hooks forced (-1: the
  * launch's own rule), the outputs downloaded into out[i] (malloc'ed). */
 static void q8_run_forced(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, uint32_t partner,
-                          const void *dq8, int loader, int kw1, int rows, float **out, const char *what) {
+                          const void *dq8, int loader, int kw1, int rows, int split, float **out, const char *what) {
     const int nt = c.n_tok;
     for (int i = 0; i < c.n_w; i++) {
         const size_t ny = (size_t)(c.n_out[i] * nt);
@@ -102,10 +102,12 @@ static void q8_run_forced(const Case &c, const ts_cuda_mat *m, float *const *dy,
     ts_cuda_matvec_q8_force_loader(loader);
     ts_cuda_matvec_q8_force_kw1(kw1);
     ts_cuda_matvec_q8_force_rows(rows);
+    ts_cuda_matvec_q8_force_split(split);
     const ts_status st = ts_cuda_matvec_q8(NULL, c.n_w, m, dy, partner, dq8, nt, c.accumulate);
     ts_cuda_matvec_q8_force_loader(-1);
     ts_cuda_matvec_q8_force_kw1(-1);
     ts_cuda_matvec_q8_force_rows(-1);
+    ts_cuda_matvec_q8_force_split(0);
     TCU_OK(st, what);
     tcu_sync(what);
     for (int i = 0; i < c.n_w; i++) {
@@ -134,7 +136,7 @@ static size_t q8_outputs_differ(const Case &c, float **a, float **b) {
 static void check_loaders_agree(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, uint32_t partner,
                                 const void *dq8, const char *what) {
     float *out[2][TS_CUDA_MAX_MATS];
-    for (int mode = 0; mode < 2; mode++) q8_run_forced(c, m, dy, hy0, partner, dq8, mode, g_kw1, -1, out[mode], what);
+    for (int mode = 0; mode < 2; mode++) q8_run_forced(c, m, dy, hy0, partner, dq8, mode, g_kw1, -1, 0, out[mode], what);
     const size_t diff = q8_outputs_differ(c, out[0], out[1]);
     printf("%-60s register vs cp.async loaders: %zu outputs differ %s\n", what, diff, diff ? "FAIL" : "ok");
     CHECKF(diff == 0, "%s: the register and cp.async loaders differ in %zu outputs", what, diff);
@@ -149,11 +151,27 @@ static void check_rows_agree(const Case &c, const ts_cuda_mat *m, float *const *
     size_t diff = 0;
     for (int kw1 = 0; kw1 < 2; kw1++) {
         float *out[2][TS_CUDA_MAX_MATS];
-        for (int mode = 0; mode < 2; mode++) q8_run_forced(c, m, dy, hy0, partner, dq8, -1, kw1, mode ? 4 : 2, out[mode], what);
+        for (int mode = 0; mode < 2; mode++) q8_run_forced(c, m, dy, hy0, partner, dq8, -1, kw1, mode ? 4 : 2, 0, out[mode], what);
         diff += q8_outputs_differ(c, out[0], out[1]);
     }
     printf("%-60s 2 vs 4 rows per group: %zu outputs differ %s\n", what, diff, diff ? "FAIL" : "ok");
     CHECKF(diff == 0, "%s: 2 and 4 rows per group differ in %zu outputs", what, diff);
+}
+
+/* One token, weights of two types: one launch for both (a pair the kernel
+ * runs together: Q4_K/Q5_K with Q6_K) and a launch per type give the same
+ * outputs bit for bit under either split of a group's chunks (the launch
+ * changes which warps compute a row, not its sum). */
+static void check_split_agree(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, uint32_t partner,
+                              const void *dq8, const char *what) {
+    size_t diff = 0;
+    for (int kw1 = 0; kw1 < 2; kw1++) {
+        float *out[2][TS_CUDA_MAX_MATS];
+        for (int mode = 0; mode < 2; mode++) q8_run_forced(c, m, dy, hy0, partner, dq8, -1, kw1, -1, mode, out[mode], what);
+        diff += q8_outputs_differ(c, out[0], out[1]);
+    }
+    printf("%-60s one launch vs a launch per type: %zu outputs differ %s\n", what, diff, diff ? "FAIL" : "ok");
+    CHECKF(diff == 0, "%s: one launch and a launch per type differ in %zu outputs", what, diff);
 }
 
 static void run_case(const Case &c) {
@@ -213,6 +231,9 @@ static void run_case(const Case &c) {
         tcu_poison(dq8, qb);
         TCU_OK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, nt, c.rms ? dnw : NULL, EPS, dq8), what);
         if (nt == 1 && c.type[0] != TS_TYPE_Q8_0) check_rows_agree(c, m, dy, hy0, partner, dq8, what);
+        bool mixed = false;
+        for (int i = 1; i < c.n_w; i++) mixed |= c.type[i] != c.type[0];
+        if (nt == 1 && mixed) check_split_agree(c, m, dy, hy0, partner, dq8, what);
         check_loaders_agree(c, m, dy, hy0, partner, dq8, what); /* runs the matvec (both loaders) */
     } else {
         if (c.rms) TCU_OK(ts_cuda_rms_inv(NULL, dx, n_in, nt, EPS, dinv), what);
@@ -473,6 +494,14 @@ int main(void) {
     run_case(q);
     q.n_tok = 3;
     run_case(q);
+    /* a 7B Q4_K_M layer's Q/K/V (V in Q6_K on half the layers), and Q5_K_M's */
+    Case v = one(TS_TYPE_Q4_K, 3584, 3584, 1, true, false, true, true);
+    v.n_w = 3, v.type[1] = TS_TYPE_Q4_K, v.type[2] = TS_TYPE_Q6_K, v.n_out[1] = 512, v.n_out[2] = 512;
+    run_case(v);
+    v.type[0] = v.type[1] = TS_TYPE_Q5_K, v.type[2] = TS_TYPE_Q6_K;
+    run_case(v);
+    v.type[0] = TS_TYPE_Q6_K, v.type[2] = TS_TYPE_Q5_K; /* the V first: the launch orders them */
+    run_case(v);
     q.n_tok = 4;
     q.int8 = false;
     run_case(q);

@@ -133,6 +133,12 @@ void ts_cuda_matvec_q8_force_kw1(int mode);
  * (mvq_rows), 2 or 4 (MVQ_R1, MVQ_R1_BIG) those rows. Row sums do not depend
  * on it (tests require equal outputs). */
 void ts_cuda_matvec_q8_force_rows(int mode);
+/* Test and benchmark hook (the same caveats): 1 gives every weight type of a
+ * one-token ts_cuda_matvec_q8 call its own launch, as for n_tok > 1;
+ * anything else lets a pair of types (Q4_K or Q5_K with Q6_K: a Q4_K_M
+ * layer's Q/K and V) share one launch. Sums do not depend on it (tests
+ * require equal outputs under either split of a group's chunks). */
+void ts_cuda_matvec_q8_force_split(int mode);
 /* Rows per group ts_cuda_matvec_q8 gives a launch of these weights (one
  * type) on a GPU of `sms` SMs; 0 for arguments it would refuse. Host only: no
  * GPU needed (the rule's test). */

@@ -62,6 +62,7 @@ struct MvArgs {
     int kw;                           /* warps per row group: 1, 2 or 4 */
     int64_t gpt;                      /* int8 path: row groups per team of kw warps */
     int64_t t0[TS_CUDA_MAX_MATS + 1]; /* int8 path: first team of each weight; t0[n_w] = all teams */
+    int64_t b2;                       /* int8 path, two types in one launch: first block of the second (mv_q_q8_pair) */
     int64_t n_in;                     /* elements per row (shared) */
     int n_tok;                        /* 1..TS_CUDA_MAX_DECODE_TOK */
     int accumulate;                   /* y += product instead of y = product */

@@ -364,9 +364,9 @@ TS_DEV void mvq_out(const MvMat &m, int accumulate, int t, int row, float v) {
     *yp = accumulate ? *yp + v : v;
 }
 
-/* Quantized weights, int8 activations: the rows of each team's run. */
-template <int T, int NT, int R, int KIND>
-__global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(const MvArgs a) {
+/* Quantized weights, int8 activations: the rows of each team's run (the
+ * body of the kernels below). */
+template <int T, int NT, int R, int KIND> TS_DEV void mvq_body(const MvArgs &a) {
     typedef Dec<T> D;
     typedef Geo<T> G;
     typedef typename QLoader<T, R, KIND>::L L;
@@ -387,8 +387,8 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
     const QMat m = {a.m[wi].w, a.m[wi].w + a.m[wi].n_out * a.m[wi].row_bytes, (uint32_t)a.m[wi].row_bytes,
                     (int)a.m[wi].n_out};
     const int gs = (int)((team - a.t0[wi]) * a.gpt); /* the run's first group in the weight */
-    const int64_t gleft = a.g0[wi + 1] - a.g0[wi] - gs;
-    const int ng = team >= a.t0[a.n_w] ? 0 : (int)(gleft < a.gpt ? gleft : a.gpt);
+    const int64_t gleft = a.g0[wi + 1] - a.g0[wi] - gs; /* < 1 for a team of the padding before a.b2's block */
+    const int ng = team >= a.t0[a.n_w] || gleft < 1 ? 0 : (int)(gleft < a.gpt ? gleft : a.gpt);
     const int nb = (int)(a.n_in / D::QK), nchunks = (nb + G::CB - 1) / G::CB;
     const int cpw = (nchunks - phase + kw - 1) / kw; /* this warp's chunks of a row: phase, phase + kw, ... */
     const int nitems = ng * cpw;
@@ -547,6 +547,23 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
     }
 }
 
+template <int T, int NT, int R, int KIND>
+__global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(const MvArgs a) {
+    mvq_body<T, NT, R, KIND>(a);
+}
+
+/* Two weight types in one launch, one token: the blocks before a.b2 run the
+ * T1 weights (a.m[0..), direct loads), the rest the T2 weights (loader K2),
+ * so a Q4_K_M layer's Q/K (Q4_K) and V (Q6_K) stream in one launch, not two
+ * (the launch boundary costs more than the bytes: docs/KERNELS.md). The
+ * branch is per block, so every warp of a block passes the same barriers;
+ * each type's body keeps its own shared buffers. */
+template <int T1, int T2, int R, int K2>
+__global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(1)) mv_q_q8_pair(const MvArgs a) {
+    if ((int64_t)blockIdx.x < a.b2) mvq_body<T1, 1, R, 1>(a);
+    else mvq_body<T2, 1, R, K2>(a);
+}
+
 /* Whether a launch streams its weights with cp.async (QAsync) or through
  * registers (QDirect for Q4_K/Q5_K, QStaged for the rest). Measured on the
  * H200 (bench/results/2026-12-02-h200-s8/, docs/KERNELS.md): the ring is
@@ -557,6 +574,7 @@ __global__ void __launch_bounds__(MVQ_WARPS * 32, mvq_min_blocks(NT)) mv_q_q8(co
  * reasons not yet found, so the default was MVQ_ASYNC 0 (registers only)
  * until the Q6_K-only rule (MVQ_ASYNC 3) measured faster on every file. */
 int mvq_force = -1;     /* ts_cuda_matvec_q8_force_loader */
+int mvq_force_split = 0; /* ts_cuda_matvec_q8_force_split */
 int mvq_force_kw1 = -1; /* ts_cuda_matvec_q8_force_kw1 */
 int mvq_force_rows = -1; /* ts_cuda_matvec_q8_force_rows */
 
@@ -587,6 +605,22 @@ ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t bloc
     return TS_OK;
 }
 
+/* The pairs of weight types one launch runs together (mv_q_q8_pair), T1
+ * first: the Q/K and V of Q4_K_M and Q5_K_M layers. */
+static bool mvq_pair(uint32_t t1, uint32_t t2) {
+    return t2 == TS_TYPE_Q6_K && (t1 == TS_TYPE_Q4_K || t1 == TS_TYPE_Q5_K) && MVQ_DIRECT;
+}
+
+template <int T1, int R> void launch_pair_r(cudaStream_t s, bool async2, const MvArgs &a, int64_t blocks) {
+    if (async2) ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
+    else ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, 0>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
+}
+
+template <int R> void launch_pair(cudaStream_t s, uint32_t t1, bool async2, const MvArgs &a, int64_t blocks) {
+    if (t1 == TS_TYPE_Q4_K) launch_pair_r<TS_TYPE_Q4_K, R>(s, async2, a, blocks);
+    else launch_pair_r<TS_TYPE_Q5_K, R>(s, async2, a, blocks);
+}
+
 /* Team slots of one wave (a.kw set). */
 int64_t mvq_slots(const MvArgs &a, int sms) {
     return (int64_t)sms * mvq_min_blocks(a.n_tok) * MVQ_WAVES * (MVQ_WARPS / a.kw);
@@ -611,10 +645,12 @@ int mvq_rows(MvArgs &a, int sms, uint32_t type) {
     return a.g0[a.n_w] >= mvq_slots(a, sms) ? MVQ_R1_BIG : MVQ_R1;
 }
 
-/* Sets the split of a launch (g0, kw, gpt, t0) and returns its block count:
- * one team per kw warps, each a run of up to gpt consecutive groups of one
- * weight, sized for MVQ_SM_WARPS resident warps per SM and MVQ_WAVES waves. */
-int64_t mvq_plan(MvArgs &a, int sms, int R) {
+/* Sets the split of a launch (g0, kw, gpt, t0, b2) and returns its block
+ * count: one team per kw warps, each a run of up to gpt consecutive groups of
+ * one weight, sized for MVQ_SM_WARPS resident warps per SM and MVQ_WAVES
+ * waves. split > 0: the weights from a.m[split] on are another type, whose
+ * teams start at a block boundary (a.b2; the teams of the gap have no rows). */
+int64_t mvq_plan(MvArgs &a, int sms, int R, int split = 0) {
     const int64_t groups = mv_split(a, (a.n_in / 32 + 31) / 32, R);
     const int64_t warps = (int64_t)sms * mvq_min_blocks(a.n_tok) * MVQ_WAVES * MVQ_WARPS;
     if (mvq_force_kw1 == 1 || (mvq_force_kw1 < 0 && MVQ_KW1 && groups >= warps)) a.kw = 1; /* see MVQ_KW1 */
@@ -622,7 +658,12 @@ int64_t mvq_plan(MvArgs &a, int sms, int R) {
     const int64_t slots = mvq_slots(a, sms);
     a.gpt = (groups + slots - 1) / slots;
     int64_t teams = 0;
+    a.b2 = 0;
     for (int i = 0; i < a.n_w; i++) {
+        if (i == split && i > 0) {
+            a.b2 = (teams + tpb - 1) / tpb;
+            teams = a.b2 * tpb;
+        }
         a.t0[i] = teams;
         teams += (a.g0[i + 1] - a.g0[i] + a.gpt - 1) / a.gpt;
     }
@@ -635,6 +676,7 @@ int64_t mvq_plan(MvArgs &a, int sms, int R) {
 void ts_cuda_matvec_q8_force_loader(int mode) { mvq_force = mode; }
 void ts_cuda_matvec_q8_force_kw1(int mode) { mvq_force_kw1 = mode; }
 void ts_cuda_matvec_q8_force_rows(int mode) { mvq_force_rows = mode; }
+void ts_cuda_matvec_q8_force_split(int mode) { mvq_force_split = mode; }
 
 int ts_cuda_matvec_q8_rows(int n_w, const ts_cuda_mat *w, int n_tok, int sms) {
     if (sms < 1 || n_w < 1 || n_w > TS_CUDA_MAX_MATS || n_tok < 1 || n_tok > TS_CUDA_MAX_DECODE_TOK || !w) return 0;
@@ -716,19 +758,50 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
     if (st != TS_OK) return st;
     const Q8Layout L = q8_layout(partner, w[0].n_in, n_tok);
     const uint8_t *b = (const uint8_t *)q8;
+    cudaStream_t s = ts_stream(stream);
+    const int64_t nchunks = (w[0].n_in / 32 + 31) / 32;
+    MvArgs a0;
+    memset(&a0, 0, sizeof a0);
+    a0.n_in = w[0].n_in;
+    a0.n_tok = n_tok;
+    a0.accumulate = accumulate;
+    a0.xq = (const int8_t *)(b + L.qs);
+    a0.xd = (const float *)(b + L.d);
+    a0.xs = (const int32_t *)(b + L.s);
+    a0.nd = L.nd;
+    a0.ns = L.ns;
     bool done[TS_CUDA_MAX_MATS] = {false, false, false, false};
+    /* one token, exactly two types that pair (mvq_pair): one launch, the T1
+     * weights first, when T1 takes its register loads */
+    uint32_t t1 = w[0].type, t2 = t1;
+    int types = 1;
+    for (int i = 1; i < n_w; i++)
+        if (w[i].type != t1 && w[i].type != t2) t2 = w[i].type, types++;
+    if (types == 2 && !mvq_pair(t1, t2)) { const uint32_t t = t1; t1 = t2; t2 = t; }
+    if (n_tok == 1 && types == 2 && mvq_pair(t1, t2) && mvq_force_split != 1) {
+        MvArgs a = a0;
+        int split = 0;
+        for (int k = 0; k < 2; k++) {
+            for (int j = 0; j < n_w; j++)
+                if (w[j].type == (k ? t2 : t1))
+                    a.m[a.n_w++] = MvMat{(const uint8_t *)w[j].data, w[j].row_bytes, w[j].n_out, w[j].bias, y[j]};
+            if (!k) split = a.n_w;
+        }
+        const int rows = mvq_rows(a, sms, t1);
+        const int64_t blocks = mvq_plan(a, sms, rows, split);
+        const int64_t ipw = a.gpt * ((nchunks + a.kw - 1) / a.kw);
+        if (!mvq_async(t1, ipw)) {
+            TS_ARG_CHECK(blocks < (1ll << 31), "cuda matvec_q8: %lld blocks", (long long)blocks);
+            const bool async2 = mvq_async(t2, ipw);
+            if (rows == MVQ_R1_BIG) launch_pair<MVQ_R1_BIG>(s, t1, async2, a, blocks);
+            else launch_pair<MVQ_R1>(s, t1, async2, a, blocks);
+            TS_CUDA_LAUNCHED("matvec_q8");
+            return TS_OK;
+        }
+    }
     for (int i = 0; i < n_w; i++) {
         if (done[i]) continue;
-        MvArgs a;
-        memset(&a, 0, sizeof a);
-        a.n_in = w[i].n_in;
-        a.n_tok = n_tok;
-        a.accumulate = accumulate;
-        a.xq = (const int8_t *)(b + L.qs);
-        a.xd = (const float *)(b + L.d);
-        a.xs = (const int32_t *)(b + L.s);
-        a.nd = L.nd;
-        a.ns = L.ns;
+        MvArgs a = a0;
         for (int j = i; j < n_w; j++) {
             if (done[j] || w[j].type != w[i].type) continue;
             done[j] = true;
@@ -737,8 +810,7 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
         const int rows = mvq_rows(a, sms, w[i].type);
         const int64_t blocks = mvq_plan(a, sms, rows);
         TS_ARG_CHECK(blocks < (1ll << 31), "cuda matvec_q8: %lld blocks", (long long)blocks);
-        cudaStream_t s = ts_stream(stream);
-        const int64_t nchunks = (a.n_in / 32 + 31) / 32, ipw = a.gpt * ((nchunks + a.kw - 1) / a.kw);
+        const int64_t ipw = a.gpt * ((nchunks + a.kw - 1) / a.kw);
         ts_status r = n_tok > 4    ? launch_nt<8, MVQ_R>(s, w[i].type, a, blocks, ipw)
                       : n_tok > 2  ? launch_nt<4, MVQ_R>(s, w[i].type, a, blocks, ipw)
                       : n_tok > 1  ? launch_nt<2, MVQ_R>(s, w[i].type, a, blocks, ipw)
