@@ -164,6 +164,14 @@ static void check_rows_agree(const Case &c, const ts_cuda_mat *m, float *const *
  * changes which warps compute a row, not its sum). */
 static void check_split_agree(const Case &c, const ts_cuda_mat *m, float *const *dy, float *const *hy0, uint32_t partner,
                               const void *dq8, const char *what) {
+    /* the cases give the pair's two types, so the launch must be one (else
+     * the comparison below would compare a launch per type with itself) */
+    const int one = ts_cuda_matvec_q8_launches(c.n_w, m, 1);
+    ts_cuda_matvec_q8_force_split(1);
+    const int apart = ts_cuda_matvec_q8_launches(c.n_w, m, 1);
+    ts_cuda_matvec_q8_force_split(0);
+    printf("%-60s launches: %d, %d with the split forced %s\n", what, one, apart, one == 1 && apart == 2 ? "ok" : "FAIL");
+    CHECKF(one == 1 && apart == 2, "%s: %d launches (want 1), %d with the split forced (want 2)", what, one, apart);
     size_t diff = 0;
     for (int kw1 = 0; kw1 < 2; kw1++) {
         float *out[2][TS_CUDA_MAX_MATS];
@@ -231,9 +239,17 @@ static void run_case(const Case &c) {
         tcu_poison(dq8, qb);
         TCU_OK(ts_cuda_quantize_q8(NULL, partner, dx, n_in, nt, c.rms ? dnw : NULL, EPS, dq8), what);
         if (nt == 1 && c.type[0] != TS_TYPE_Q8_0) check_rows_agree(c, m, dy, hy0, partner, dq8, what);
-        bool mixed = false;
-        for (int i = 1; i < c.n_w; i++) mixed |= c.type[i] != c.type[0];
-        if (nt == 1 && mixed) check_split_agree(c, m, dy, hy0, partner, dq8, what);
+        /* a pair's types: one of Q4_K/Q5_K with Q6_K, and no third */
+        int types = 0, k45 = 0, k6 = 0;
+        for (int i = 0; i < c.n_w; i++) {
+            bool seen = false;
+            for (int j = 0; j < i; j++) seen |= c.type[j] == c.type[i];
+            if (seen) continue;
+            types++;
+            k45 += c.type[i] == TS_TYPE_Q4_K || c.type[i] == TS_TYPE_Q5_K;
+            k6 += c.type[i] == TS_TYPE_Q6_K;
+        }
+        if (nt == 1 && types == 2 && k45 == 1 && k6 == 1) check_split_agree(c, m, dy, hy0, partner, dq8, what);
         check_loaders_agree(c, m, dy, hy0, partner, dq8, what); /* runs the matvec (both loaders) */
     } else {
         if (c.rms) TCU_OK(ts_cuda_rms_inv(NULL, dx, n_in, nt, EPS, dinv), what);
@@ -398,6 +414,36 @@ static void check_refusals(void) {
 /* The rows-per-group rule (ts_cuda_matvec_q8_rows, host only) on 7B and
  * 1.5B shapes of an H200 (132 SMs: 660 team slots of 4 warps at one token)
  * and a small GPU: 4 rows where every slot gets a group of 4. */
+/* ts_cuda_matvec_q8_launches (host only): a pair of types shares a launch at
+ * one token only, and not with the first type's loader forced to the ring. */
+static void check_launch_rule(void) {
+    struct {
+        const char *name;
+        uint32_t t[3];
+        int n_w, n_tok, loader, want;
+    } cases[] = {
+        {"Q4_K q+k, Q6_K v", {TS_TYPE_Q4_K, TS_TYPE_Q4_K, TS_TYPE_Q6_K}, 3, 1, -1, 1},
+        {"Q6_K, Q5_K, Q5_K", {TS_TYPE_Q6_K, TS_TYPE_Q5_K, TS_TYPE_Q5_K}, 3, 1, -1, 1},
+        {"Q4_K q+k+v", {TS_TYPE_Q4_K, TS_TYPE_Q4_K, TS_TYPE_Q4_K}, 3, 1, -1, 1},
+        {"Q4_K, Q6_K, 2 tokens", {TS_TYPE_Q4_K, TS_TYPE_Q4_K, TS_TYPE_Q6_K}, 3, 2, -1, 2},
+        {"Q4_K, Q6_K, ring forced", {TS_TYPE_Q4_K, TS_TYPE_Q4_K, TS_TYPE_Q6_K}, 3, 1, 1, 2},
+        {"Q4_K, Q6_K, registers forced", {TS_TYPE_Q4_K, TS_TYPE_Q4_K, TS_TYPE_Q6_K}, 3, 1, 0, 1},
+        {"Q4_K, Q5_K, Q6_K", {TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K}, 3, 1, -1, 3},
+        {"Q4_K, Q5_K", {TS_TYPE_Q4_K, TS_TYPE_Q5_K, 0}, 2, 1, -1, 2},
+        {"Q4_0, Q8_0", {TS_TYPE_Q4_0, TS_TYPE_Q8_0, 0}, 2, 1, -1, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ts_cuda_mat m[3];
+        memset(m, 0, sizeof m);
+        for (int j = 0; j < cases[i].n_w; j++) m[j].type = cases[i].t[j];
+        ts_cuda_matvec_q8_force_loader(cases[i].loader);
+        const int got = ts_cuda_matvec_q8_launches(cases[i].n_w, m, cases[i].n_tok);
+        ts_cuda_matvec_q8_force_loader(-1);
+        printf("launch rule %-54s %d launches (want %d) %s\n", cases[i].name, got, cases[i].want, got == cases[i].want ? "ok" : "FAIL");
+        CHECKF(got == cases[i].want, "launch rule %s: %d launches, want %d", cases[i].name, got, cases[i].want);
+    }
+}
+
 static void check_rows_rule(void) {
     struct {
         const char *name;
@@ -436,6 +482,7 @@ int main(void) {
     tcu_seed_init("test_cuda_matvec");
     tcu_require_gpu("test_cuda_matvec");
     check_rows_rule();
+    check_launch_rule();
     if (tcu_small()) {
         run_case(one(TS_TYPE_Q4_0, 576, 67, 1, true, false, true, false));
         run_case(one(TS_TYPE_Q6_K, 512, 33, 3, false, true, false, false));
@@ -445,7 +492,7 @@ int main(void) {
         Case s = one(TS_TYPE_Q4_K, 256, 64, 1, true, false, true, false);
         s.n_w = 3, s.type[1] = TS_TYPE_Q4_K, s.type[2] = TS_TYPE_Q6_K, s.n_out[1] = 16, s.n_out[2] = 16;
         run_case(s);
-        s.int8 = true; /* the same on the int8 path: a launch per type */
+        s.int8 = true; /* the same on the int8 path: one launch for both types (the pair) */
         run_case(s);
         run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true)); /* 4 rows per group, a partial last group */
         /* runs of 9 groups of 4 rows (kw 1): one store for 8 groups' outputs, then one for the run's last */

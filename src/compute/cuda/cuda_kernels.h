@@ -139,6 +139,10 @@ void ts_cuda_matvec_q8_force_rows(int mode);
  * layer's Q/K and V) share one launch. Sums do not depend on it (tests
  * require equal outputs under either split of a group's chunks). */
 void ts_cuda_matvec_q8_force_split(int mode);
+/* Launches ts_cuda_matvec_q8 makes for these weights with the hooks as set:
+ * one per distinct type, less one where a pair shares a launch; 0 for
+ * arguments out of range. Host only: no GPU needed. */
+int ts_cuda_matvec_q8_launches(int n_w, const ts_cuda_mat *w, int n_tok);
 /* Rows per group ts_cuda_matvec_q8 gives a launch of these weights (one
  * type) on a GPU of `sms` SMs; 0 for arguments it would refuse. Host only: no
  * GPU needed (the rule's test). */

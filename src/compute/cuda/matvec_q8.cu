@@ -611,6 +611,21 @@ static bool mvq_pair(uint32_t t1, uint32_t t2) {
     return t2 == TS_TYPE_Q6_K && (t1 == TS_TYPE_Q4_K || t1 == TS_TYPE_Q5_K) && MVQ_DIRECT;
 }
 
+/* Whether a call's weights share one launch: one token, exactly two types
+ * that pair (*t1, *t2 set in the pair's order), T1 on its direct loads (not
+ * the cp.async ring, forced or by MVQ_ASYNC 1), the split not forced. */
+static bool mvq_pairs(int n_w, const ts_cuda_mat *w, int n_tok, uint32_t *t1, uint32_t *t2) {
+    *t1 = *t2 = w[0].type;
+    int types = 1;
+    for (int i = 1; i < n_w; i++)
+        if (w[i].type != *t1 && w[i].type != *t2) *t2 = w[i].type, types++;
+    if (types == 2 && !mvq_pair(*t1, *t2)) {
+        const uint32_t t = *t1;
+        *t1 = *t2, *t2 = t;
+    }
+    return n_tok == 1 && types == 2 && mvq_pair(*t1, *t2) && mvq_force_split != 1 && mvq_force != 1 && MVQ_ASYNC != 1;
+}
+
 template <int T1, int R> void launch_pair_r(cudaStream_t s, bool async2, const MvArgs &a, int64_t blocks) {
     if (async2) ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
     else ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, 0>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
@@ -689,6 +704,18 @@ int ts_cuda_matvec_q8_rows(int n_w, const ts_cuda_mat *w, int n_tok, int sms) {
         a.m[a.n_w++] = MvMat{(const uint8_t *)w[i].data, w[i].row_bytes, w[i].n_out, w[i].bias, NULL};
     }
     return mvq_rows(a, sms, w[0].type);
+}
+
+int ts_cuda_matvec_q8_launches(int n_w, const ts_cuda_mat *w, int n_tok) {
+    if (n_w < 1 || n_w > TS_CUDA_MAX_MATS || n_tok < 1 || n_tok > TS_CUDA_MAX_DECODE_TOK || !w) return 0;
+    int types = 0;
+    for (int i = 0; i < n_w; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen |= w[j].type == w[i].type;
+        types += !seen;
+    }
+    uint32_t t1, t2;
+    return types - (mvq_pairs(n_w, w, n_tok, &t1, &t2) ? 1 : 0);
 }
 
 uint32_t ts_cuda_q8_partner(uint32_t wtype) {
@@ -771,14 +798,8 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
     a0.nd = L.nd;
     a0.ns = L.ns;
     bool done[TS_CUDA_MAX_MATS] = {false, false, false, false};
-    /* one token, exactly two types that pair (mvq_pair): one launch, the T1
-     * weights first, when T1 takes its register loads */
-    uint32_t t1 = w[0].type, t2 = t1;
-    int types = 1;
-    for (int i = 1; i < n_w; i++)
-        if (w[i].type != t1 && w[i].type != t2) t2 = w[i].type, types++;
-    if (types == 2 && !mvq_pair(t1, t2)) { const uint32_t t = t1; t1 = t2; t2 = t; }
-    if (n_tok == 1 && types == 2 && mvq_pair(t1, t2) && mvq_force_split != 1) {
+    uint32_t t1, t2;
+    if (mvq_pairs(n_w, w, n_tok, &t1, &t2)) { /* one launch, the T1 weights first */
         MvArgs a = a0;
         int split = 0;
         for (int k = 0; k < 2; k++) {
@@ -789,15 +810,12 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
         }
         const int rows = mvq_rows(a, sms, t1);
         const int64_t blocks = mvq_plan(a, sms, rows, split);
-        const int64_t ipw = a.gpt * ((nchunks + a.kw - 1) / a.kw);
-        if (!mvq_async(t1, ipw)) {
-            TS_ARG_CHECK(blocks < (1ll << 31), "cuda matvec_q8: %lld blocks", (long long)blocks);
-            const bool async2 = mvq_async(t2, ipw);
-            if (rows == MVQ_R1_BIG) launch_pair<MVQ_R1_BIG>(s, t1, async2, a, blocks);
-            else launch_pair<MVQ_R1>(s, t1, async2, a, blocks);
-            TS_CUDA_LAUNCHED("matvec_q8");
-            return TS_OK;
-        }
+        TS_ARG_CHECK(blocks < (1ll << 31), "cuda matvec_q8: %lld blocks", (long long)blocks);
+        const bool async2 = mvq_async(t2, a.gpt * ((nchunks + a.kw - 1) / a.kw));
+        if (rows == MVQ_R1_BIG) launch_pair<MVQ_R1_BIG>(s, t1, async2, a, blocks);
+        else launch_pair<MVQ_R1>(s, t1, async2, a, blocks);
+        TS_CUDA_LAUNCHED("matvec_q8");
+        return TS_OK;
     }
     for (int i = 0; i < n_w; i++) {
         if (done[i]) continue;
