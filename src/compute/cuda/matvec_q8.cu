@@ -611,19 +611,28 @@ static bool mvq_pair(uint32_t t1, uint32_t t2) {
     return t2 == TS_TYPE_Q6_K && (t1 == TS_TYPE_Q4_K || t1 == TS_TYPE_Q5_K) && MVQ_DIRECT;
 }
 
-/* Whether a call's weights share one launch: one token, exactly two types
- * that pair (*t1, *t2 set in the pair's order), T1 on its direct loads (not
- * the cp.async ring, forced or by MVQ_ASYNC 1), the split not forced. */
-static bool mvq_pairs(int n_w, const ts_cuda_mat *w, int n_tok, uint32_t *t1, uint32_t *t2) {
+/* The distinct weight types of a call; *t1 and *t2 the first two (in the
+ * pair's order when they pair). */
+static int mvq_types(int n_w, const ts_cuda_mat *w, uint32_t *t1, uint32_t *t2) {
+    int types = 0;
     *t1 = *t2 = w[0].type;
-    int types = 1;
-    for (int i = 1; i < n_w; i++)
-        if (w[i].type != *t1 && w[i].type != *t2) *t2 = w[i].type, types++;
+    for (int i = 0; i < n_w; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen |= w[j].type == w[i].type;
+        if (!seen && ++types == 2) *t2 = w[i].type;
+    }
     if (types == 2 && !mvq_pair(*t1, *t2)) {
         const uint32_t t = *t1;
         *t1 = *t2, *t2 = t;
     }
-    return n_tok == 1 && types == 2 && mvq_pair(*t1, *t2) && mvq_force_split != 1 && mvq_force != 1 && MVQ_ASYNC != 1;
+    return types;
+}
+
+/* Whether a call's weights share one launch: one token, exactly two types
+ * that pair, T1 on its direct loads (not the cp.async ring, forced or by
+ * MVQ_ASYNC 1), the split not forced. */
+static bool mvq_pairs(int types, uint32_t t1, uint32_t t2, int n_tok) {
+    return n_tok == 1 && types == 2 && mvq_pair(t1, t2) && mvq_force_split != 1 && mvq_force != 1 && MVQ_ASYNC != 1;
 }
 
 template <int T1, int R> void launch_pair_r(cudaStream_t s, bool async2, const MvArgs &a, int64_t blocks) {
@@ -708,14 +717,9 @@ int ts_cuda_matvec_q8_rows(int n_w, const ts_cuda_mat *w, int n_tok, int sms) {
 
 int ts_cuda_matvec_q8_launches(int n_w, const ts_cuda_mat *w, int n_tok) {
     if (n_w < 1 || n_w > TS_CUDA_MAX_MATS || n_tok < 1 || n_tok > TS_CUDA_MAX_DECODE_TOK || !w) return 0;
-    int types = 0;
-    for (int i = 0; i < n_w; i++) {
-        bool seen = false;
-        for (int j = 0; j < i; j++) seen |= w[j].type == w[i].type;
-        types += !seen;
-    }
     uint32_t t1, t2;
-    return types - (mvq_pairs(n_w, w, n_tok, &t1, &t2) ? 1 : 0);
+    const int types = mvq_types(n_w, w, &t1, &t2);
+    return types - (mvq_pairs(types, t1, t2, n_tok) ? 1 : 0);
 }
 
 uint32_t ts_cuda_q8_partner(uint32_t wtype) {
@@ -799,7 +803,8 @@ ts_status ts_cuda_matvec_q8(void *stream, int n_w, const ts_cuda_mat *w, float *
     a0.ns = L.ns;
     bool done[TS_CUDA_MAX_MATS] = {false, false, false, false};
     uint32_t t1, t2;
-    if (mvq_pairs(n_w, w, n_tok, &t1, &t2)) { /* one launch, the T1 weights first */
+    const int types = mvq_types(n_w, w, &t1, &t2);
+    if (mvq_pairs(types, t1, t2, n_tok)) { /* one launch, the T1 weights first */
         MvArgs a = a0;
         int split = 0;
         for (int k = 0; k < 2; k++) {
