@@ -52,6 +52,8 @@ int main(void) {
     for (size_t i = 0; i < 3 * TS_GP_KSEG * QK_BYTES; i++) x[i] = (uint8_t)(rand() & 63);
     for (int i = 0; i < 4096; i++) out[i] = 0;
     const uint8_t *xr[3] = {x, x + TS_GP_KSEG * QK_BYTES, x + 2 * TS_GP_KSEG * QK_BYTES};
+    _Alignas(32) uint8_t bp[3 * TS_GP_KSEG * 16];
+    bs32_pairs(xr, 3, TS_GP_KSEG, bp);
     printf("maddubs+paddw register loop: %.1f GOPS\n", pair_gops());
     static const int nss[] = {1, TS_GP_KSEG};
     for (int k = 0; k < 2; k++) {
@@ -60,7 +62,7 @@ int main(void) {
         for (int rep = 0; rep < 3; rep++) {
             double t = now();
             for (long it = 0; it < iters; it++) {
-                ak_Q4_K_3(panel, ns, (int)(it & 1), xr, out, 64, 16, 0);
+                ak_Q4_K_3(panel, ns, (int)(it & 1), xr, bp, out, 64, 16, 0);
                 __asm__ volatile("" ::: "memory");
             }
             t = now() - t;

@@ -75,6 +75,16 @@ static void gp_generic(ts_type t, const uint8_t *b, uint8_t *q, int *sc, int *cr
     *dm = off ? k.d : k.dmin;
 }
 
+/* Correction pair p of a row (quant.h, "GEMM panels"): the 16-groups 2p and
+ * 2p+1, or, packed for the AVX2 kernels (sc_pair) with a min per 32-element
+ * sub-block (nsub 8: cr[2j] = cr[2j+1] = min_j), the sub-blocks 2p and 2p+1
+ * for p < 4 and 0 after: one madd then covers 64 elements, not 32. */
+static int32_t gp_cr_pair(const int *cr, int p, int nsub, int sc_pair) {
+    int a = cr[2 * p], b = cr[2 * p + 1];
+    if (sc_pair && nsub == 8) a = p < 4 ? cr[4 * p] : 0, b = p < 4 ? cr[4 * p + 2] : 0;
+    return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)b << 16);
+}
+
 void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
                     uint8_t *panel) {
     const int nsub = ts_q_gemm_nsub(t);
@@ -109,8 +119,7 @@ void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t
             for (int g = 0; g < 64; g++) memcpy(&q32[(g * 2 + lg) * 16 + l], q + 4 * g, 4);
             for (int j = 0; j < nsub; j++)
                 psc[(j * 2 + lg) * 16 + l] = sc_pair ? (int32_t)((uint32_t)(uint16_t)sc[j] * 0x10001u) : sc[j];
-            for (int p = 0; p < 8; p++)
-                pcr[(p * 2 + lg) * 16 + l] = (int32_t)((uint32_t)(uint16_t)cr[2 * p] | (uint32_t)(uint16_t)cr[2 * p + 1] << 16);
+            for (int p = 0; p < 8; p++) pcr[(p * 2 + lg) * 16 + l] = gp_cr_pair(cr, p, nsub, sc_pair);
             d[r] = dd;
             dm[r] = ddm;
         }
@@ -135,8 +144,7 @@ void ts_q_gemm_pack_heads(ts_type t, const uint8_t *const *rb, int lg, int s, in
             memset(sc, 0, sizeof sc), memset(cr, 0, sizeof cr);
         }
         for (int j = 0; j < nsub; j++) psc[(j * 2 + lg) * 16 + l] = sc_pair ? (int32_t)((uint32_t)(uint16_t)sc[j] * 0x10001u) : sc[j];
-        for (int p = 0; p < 8; p++)
-            pcr[(p * 2 + lg) * 16 + l] = (int32_t)((uint32_t)(uint16_t)cr[2 * p] | (uint32_t)(uint16_t)cr[2 * p + 1] << 16);
+        for (int p = 0; p < 8; p++) pcr[(p * 2 + lg) * 16 + l] = gp_cr_pair(cr, p, nsub, sc_pair);
         d[lg * 16 + l] = dd;
         dm[lg * 16 + l] = ddm;
     }

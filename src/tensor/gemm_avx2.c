@@ -7,7 +7,10 @@
  * over as many groups as cannot wrap, then madd with the sub-block's scale
  * pair, which both sums the pairs and applies the scale, into a super-block
  * i32 sum per (row, token). The micro-kernel holds 16 rows x NT tokens; per super-block the correction (madd of cr with the
- * token's bsums), conversion and one FMA into the output. */
+ * token's bsums), conversion and one FMA into the output. The types with a
+ * min per 32 elements (Q4_K, Q5_K) take their correction a pair of
+ * sub-blocks a madd, against sums per 32 (bs32_pairs), not per 16: half the
+ * madds and loads of the correction, the same integer. */
 #define TS_QUANT_INTERNAL
 #include "tensor/quant.h"
 
@@ -40,7 +43,7 @@ INLINE __m256i ld(const uint8_t *p) { return _mm256_load_si256((const __m256i *)
  * the scale pair: |pair| <= 2*qmax*127, so DEPTH = 32767 / (2*qmax*127)
  * cannot wrap (Q4_K 8, Q5_K 4, Q6_K 2, Q2_K/Q3_K >= 4 = a whole sub-block). */
 INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int NT, const int DEPTH, const uint8_t *const *xr,
-               float *out, int64_t os, __m256i m0, __m256i m1, int full, int first) {
+               const uint8_t *bp, float *out, int64_t os, __m256i m0, __m256i m1, int full, int first) {
     const size_t sbb = TS_GP_SB_BYTES(NSUB);
     const int GPS = 64 / NSUB;
     for (int s = 0; s < ns; s++) {
@@ -88,7 +91,8 @@ INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int N
             __m256i c0 = _mm256_setzero_si256(), c1 = c0;
 #pragma GCC unroll 8
             for (int p = 0; p < 8; p++) {
-                const __m256i bs = bc32(xq[t] + QK_BSUMS + 4 * p);
+                if (NSUB == 8 && p == 4) break; /* the pairs of sub-blocks */
+                const __m256i bs = NSUB == 8 ? bc32(bp + ((size_t)(t * TS_GP_KSEG + s) * 4 + p) * 4) : bc32(xq[t] + QK_BSUMS + 4 * p);
                 c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(ld(C + (p * 2 + lg) * 64), bs));
                 c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(ld(C + (p * 2 + lg) * 64 + 32), bs));
             }
@@ -139,9 +143,9 @@ static inline __m256i rmask8(int64_t nr, int base) {
 #define AK_NT 3
 #endif
 #define AK_FN(T, NSUB, DEPTH, NT)                                                                                \
-    static void ak_##T##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, float *out,          \
-                              int64_t os, int64_t nr, int first) {                                              \
-        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, out, os, rmask8(nr, 0), rmask8(nr, 8), nr >= 16, first);        \
+    static void ak_##T##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, const uint8_t *bp,   \
+                              float *out, int64_t os, int64_t nr, int first) {                                  \
+        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, bp, out, os, rmask8(nr, 0), rmask8(nr, 8), nr >= 16, first);    \
     }
 #if AK_NT >= 3
 #define AK_FN3(T, NSUB, DEPTH) AK_FN(T, NSUB, DEPTH, 3)
@@ -156,7 +160,22 @@ AK_T(Q3_K, 16, 4)
 AK_T(Q4_K, 8, 8)
 AK_T(Q5_K, 8, 4)
 AK_T(Q6_K, 16, 2)
-typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, float *, int64_t, int64_t, int);
+typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, const uint8_t *, float *, int64_t, int64_t, int);
+
+/* The sums per 32 elements of nt activation rows over ns super-blocks, as
+ * the i16 pairs (bs32_2p, bs32_2p+1), p < 4, of the Q4_K/Q5_K kernels'
+ * correction: bp[((t * TS_GP_KSEG + s) * 4 + p) * 4]. |bs32| <= 32 * 128
+ * fits i16. Once per token group and segment, shared by its 2-4 calls. */
+static void bs32_pairs(const uint8_t *const *xr, int nt, int ns, uint8_t *bp) {
+    const __m256i one = _mm256_set1_epi16(1);
+    for (int t = 0; t < nt; t++)
+        for (int s = 0; s < ns; s++) {
+            const __m256i b16 = _mm256_loadu_si256((const __m256i *)(xr[t] + (size_t)s * QK_BYTES + QK_BSUMS));
+            const __m256i b32 = _mm256_madd_epi16(b16, one);
+            const __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1));
+            _mm_storeu_si128((__m128i *)(bp + (size_t)(t * TS_GP_KSEG + s) * 16), p);
+        }
+}
 static const ak_fn ak_q2[AK_NT + 1] = AK_TAB(Q2_K), ak_q3[AK_NT + 1] = AK_TAB(Q3_K), ak_q4[AK_NT + 1] = AK_TAB(Q4_K),
                    ak_q5[AK_NT + 1] = AK_TAB(Q5_K), ak_q6[AK_NT + 1] = AK_TAB(Q6_K);
 
@@ -225,6 +244,7 @@ void ts_q_gemm_pack_avx2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, in
 static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
                   int64_t ncols, float *out, int64_t os, void *scratch) {
     const int nsub = ts_q_gemm_nsub(t);
+    _Alignas(32) uint8_t bp[AK_NT * TS_GP_KSEG * 16];
     const ak_fn *kf = t == TS_TYPE_Q2_K ? ak_q2 : t == TS_TYPE_Q3_K ? ak_q3 : t == TS_TYPE_Q4_K ? ak_q4 : t == TS_TYPE_Q5_K ? ak_q5 : ak_q6;
     const int64_t nsb = n / TS_QK_K;
     const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
@@ -244,11 +264,12 @@ static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
                 int nt = (int)(ncols - c0 < AK_NT ? ncols - c0 : AK_NT);
                 const uint8_t *xr[AK_NT];
                 for (int i = 0; i < nt; i++) xr[i] = px + (uint64_t)(c0 + i) * xs + (uint64_t)s0 * QK_BYTES;
+                if (nsub == 8) bs32_pairs(xr, nt, ns, bp);
                 for (int u = 0; u < nu; u++)
                     for (int lg = 0; lg < 2; lg++) {
                         int64_t ru = nr - u * TS_GP_ROWS - 16 * lg;
                         if (ru <= 0) break;
-                        kf[nt](sp + u * unit, ns, lg, xr, out + c0 * os + r0 + u * TS_GP_ROWS + 16 * lg, os, ru, s0 == 0);
+                        kf[nt](sp + u * unit, ns, lg, xr, bp, out + c0 * os + r0 + u * TS_GP_ROWS + 16 * lg, os, ru, s0 == 0);
                     }
             }
         }

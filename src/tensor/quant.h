@@ -178,7 +178,9 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
  *   sc [nsub][2 lg][16 rows] i32           scale of each sub-block (256/nsub
  *                                          elements); as an i16 pair (s, s)
  *                                          when packed for maddubs/madd
- *   cr [8][2 lg][16 rows] 2 x i16          correction of the 16-groups 2p, 2p+1
+ *   cr [8][2 lg][16 rows] 2 x i16          correction of the 16-groups 2p, 2p+1;
+ *                                          packed with sc_pair at nsub 8, that of
+ *                                          the sub-blocks 2p, 2p+1 (p < 4; 0 after)
  *   d  [2 lg][16 rows] f32, dm [2 lg][16 rows] f32
  * and the super-block's value for an activation row x (Q8_K, scale dx) is
  *   dx * (d * sum_j sc_j * sum_{i in j} q_u[i] x[i]  -  dm * sum_g cr_g * bsum_g(x))
