@@ -39,6 +39,9 @@ int main(int argc, char **argv) {
         {"1.5B attn_q", TS_TYPE_Q4_K, 1536, 1536},      {"7B ffn_up/gate", TS_TYPE_Q4_K, 18944, 3584},
         {"7B ffn_down", TS_TYPE_Q4_K, 3584, 18944},     {"7B ffn_down Q6_K", TS_TYPE_Q6_K, 3584, 18944},
         {"7B up/gate Q5_K", TS_TYPE_Q5_K, 18944, 3584}, /* Q5_K_M files */
+        /* a Qwen3-30B-A3B expert (bench/make_synthetic_moe.c): a MoE prefill
+         * chunk gives each expert tens of tokens, not 512 (try 36) */
+        {"30B-A3B exp gate", TS_TYPE_Q4_K, 768, 2048},   {"30B-A3B exp down", TS_TYPE_Q4_K, 2048, 768},
     };
     void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
     printf("isa %s, %d tokens, 1 thread\n%-18s %-5s %7s %7s %9s %8s\n", ts_kernels_isa(), ntok, "shape", "type", "rows", "n_in",

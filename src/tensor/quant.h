@@ -185,7 +185,8 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
  * and the super-block's value for an activation row x (Q8_K, scale dx) is
  *   dx * (d * sum_j sc_j * sum_{i in j} q_u[i] x[i]  -  dm * sum_g cr_g * bsum_g(x))
  * (Q4_K/Q5_K/Q2_K: cr = min, dm = dmin; Q6_K/Q3_K: q_u = q + off, cr = off*scale,
- * dm = d). Rows past nrows are zero. */
+ * dm = d; in the paired cr, the same sum as sum_j min_j * bsum32_j(x)). Rows
+ * past nrows are zero. */
 #define TS_GP_ROWS 32
 #define TS_GP_KSEG 8 /* super-blocks per packed segment */
 #define TS_GP_Q 8192
