@@ -136,8 +136,7 @@ void ts_q_gemm_pack_heads(ts_type t, const uint8_t *const *rb, int lg, int s, in
         float dd = 0.0f, ddm = 0.0f;
         if (rb[l]) {
             const uint8_t *b = rb[l] + (size_t)s * bb;
-            if (s + 2 < ns)
-                for (uint32_t o = 0; o < bb; o += 64) __builtin_prefetch(b + 2 * bb + o);
+            ts_q_gemm_prefetch_ahead(b, s, ns, bb);
             if (q6) ts_q_gemm_q6_K_head(b, sc, cr, &dd, &ddm);
             else ts_q_gemm_q4_K_head(b, sc, cr, &dd, &ddm); /* Q5_K: the same d, dmin and scales */
         } else {

@@ -214,8 +214,7 @@ static void heads_q4_vec2(const uint8_t *const *rb, int lg, int s, int ns, int b
         const uint8_t *b[8];
         for (int i = 0; i < 8; i++) {
             b[i] = rb[8 * h8 + i] ? rb[8 * h8 + i] + (size_t)s * bb : zero;
-            if (rb[8 * h8 + i] && s + 2 < ns)
-                for (int o = 0; o < bb; o += 64) __builtin_prefetch(b[i] + 2 * bb + o);
+            if (rb[8 * h8 + i]) ts_q_gemm_prefetch_ahead(b[i], s, ns, (uint32_t)bb);
         }
         __m256i R[4];
         for (int i = 0; i < 4; i++) /* rows i and i + 4 */

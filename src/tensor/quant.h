@@ -209,6 +209,12 @@ void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t
  * (s, s) i16 pairs when sc_pair), corrections, d and dm into the panel's
  * super-block P through the scalar decoders; the block two ahead prefetched. */
 void ts_q_gemm_pack_heads(ts_type t, const uint8_t *const *rb, int lg, int s, int ns, int sc_pair, uint8_t *P);
+/* The block two super-blocks after b (bb bytes a block) prefetched, when the
+ * packer will still read it (s + 2 < ns): the heads decoders' one look-ahead. */
+static inline void ts_q_gemm_prefetch_ahead(const uint8_t *b, int s, int ns, uint32_t bb) {
+    if (s + 2 < ns)
+        for (uint32_t o = 0; o < bb; o += 64) __builtin_prefetch(b + 2 * (size_t)bb + o);
+}
 /* The AVX2 kernels' packer (sc_pair 1): the same bytes as ts_q_gemm_pack,
  * Q4_K, Q5_K and Q6_K vectorized (gemm_avx2.c); call only where AVX2 runs. */
 #if defined(__x86_64__)
