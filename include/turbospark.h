@@ -457,6 +457,24 @@ ts_sampler_params ts_sampler_params_default(void);
 
 typedef struct ts_session ts_session;
 
+/* Where a device backend's LM head writes the last position's logits. In
+ * mapped host memory (pinned) the stores cross the bus while the LM head
+ * runs, so an eval that returns logits needs no copy after the step; that
+ * pays when the head streams enough weight bytes per logit to hide the
+ * stores (H200, session 22: the 7B's Q6_K head, 2,940 bytes a logit, tg128
+ * +0.5%; SmolLM2's Q8_0 head, 612 bytes a logit, -1.2%), and it costs a
+ * device draw (ts_session_sample with no host logits) a read over the bus. */
+typedef enum ts_logits_dest {
+    TS_LOGITS_AUTO = 0, /* host memory for an eval that asks for logits (logits != NULL) when the LM head's
+                           rows are at least TS_LOGITS_HOST_MIN_ROW_BYTES long; device memory otherwise (a
+                           session whose evals switch between the two records its decode step again) */
+    TS_LOGITS_DEVICE,   /* device memory: an eval that asks for logits copies them out after the step */
+    TS_LOGITS_HOST,     /* host memory for every eval (a device draw reads them over the bus) */
+} ts_logits_dest;
+
+/* TS_LOGITS_AUTO's bar: LM head bytes streamed per logit written across the bus. */
+#define TS_LOGITS_HOST_MIN_ROW_BYTES 1024
+
 typedef struct ts_session_opts {
     int32_t n_ctx;     /* positions; 0 = the model's trained context */
     int32_t n_threads; /* cpu: 0 = the backend's default */
@@ -481,14 +499,10 @@ typedef struct ts_session_opts {
      * DEVICE where it cannot be (the file tier; a backend that does not
      * plan) is refused. */
     ts_expert_plan expert_plan;
-    /* A device backend writes the last position's logits straight into host
-     * memory it maps (pinned; the stores cross the bus while the LM head
-     * runs), so an eval that returns logits needs no copy after the step.
-     * For callers that read the logits after every eval (a benchmark, a
-     * scorer); a draw on the device (ts_session_sample with logits NULL)
-     * then reads them over the bus. Ignored in all-logits mode and on host
-     * backends. Default off. */
-    bool logits_host;
+    /* Where a device backend's LM head writes the logits an eval returns
+     * (ts_logits_dest); ignored in all-logits mode, with instruments and on
+     * host backends. Default TS_LOGITS_AUTO. */
+    ts_logits_dest logits_dest;
 } ts_session_opts;
 
 ts_session_opts ts_session_opts_default(void);

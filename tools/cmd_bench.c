@@ -1,4 +1,4 @@
-/* turbospark bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--logits-host] [--json]
+/* turbospark bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--logits auto|device|host] [--json]
  *
  * llama-bench style: ppN = prefill of N tokens in one batched eval from an
  * empty context; tgN = N single-token decode steps from an empty context.
@@ -10,9 +10,8 @@
  * models varies; the number of distinct ids fed is printed. One warm-up run
  * precedes the r timed repetitions; rows give mean +- sample sd of t/s.
  * Every eval returns its logits to the host, as llama-bench's token loop
- * gets them: on a GPU copied after each step, or with --logits-host written
- * there by the LM head (ts_session_opts.logits_host; H200, session 22: 7B
- * tg128 +0.5%, SmolLM2 -1.2%, so not the default). */
+ * gets them: on a GPU copied after each step or written there by the LM
+ * head, as the session's ts_logits_dest decides (--logits; default auto). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +20,10 @@
 #include "cli.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: turbospark bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--logits-host] [--json]\n"
+    fprintf(f, "usage: turbospark bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--logits auto|device|host] [--json]\n"
                "  -p N  prompt-processing test of N tokens (0 skips); -n N: generation test of N tokens (0 skips)\n"
-               "  --logits-host  a GPU's LM head writes the logits into host memory (no copy after each step)\n" CLI_COMMON_USAGE);
+               "  --logits D  where a GPU's LM head writes the logits: host memory (no copy after each step), device\n"
+               "              memory (copied out), or auto: host where the head's rows are long enough to hide the stores\n" CLI_COMMON_USAGE);
 }
 
 static void mean_sd(const double *x, int n, double *m, double *sd) {
@@ -48,7 +48,8 @@ static void put_json_str(const char *v) {
 int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     int64_t p = 512, n = 128, r = 5;
-    bool json = false, logits_host = false;
+    bool json = false;
+    ts_logits_dest logits_dest = TS_LOGITS_AUTO;
     cli_common cc;
     cli_common_init(&cc);
     for (int i = 1; i < argc; i++) {
@@ -61,7 +62,13 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-n")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 0, 1 << 20, &n)) return 1; }
         else if (!strcmp(a, "-r")) { if (!(v = cli_flag_value(cmd, argc, argv, &i)) || !cli_parse_i64(cmd, a, v, 1, 1000, &r)) return 1; }
         else if (!strcmp(a, "--json")) json = true;
-        else if (!strcmp(a, "--logits-host")) logits_host = true;
+        else if (!strcmp(a, "--logits")) {
+            if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1;
+            if (!strcmp(v, "auto")) logits_dest = TS_LOGITS_AUTO;
+            else if (!strcmp(v, "device")) logits_dest = TS_LOGITS_DEVICE;
+            else if (!strcmp(v, "host")) logits_dest = TS_LOGITS_HOST;
+            else return cli_error(cmd, "--logits: '%s' is not auto, device or host", v);
+        }
         else { return cli_error(cmd, "unknown option '%s'", a); }
     }
     const char *model = cc.model;
@@ -83,7 +90,7 @@ int cmd_bench(int argc, char **argv) {
         ts_session_opts so = cli_session_opts(cmd, &cc, &m, &ins);
         so.n_ctx = (int32_t)(shared ? (p > n ? p : n) : count) + 1;
         so.n_batch = (int32_t)(test == 0 ? p : 1); /* test 0 runs only when p > 0 */
-        so.logits_host = logits_host;
+        so.logits_dest = logits_dest;
         if (ts_session_new(m.model, &so, &ss[test]) != TS_OK) { rc = cli_error(cmd, "%s", ts_last_error()); goto done; }
     }
     ts_session *s = ss[0] ? ss[0] : ss[1]; /* for what both share: vocabulary, threads, instruments */

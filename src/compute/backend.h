@@ -239,7 +239,9 @@ typedef struct ts_backend_ops {
     void (*matmul)(ts_stream *st, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok);
     /* out (rows, n) = x / rms(x) * w, per row; out may equal x */
     void (*rmsnorm)(ts_stream *st, const float *x, const float *w, int64_t n, int64_t rows, float eps, float *out);
-    /* cs (n_tok, n_rot/2, 2): cos/sin of pos[t] * freq[i], times mscale */
+    /* cs (n_tok, n_rot/2, 2): cos/sin of pos[t] * freq[i], times mscale; ready
+     * for the chunk's ops (a backend whose fused ops compute the angles from
+     * pos may make it only when an op first reads it: cuda's rope_due) */
     void (*rope_table)(ts_stream *st, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs);
     /* x (n_tok, n_head, head_dim): rotates the first n_rot dims of each head */
     void (*rope)(ts_stream *st, float *x, int n_tok, int n_head, int head_dim, int n_rot, const float *cs, ts_rope_mode mode);

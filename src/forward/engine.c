@@ -468,7 +468,7 @@ static void layout(ts_session *s, carver *c) {
     s->ffn_up = carve(c, sizeof(float) * B * FF);
     s->rope_cs[0] = carve(c, sizeof(float) * B * half * 2);
     s->rope_cs[1] = carve(c, sizeof(float) * B * half * 2);
-    if (!s->logits_host) s->logits = carve(c, sizeof(float) * (size_t)s->logits_rows * (size_t)hp->n_vocab);
+    if (s->logits_dest != TS_LOGITS_HOST) s->logits_dev = carve(c, sizeof(float) * (size_t)s->logits_rows * (size_t)hp->n_vocab);
     s->pos = carve(c, sizeof(int32_t) * 2 * B); /* then the ids: pos_host's layout, so one upload moves both */
     s->ids_dev = s->pos ? s->pos + B : NULL;
     if (s->model->desc.has_moe) {
@@ -507,11 +507,18 @@ static void layout(ts_session *s, carver *c) {
     }
 }
 
+/* TS_LOGITS_AUTO's bar, lowered by tests (ts_session_logits_auto_bar) to
+ * run the switching on models whose heads are short. */
+static uint64_t logits_auto_bar = TS_LOGITS_HOST_MIN_ROW_BYTES;
+
+void ts_session_logits_auto_bar(uint64_t row_bytes) { logits_auto_bar = row_bytes; }
+
 ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **out) {
     *out = NULL;
     ts_session_opts o = opts ? *opts : ts_session_opts_default();
     const ts_hparams *hp = &m->desc.hp;
     if (o.n_ctx < 0 || o.n_batch < 0 || o.n_threads < 0) return ts_fail(TS_ERR_ARG, "session: negative size option");
+    if ((unsigned)o.logits_dest > TS_LOGITS_HOST) return ts_fail(TS_ERR_ARG, "session: logits destination %d is not a ts_logits_dest", (int)o.logits_dest);
     int n_ctx = o.n_ctx ? o.n_ctx : hp->n_ctx_train;
     if (n_ctx > (1 << 24)) return ts_fail(TS_ERR_ARG, "session: context of %d positions is too large", n_ctx);
     int n_batch = o.n_batch ? o.n_batch : 256;
@@ -531,8 +538,13 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     ts_status st;
     /* instruments first: a bad path is refused before anything large is made */
     if ((st = ts_diag_new(o.instruments, &s->diag)) != TS_OK) goto fail;
-    /* (the instruments copy the logits from the device) */
-    s->logits_host = o.logits_host && !o.all_logits && !s->be->host_memory && !s->diag;
+    /* mapped host logits: one row, from a device backend, without instruments
+     * (they copy the logits from the device); AUTO where the head's rows hide
+     * the stores across the bus (ts_logits_dest) */
+    s->logits_dest = o.logits_dest;
+    if (o.all_logits || s->be->host_memory || s->diag ||
+        (o.logits_dest == TS_LOGITS_AUTO && m->desc.output.row_bytes < logits_auto_bar))
+        s->logits_dest = TS_LOGITS_DEVICE;
     if (s->diag) {
         if ((st = ts_diag_bind(s->diag, hp->n_layer, m->desc.has_moe ? hp->n_expert : 0, hp->n_expert_used, m->desc.fam->name)) != TS_OK)
             goto fail;
@@ -618,10 +630,11 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
     }
     c = (carver){.base = s->arena};
     layout(s, &c);
-    if (s->logits_host && !(s->logits = s->be->ops->host_alloc(s->be, sizeof(float) * (size_t)hp->n_vocab))) {
+    if (s->logits_dest != TS_LOGITS_DEVICE && !(s->logits_map = s->be->ops->host_alloc(s->be, sizeof(float) * (size_t)hp->n_vocab))) {
         st = TS_ERR_NOMEM;
         goto fail;
     }
+    s->logits = s->logits_dest == TS_LOGITS_HOST ? s->logits_map : s->logits_dev;
     s->sp = ts_sampler_params_default();
     sampler_params sp = to_internal(&s->sp);
     if ((st = sampler_new(&sp, hp->n_vocab, &s->smp)) != TS_OK) goto fail;
@@ -646,7 +659,7 @@ void ts_session_free(ts_session *s) {
     if (s->pos_host) s->be->ops->host_free(s->be, s->pos_host, sizeof(int32_t) * 2 * (size_t)s->n_batch);
     free(s->tokens);
     if (s->out) s->be->ops->host_free(s->be, s->out, sizeof(float) * (size_t)s->out_rows * (size_t)s->model->desc.hp.n_vocab);
-    if (s->logits_host && s->logits) s->be->ops->host_free(s->be, s->logits, sizeof(float) * (size_t)s->model->desc.hp.n_vocab);
+    if (s->logits_map) s->be->ops->host_free(s->be, s->logits_map, sizeof(float) * (size_t)s->model->desc.hp.n_vocab);
     free(s->router_host);
     free(s->pilot_host);
     if (s->moe_ids) s->be->ops->host_free(s->be, s->moe_ids, sizeof(int32_t) * moe_ids_len(s));
@@ -730,10 +743,17 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
     for (int32_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V) return ts_fail(TS_ERR_ARG, "eval: token id %d is outside the vocabulary (0..%d)", ids[i], V - 1);
     bool host = s->be->host_memory;
+    /* where this eval's LM head writes (ts_logits_dest): a recorded decode
+     * step that wrote to the other buffer is recorded again at the next one */
+    float *dest = s->logits_dest == TS_LOGITS_HOST || (s->logits_dest == TS_LOGITS_AUTO && logits) ? s->logits_map : s->logits_dev;
+    if (dest != s->logits) {
+        s->logits = dest;
+        if (s->rec == TS_REC_READY) s->rec = TS_REC_WARM;
+    }
     /* a device backend copies the logits out only when asked: a caller that
-     * just samples (ts_session_sample) draws where they are; with
-     * logits_host they are written where the caller reads them */
-    bool copy = s->all_logits || (!host && logits && !s->logits_host);
+     * just samples (ts_session_sample) draws where they are; mapped ones are
+     * written where the caller reads them */
+    bool copy = s->all_logits || (!host && logits && s->logits != s->logits_map);
     if (copy) {
         ts_status st = ensure_out(s, s->all_logits ? n : 1);
         if (st != TS_OK) return st;
@@ -891,9 +911,9 @@ int32_t ts_session_draw(ts_session *s, float *host_logits) {
         if (st != TS_ERR_UNSUPPORTED) return st == TS_OK ? id : -1;
     }
     /* the backend cannot draw with these parameters: the row comes to the
-     * host (with logits_host it is there: the eval synced) */
+     * host (mapped logits are there: the eval synced) */
     float *row = s->logits;
-    if (!s->logits_host) {
+    if (s->logits != s->logits_map) {
         if (ensure_out(s, 1) != TS_OK) return -1;
         s->be->ops->to_host(s->st, s->out, s->logits, sizeof(float) * (size_t)s->model->desc.hp.n_vocab);
         if (s->be->ops->sync(s->st) != TS_OK) return -1;

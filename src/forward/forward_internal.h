@@ -63,8 +63,11 @@ struct ts_session {
     float *ffn_act;       /* (n_batch, n_ff) gate projection, then act(gate)*up: the FFN tap */
     float *ffn_up;        /* (n_batch, n_ff) up projection */
     float *rope_cs[2];    /* (n_batch, n_rot/2, 2) cos/sin: [0] global layers, [1] sliding */
-    float *logits;        /* (logits_rows, n_vocab); logits_host: in the backend's host memory, which it maps */
-    bool logits_host;     /* ts_session_opts.logits_host on a device backend (not all-logits): logits is host memory */
+    float *logits;        /* (logits_rows, n_vocab) where the LM head writes this eval's logits: logits_dev or logits_map */
+    float *logits_dev;    /* (logits_rows, n_vocab) in the arena; NULL with TS_LOGITS_HOST */
+    float *logits_map;    /* (n_vocab) the backend's host memory, which it maps; NULL with TS_LOGITS_DEVICE */
+    ts_logits_dest logits_dest; /* ts_session_opts.logits_dest resolved: DEVICE where mapped logits cannot be or
+                                   (AUTO) do not pay; AUTO and HOST only on a device backend, one row, no instruments */
     int logits_rows;      /* 1, or n_batch in all-logits mode */
     ts_kv_layer *kv;      /* (n_layer) caches inside the arena */
     int32_t *pos;         /* (n_batch) positions of the chunk (backend memory) */
@@ -152,6 +155,11 @@ struct ts_session {
 /* Enqueues the copies of a chunk's n ids and positions n_past.. into
  * s->ids_dev and s->pos, which the forward pass reads. */
 void ts_forward_upload(ts_session *s, const int32_t *ids, int n);
+
+/* Tests: sessions made after this call take TS_LOGITS_AUTO's host path
+ * where the LM head's rows are at least row_bytes long (default
+ * TS_LOGITS_HOST_MIN_ROW_BYTES; 0: on every device backend). Not thread-safe. */
+void ts_session_logits_auto_bar(uint64_t row_bytes);
 
 /* Runs the transformer over the n <= n_batch tokens uploaded by
  * ts_forward_upload and writes logits of the last token (rows = 1) or of all

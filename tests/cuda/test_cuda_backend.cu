@@ -28,7 +28,7 @@
  *    its second decode step and replays it after; its logits must equal, bit
  *    for bit, an all-logits session's (which runs every step plainly) fed
  *    the same ids, and so must a recording session's whose LM head writes
- *    into mapped host memory (ts_session_opts.logits_host);
+ *    into mapped host memory (ts_session_opts.logits_dest TS_LOGITS_HOST);
  * 5. the device sampler: seeded top-k/top-p/min-p/penalty sampling on the
  *    device (eval without logits, then ts_session_sample) draws, step after
  *    step, the ids the host sampler draws from the plain session's logits,
@@ -318,6 +318,57 @@ done:
     ts_backend_free(be);
 }
 
+/* An F32 cache: the RoPE of q and k is the composed path (the rope op
+ * reading the chunk's table, which the backend makes only when first read),
+ * prefill in chunks and decode steps recorded and replayed, against the CPU
+ * with the same cache type at the model's bar. */
+static void check_kv_f32(const char *name, const char *path, const bar *B) {
+    ts_backend *be = NULL;
+    if (ts_backend_cuda_new(0, true, &be) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); return; }
+    ts_model *mc = NULL, *mg = NULL;
+    ts_session *sc = NULL, *sg = NULL;
+    stats st = {};
+    int steps = 0;
+    if (!load(path, NULL, &mc) || !load(path, be, &mg)) goto done;
+    {
+        ts_session_opts so = ts_session_opts_default();
+        so.n_ctx = 64;
+        so.n_batch = 16;
+        so.kv_f32 = true;
+        if (ts_session_new(mc, &so, &sc) != TS_OK || ts_session_new(mg, &so, &sg) != TS_OK) {
+            CHECKF(0, "%s: kv f32 session: %s", name, ts_last_error());
+            goto done;
+        }
+        const int32_t V = ts_session_n_vocab(sc);
+        int32_t ids[21];
+        for (int i = 0; i < 21; i++) ids[i] = (int32_t)(tcu_u64() % (uint64_t)V);
+        float *keep = (float *)malloc(sizeof(float) * (size_t)V), *lc, *lg;
+        /* the prompt's last row, then greedy steps on the CPU's ids */
+        const int32_t *in = ids;
+        int n = 21;
+        int32_t id = 0;
+        for (; steps <= 8; steps++) {
+            if (ts_session_eval(sc, in, n, &lc) != TS_OK) { CHECKF(0, "%s: kv f32: cpu eval: %s", name, ts_last_error()); break; }
+            memcpy(keep, lc, sizeof(float) * (size_t)V);
+            if (ts_session_eval(sg, in, n, &lg) != TS_OK) { CHECKF(0, "%s: kv f32: cuda eval: %s", name, ts_last_error()); break; }
+            compare_rows(&st, keep, lg, 1, V, B->margin, NULL);
+            id = ts_argmax(keep, V);
+            in = &id, n = 1;
+        }
+        free(keep);
+    }
+    printf("%-22s kv f32   rows %d  top-1 %d/%d  KL max %.2e (21-token prompt in chunks of 16, %d decode steps)\n", name, st.rows,
+           st.agree, st.decisive, st.kl_max, steps - 1);
+    CHECKF(steps == 9 && st.rows == 9 && st.agree == st.decisive && st.kl_max < B->max_kl, "%s: kv f32: %d steps, top-1 %d of %d, max KL %.3e",
+           name, steps, st.agree, st.decisive, st.kl_max);
+done:
+    ts_session_free(sc);
+    ts_session_free(sg);
+    ts_model_free(mc);
+    ts_model_free(mg);
+    ts_backend_free(be);
+}
+
 /* steps after the recording; fewer in the small mode (compute-sanitizer) */
 #define REPLAY_STEPS (tcu_small() ? 6 : 24)
 #define SAMPLE_STEPS (tcu_small() ? 8 : 32)
@@ -329,7 +380,7 @@ static void check_replay(const char *name, const char *path) {
     /* launches without programmatic dependent launch: the order PDL must keep */
     if (ts_backend_cuda_new(0, false, &be0) != TS_OK) { CHECKF(0, "cuda backend: %s", ts_last_error()); ts_backend_free(be); return; }
     ts_model *m = NULL, *m0 = NULL;
-    ts_session *rec = NULL, *plain = NULL, *serial = NULL, *hostl = NULL;
+    ts_session *rec = NULL, *plain = NULL, *serial = NULL, *hostl = NULL, *autol = NULL;
     if (!load(path, be, &m) || !load(path, be0, &m0)) goto done;
     {
         ts_session_opts so = ts_session_opts_default();
@@ -338,9 +389,18 @@ static void check_replay(const char *name, const char *path) {
         ts_status st = ts_session_new(m, &so, &rec);
         CHECKF(st == TS_OK, "session: %s", ts_last_error());
         /* the logits written straight into mapped host memory */
-        so.logits_host = true;
+        so.logits_dest = TS_LOGITS_HOST;
         ts_status sth = ts_session_new(m, &so, &hostl);
-        CHECKF(sth == TS_OK, "session (logits_host): %s", ts_last_error());
+        CHECKF(sth == TS_OK, "session (TS_LOGITS_HOST): %s", ts_last_error());
+        /* TS_LOGITS_AUTO with its bar at 0: host memory for the evals that
+         * ask for logits, device memory for those that draw on the device */
+        so.logits_dest = TS_LOGITS_AUTO;
+        ts_session_logits_auto_bar(0);
+        ts_status sta = ts_session_new(m, &so, &autol);
+        ts_session_logits_auto_bar(TS_LOGITS_HOST_MIN_ROW_BYTES);
+        CHECKF(sta == TS_OK && autol->logits_map && autol->logits_dev, "session (TS_LOGITS_AUTO, bar 0): %s",
+               sta == TS_OK ? "no mapped or no device logits" : ts_last_error());
+        if (sta != TS_OK) goto done;
         plain = session(m, false, 16);
         serial = session(m0, false, 16);
         if (st != TS_OK || sth != TS_OK || !plain || !serial) goto done;
@@ -390,40 +450,56 @@ static void check_replay(const char *name, const char *path) {
         sp.repeat_last_n = 16;
         sp.seed = 1234;
         ok = ts_session_set_sampler(rec, &sp) == TS_OK && ts_session_set_sampler(plain, &sp) == TS_OK &&
-             ts_session_set_sampler(hostl, &sp) == TS_OK;
+             ts_session_set_sampler(hostl, &sp) == TS_OK && ts_session_set_sampler(autol, &sp) == TS_OK;
         CHECKF(ok, "%s: sampler: %s", name, ts_last_error());
         ts_session_reset(rec);
         ts_session_reset(plain);
         ts_session_reset(hostl);
+        ts_session_reset(autol);
         for (int i = 0; i < 5; i++)
             ts_session_sampler_accept(rec, prompt[i]), ts_session_sampler_accept(plain, prompt[i]),
-                ts_session_sampler_accept(hostl, prompt[i]);
-        int same = 0, drawn = 0;
+                ts_session_sampler_accept(hostl, prompt[i]), ts_session_sampler_accept(autol, prompt[i]);
+        /* autol asks for its logits in runs of 3 steps and draws on the device
+         * in the runs between: each switch records its decode step again, and
+         * the logits it returns must equal the plain session's bit for bit */
+        int same = 0, drawn = 0, asked = 0, adiffer = 0;
+        float *la = NULL;
         ok = ok && ts_session_eval(rec, prompt, 5, NULL) == TS_OK && ts_session_eval(plain, prompt, 5, &lp) == TS_OK &&
-             ts_session_eval(hostl, prompt, 5, NULL) == TS_OK;
+             ts_session_eval(hostl, prompt, 5, NULL) == TS_OK && ts_session_eval(autol, prompt, 5, &la) == TS_OK;
+        if (ok) adiffer += memcmp(la, lp, sizeof(float) * (size_t)V) != 0, asked++;
         for (int step = 0; ok && step < SAMPLE_STEPS; step++) {
-            int32_t a = -1, b = -1, h = -1;
-            ok = ts_session_sample(rec, &a) == TS_OK && ts_session_sample(plain, &b) == TS_OK && ts_session_sample(hostl, &h) == TS_OK;
+            int32_t a = -1, b = -1, h = -1, u = -1;
+            ok = ts_session_sample(rec, &a) == TS_OK && ts_session_sample(plain, &b) == TS_OK && ts_session_sample(hostl, &h) == TS_OK &&
+                 ts_session_sample(autol, &u) == TS_OK;
             CHECKF(ok, "%s: sample step %d: %s", name, step, ts_last_error());
             if (!ok) break;
             drawn++;
-            same += a == b && h == b;
-            CHECKF(a == b && h == b, "%s: sample step %d: device drew %d (from host memory %d), host %d", name, step, a, h, b);
-            if (a != b || h != b) break;
+            same += a == b && h == b && u == b;
+            CHECKF(a == b && h == b && u == b, "%s: sample step %d: device drew %d (from host memory %d, auto %d), host %d", name, step, a,
+                   h, u, b);
+            if (a != b || h != b || u != b) break;
             ts_session_sampler_accept(rec, a);
             ts_session_sampler_accept(plain, b);
             ts_session_sampler_accept(hostl, h);
+            ts_session_sampler_accept(autol, u);
+            const bool ask = (step / 3) % 2 == 1;
             ok = ts_session_eval(rec, &a, 1, NULL) == TS_OK && ts_session_eval(plain, &b, 1, &lp) == TS_OK &&
-                 ts_session_eval(hostl, &h, 1, NULL) == TS_OK;
+                 ts_session_eval(hostl, &h, 1, NULL) == TS_OK && ts_session_eval(autol, &u, 1, ask ? &la : NULL) == TS_OK;
             CHECKF(ok, "%s: sample eval %d: %s", name, step, ts_last_error());
+            if (ok && ask) adiffer += memcmp(la, lp, sizeof(float) * (size_t)V) != 0, asked++;
+            if (ok) CHECKF(autol->logits == (ask ? autol->logits_map : autol->logits_dev), "%s: step %d: auto's logits in the wrong memory",
+                           name, step);
         }
         CHECKF(drawn == SAMPLE_STEPS, "%s: %d of %d draws", name, drawn, SAMPLE_STEPS);
-        printf("%-22s sample   device draws (logits in device and in host memory) equal host draws at %d of %d steps\n", name, same,
-               drawn);
+        CHECKF(autol->rec == TS_REC_READY, "%s: auto's decode step was not recorded", name);
+        CHECKF(asked > 1 && adiffer == 0, "%s: auto's logits in host memory differ at %d of %d evals", name, adiffer, asked);
+        printf("%-22s sample   device draws (logits in device and in host memory, and auto switching between them) equal host "
+               "draws at %d of %d steps; auto's host logits bit-identical at %d of %d evals\n", name, same, drawn, asked - adiffer, asked);
     }
 done:
     ts_session_free(rec);
     ts_session_free(hostl);
+    ts_session_free(autol);
     ts_session_free(plain);
     ts_session_free(serial);
     ts_model_free(m);
@@ -608,6 +684,7 @@ int main(int argc, char **argv) {
                 }
                 run_model(name, path, &tiny_bar, precise);
                 if (!precise) check_replay(name, path);
+                if (!precise && !f16) check_kv_f32(name, path, &tiny_bar);
             }
     /* the MoE fixtures (F32 only): experts resident in device memory, routed
      * on the device; prefill grouped by expert, decode through the tables */

@@ -94,6 +94,18 @@ typedef struct cuda_stream {
     int n_items;            /* items in items_host / items */
     int64_t max_tokens;
     bool capturing;         /* between capture_begin and capture_end */
+    /* RoPE tables the forward pass asked for (rope_table) and no op has read
+     * yet: the fused kernels compute the angles from the positions, so a
+     * table is made only when the plain rope op (the composed fallbacks: an
+     * F32 cache, head_dim > 256) first reads it, and a decode step has no
+     * launch for it. An entry lives until the next rope_table on its cs. */
+    struct {
+        const float *freq;  /* (n_rot/2) */
+        const int32_t *pos; /* (n_tok) device */
+        float *cs;          /* (n_tok, n_rot/2, 2) device: where the table goes; NULL: a free entry */
+        float mscale;
+        int n_rot, n_tok;
+    } rope_due[2];
     int seg;                /* the segment being recorded */
     cudaGraphExec_t graph[TS_MAX_SEGMENTS]; /* the recorded segments, NULL where none */
     /* the sampler (cuda_sample), sized at its first use */
@@ -776,18 +788,36 @@ static void cuda_rmsnorm(ts_stream *st, const float *x, const float *w, int64_t 
     OP(c, ts_cuda_rmsnorm(c->s, x, w, n, rows, eps, out), "rmsnorm");
 }
 
-static void cuda_rope_table(ts_stream *st, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs) {
-    cuda_stream *c = cst(st);
-    if (!live(c)) return;
+static void rope_table_launch(cuda_stream *c, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs) {
     int half = n_rot / 2;
     if (half < 1 || n_tok < 1) return;
     ts_launch(&rope_table_kernel, grid_1d((int64_t)n_tok * half, 256), 256, 0, c->s)(freq, half, pos, n_tok, mscale, cs);
     note_cuda(c, cudaGetLastError(), "rope table");
 }
 
+/* Deferred until an op reads cs (rope_due); made now when both entries hold
+ * other tables. */
+static void cuda_rope_table(ts_stream *st, const float *freq, int n_rot, const int32_t *pos, int n_tok, float mscale, float *cs) {
+    cuda_stream *c = cst(st);
+    if (!live(c)) return;
+    int k = c->rope_due[0].cs == cs ? 0 : c->rope_due[1].cs == cs ? 1 : !c->rope_due[0].cs ? 0 : !c->rope_due[1].cs ? 1 : -1;
+    if (k < 0) {
+        rope_table_launch(c, freq, n_rot, pos, n_tok, mscale, cs);
+        return;
+    }
+    c->rope_due[k].freq = freq, c->rope_due[k].pos = pos, c->rope_due[k].cs = cs;
+    c->rope_due[k].mscale = mscale, c->rope_due[k].n_rot = n_rot, c->rope_due[k].n_tok = n_tok;
+}
+
 static void cuda_rope(ts_stream *st, float *x, int n_tok, int n_head, int head_dim, int n_rot, const float *cs, ts_rope_mode mode) {
     cuda_stream *c = cst(st);
     if (!live(c)) return;
+    for (int i = 0; i < 2; i++)
+        if (cs && c->rope_due[i].cs == cs) { /* the table's first reader */
+            rope_table_launch(c, c->rope_due[i].freq, c->rope_due[i].n_rot, c->rope_due[i].pos, c->rope_due[i].n_tok,
+                              c->rope_due[i].mscale, c->rope_due[i].cs);
+            c->rope_due[i].cs = NULL;
+        }
     int half = n_rot / 2;
     if (half < 1 || n_tok < 1 || n_head < 1) return;
     ts_launch(&rope_kernel, grid_1d((int64_t)n_tok * n_head * half, 256), 256, 0, c->s)(x, n_tok, n_head, head_dim, half, cs,

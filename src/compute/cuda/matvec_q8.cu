@@ -507,7 +507,7 @@ template <int T, int NT, int R, int KIND> TS_DEV void mvq_body(const MvArgs &a) 
                          * consecutive groups (32 rows) gather in the lanes
                          * (lane L: row L of them) and go out in one store
                          * of 128 bytes, not 4 * R bytes a group: a y in
-                         * mapped host memory (the logits, logits_host) takes
+                         * mapped host memory (the logits, ts_logits_dest) takes
                          * 32 times fewer writes across the bus */
                         constexpr int GPC = 32 / R;
                         const int k = cg % GPC;
