@@ -12,7 +12,7 @@ T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 left() { echo $(( 585 - $(date +%s) + T0 )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 lscpu | grep -E 'Model name|^CPU\(s\)'
-mkdir -p /tmp/b; for f in ts ts-b0 bench_matvec; do xz -dc .pb/$f.xz > /tmp/b/$f; chmod +x /tmp/b/$f; done
+mkdir -p /tmp/b; for f in ts ts-b0; do xz -dc .pb/$f.xz > /tmp/b/$f; chmod +x /tmp/b/$f; done
 for h in 7b smol 1.5b; do xz -dc .pb/$h.hdr.xz > /tmp/$h.hdr; done
 ( nice -n 19 python3 bench/make_synthetic_dense.py /tmp/7b.hdr /tmp/7b.gguf > $OUT/synth-7b.log 2>&1
   nice -n 19 python3 bench/make_synthetic_dense.py /tmp/1.5b.hdr /tmp/1.5b.gguf > $OUT/synth-1.5b.log 2>&1
@@ -35,7 +35,7 @@ ab 7b 5 /tmp/7b.gguf
 ab smol 3 /tmp/smol.gguf
 ab 1.5b 3 /tmp/1.5b.gguf
 for i in 1 2; do
-  BENCH_QUICK=0 /tmp/b/bench_matvec none 2>&1 | grep -E 'copy' | head -2 | tee -a $REAL/roofline.txt
+  BENCH_QUICK=0 build-cuda/bench_matvec none 2>&1 | grep -E 'copy' | head -2 | tee -a $REAL/roofline.txt
   [ $i = 1 ] && /tmp/b/ts bench -m /tmp/7b.gguf --backend cuda -p 0 -n 128 -r 5 2>&1 | grep -E 'tg128|backend' | tee -a $REAL/roofline.txt
 done
 el end
