@@ -465,8 +465,7 @@ static void check_replay(const char *name, const char *path) {
         int same = 0, drawn = 0, asked = 0, adiffer = 0;
         float *la = NULL;
         ok = ok && ts_session_eval(rec, prompt, 5, NULL) == TS_OK && ts_session_eval(plain, prompt, 5, &lp) == TS_OK &&
-             ts_session_eval(hostl, prompt, 5, NULL) == TS_OK && ts_session_eval(autol, prompt, 5, &la) == TS_OK;
-        if (ok) adiffer += memcmp(la, lp, sizeof(float) * (size_t)V) != 0, asked++;
+             ts_session_eval(hostl, prompt, 5, NULL) == TS_OK && ts_session_eval(autol, prompt, 5, NULL) == TS_OK;
         for (int step = 0; ok && step < SAMPLE_STEPS; step++) {
             int32_t a = -1, b = -1, h = -1, u = -1;
             ok = ts_session_sample(rec, &a) == TS_OK && ts_session_sample(plain, &b) == TS_OK && ts_session_sample(hostl, &h) == TS_OK &&
@@ -492,7 +491,7 @@ static void check_replay(const char *name, const char *path) {
         }
         CHECKF(drawn == SAMPLE_STEPS, "%s: %d of %d draws", name, drawn, SAMPLE_STEPS);
         CHECKF(autol->rec == TS_REC_READY, "%s: auto's decode step was not recorded", name);
-        CHECKF(asked > 1 && adiffer == 0, "%s: auto's logits in host memory differ at %d of %d evals", name, adiffer, asked);
+        CHECKF(asked >= 3 && adiffer == 0, "%s: auto's logits in host memory differ at %d of %d evals", name, adiffer, asked);
         printf("%-22s sample   device draws (logits in device and in host memory, and auto switching between them) equal host "
                "draws at %d of %d steps; auto's host logits bit-identical at %d of %d evals\n", name, same, drawn, asked - adiffer, asked);
     }
