@@ -461,9 +461,10 @@ typedef struct ts_session ts_session;
  * mapped host memory (pinned) the stores cross the bus while the LM head
  * runs, so an eval that returns logits needs no copy after the step; that
  * pays when the head streams enough weight bytes per logit to hide the
- * stores (H200, session 22: the 7B's Q6_K head, 2,940 bytes a logit, tg128
- * +0.5%; SmolLM2's Q8_0 head, 612 bytes a logit, -1.2%), and it costs a
- * device draw (ts_session_sample with no host logits) a read over the bus. */
+ * stores (tg128 on an H200: the 7B's Q6_K head, 2,940 bytes a logit, +0.75%,
+ * the 1.5B's, 1,260 bytes, +1.9%; SmolLM2's Q8_0 head, 612 bytes, -1.2%),
+ * and it costs a device draw (ts_session_sample with no host logits) a read
+ * over the bus. */
 typedef enum ts_logits_dest {
     TS_LOGITS_AUTO = 0, /* host memory for an eval that asks for logits (logits != NULL) when the LM head's
                            rows are at least TS_LOGITS_HOST_MIN_ROW_BYTES long; device memory otherwise (a
