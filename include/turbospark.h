@@ -475,6 +475,7 @@ typedef enum ts_logits_dest {
 
 /* TS_LOGITS_AUTO's bar: LM head bytes streamed per logit written across the bus. */
 #define TS_LOGITS_HOST_MIN_ROW_BYTES 1024
+ts_status ts_logits_dest_parse(const char *s, ts_logits_dest *out); /* "auto|device|host" */
 
 typedef struct ts_session_opts {
     int32_t n_ctx;     /* positions; 0 = the model's trained context */

@@ -4,7 +4,8 @@
 # is off, a ROUTER_LOGITS_PASS beyond the run prints FAILED, --ctx beyond the
 # trained context warns with the KV size, an unknown --chat-template fails
 # with --prompt, input caps on -f / --messages-file, --save-logits over -f
-# refused, and SIGINT mid-run writes the captures marked partial.
+# refused, bench --logits' values, and SIGINT mid-run writes the captures
+# marked partial.
 cli=$1; fix=$2
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
@@ -47,6 +48,10 @@ TURBOSPARK_ROUTER_HIST="$tmp/l.json" TURBOSPARK_ROUTER_LOGITS_LAYER=1 TURBOSPARK
 # --ctx beyond the trained context: a warning naming both and the KV size, then the run
 "$cli" run -m "$M" -p hi --max-new 2 --ctx 100000 >/dev/null 2>"$tmp/e" && grep -q "exceeds the model's trained context of [0-9]*; the KV cache takes [0-9.]* [KMG]iB" "$tmp/e" \
   && ok || bad "--ctx warning: $(cat "$tmp/e")"
+
+# bench --logits takes auto, device or host, and nothing else
+expect_err "bench --logits bogus" "expected auto, device or host" -- "$cli" bench -m "$M" -p 0 -n 2 -r 1 --logits bogus
+"$cli" bench -m "$M" -p 0 -n 2 -r 1 --logits host >/dev/null 2>&1 && ok || bad "bench --logits host on the cpu (ignored there)"
 
 # unknown --chat-template with --prompt fails as with --messages-file
 expect_err "unknown template with --prompt" "unknown chat template" -- "$cli" run -m "$M" -p hi --chat-template nosuch

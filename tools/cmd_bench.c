@@ -64,10 +64,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--logits")) {
             if (!(v = cli_flag_value(cmd, argc, argv, &i))) return 1;
-            if (!strcmp(v, "auto")) logits_dest = TS_LOGITS_AUTO;
-            else if (!strcmp(v, "device")) logits_dest = TS_LOGITS_DEVICE;
-            else if (!strcmp(v, "host")) logits_dest = TS_LOGITS_HOST;
-            else return cli_error(cmd, "--logits: '%s' is not auto, device or host", v);
+            if (ts_logits_dest_parse(v, &logits_dest) != TS_OK) return cli_error(cmd, "--logits: %s", ts_last_error());
         }
         else { return cli_error(cmd, "unknown option '%s'", a); }
     }

@@ -54,6 +54,16 @@ ts_status ts_expert_plan_parse(const char *s, ts_expert_plan *out) {
     return ts_fail(TS_ERR_ARG, "'%s': expected auto, host or device", s ? s : "");
 }
 
+ts_status ts_logits_dest_parse(const char *s, ts_logits_dest *out) {
+    static const char *const names[] = {"auto", "device", "host"}; /* ts_logits_dest's order */
+    for (int i = 0; s && i < 3; i++)
+        if (!strcmp(s, names[i])) {
+            *out = (ts_logits_dest)i;
+            return TS_OK;
+        }
+    return ts_fail(TS_ERR_ARG, "'%s': expected auto, device or host", s ? s : "");
+}
+
 /* blk.N.ffn_{gate,up,down}_exps.weight or blk.N.ffn_{gate,up,down}.E.weight */
 static bool is_expert_tensor(gguf_str n) {
     char buf[128];
