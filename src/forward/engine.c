@@ -597,7 +597,7 @@ ts_status ts_session_new(ts_model *m, const ts_session_opts *opts, ts_session **
         st = TS_ERR_NOMEM;
         goto fail;
     }
-    memset(s->pos_host, 0, sizeof(int32_t) * 2 * (size_t)n_batch); /* uploaded whole up to the ids (ts_forward_upload) */
+    memset(s->pos_host, 0, sizeof(int32_t) * 2 * (size_t)n_batch); /* sent whole up to the ids (ts_forward_send) */
     int64_t max_in = hp->n_embd;
     if ((int64_t)hp->n_head * hp->head_dim > max_in) max_in = (int64_t)hp->n_head * hp->head_dim;
     if (hp->n_ff > max_in) max_in = hp->n_ff;
@@ -725,12 +725,16 @@ static ts_status decode_step(ts_session *s) {
     }
     if (s->rec == TS_REC_NONE) {
         s->rec = TS_REC_WARM;
+        ts_forward_send(s, 1);
         return ts_forward_chunk(s, 1, false, true);
     }
     s->n_seg = 0;
     ts_status st = op->capture_begin(s->st, 0);
     if (st != TS_OK) return st;
     s->capturing = s->capture_open = true;
+    /* the copy of the staged id and position is the recording's first op:
+     * a replay reads them from s->pos_host (one launch, no copy call) */
+    ts_forward_send(s, 1);
     ts_status fst = ts_forward_chunk(s, 1, false, true);
     st = s->capture_open ? op->capture_end(s->st) : TS_OK;
     s->capturing = s->capture_open = false;
@@ -775,7 +779,9 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
     for (int32_t done = 0; done < n;) {
         int chunk = n - done < s->n_batch ? n - done : s->n_batch;
         bool final = done + chunk == n;
-        ts_forward_upload(s, ids + done, chunk);
+        const bool step = record && chunk == 1; /* decode_step sends (or replays the send) */
+        ts_forward_stage(s, ids + done, chunk);
+        if (!step) ts_forward_send(s, chunk);
         /* a decode step with its cache passes planned on the backend: the
          * cache is the session's from here to the sync (a recording
          * backend's first step runs plainly, planned on the host) */
@@ -784,7 +790,7 @@ ts_status ts_session_eval(ts_session *s, const int32_t *ids, int32_t n, float **
         if (st == TS_OK && dplan) st = expert_cache_device_enter(s->model->ecache, s->st);
         if (st == TS_OK) {
             s->dplan_on = dplan;
-            st = record && chunk == 1 ? decode_step(s) : ts_forward_chunk(s, chunk, s->all_logits, final);
+            st = step ? decode_step(s) : ts_forward_chunk(s, chunk, s->all_logits, final);
             s->dplan_on = false;
             if (st == TS_OK) {
                 /* the sync below waits for the copy: one round trip a step, not two */

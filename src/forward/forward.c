@@ -21,14 +21,16 @@
 
 #include "forward/forward_internal.h"
 
-void ts_forward_upload(ts_session *s, const int32_t *ids, int n) {
-    const ts_backend_ops *op = s->be->ops;
+void ts_forward_stage(ts_session *s, const int32_t *ids, int n) {
     int32_t *ids_host = s->pos_host + s->n_batch;
     for (int t = 0; t < n; t++) s->pos_host[t] = s->n_past + t;
     memcpy(ids_host, ids, sizeof(int32_t) * (size_t)n);
+}
+
+void ts_forward_send(ts_session *s, int n) {
     /* positions then ids, n_batch apart in both buffers (layout): one copy
      * (a decode step's 8 bytes; its per-copy latency, not its size, is the cost) */
-    op->to_device(s->st, s->pos, s->pos_host, sizeof(int32_t) * ((size_t)s->n_batch + (size_t)n));
+    s->be->ops->to_device(s->st, s->pos, s->pos_host, sizeof(int32_t) * ((size_t)s->n_batch + (size_t)n));
 }
 
 ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_chunk) {
@@ -42,7 +44,7 @@ ts_status ts_forward_chunk(ts_session *s, int n, bool all_rows, bool is_final_ch
     const float eps = hp->norm_eps;
 
     /* the positions (s->pos) and ids (s->ids_dev) are in backend memory
-     * (ts_forward_upload); their RoPE rotations, once per chunk for every layer */
+     * (ts_forward_send); their RoPE rotations, once per chunk for every layer */
     op->rope_table(st, md->rope_global.freq, md->rope_global.n_rot, s->pos, n, md->rope_global.mscale, s->rope_cs[0]);
     if (md->rope_swa.freq)
         op->rope_table(st, md->rope_swa.freq, md->rope_swa.n_rot, s->pos, n, md->rope_swa.mscale, s->rope_cs[1]);

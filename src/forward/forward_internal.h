@@ -152,17 +152,21 @@ struct ts_session {
     ts_hooks hook_tab;     /* ts_diag_hooks with user = diag */
 };
 
-/* Enqueues the copies of a chunk's n ids and positions n_past.. into
- * s->ids_dev and s->pos, which the forward pass reads. */
-void ts_forward_upload(ts_session *s, const int32_t *ids, int n);
+/* A chunk's n ids and positions n_past.. into s->pos_host (stage, host
+ * stores only), then the copy of them into s->pos and s->ids_dev, which the
+ * forward pass reads (send, enqueued). A recorded decode step holds its
+ * send: the copy reads s->pos_host when the recording is replayed, so a
+ * replayed token stages and launches, no copy of its own. */
+void ts_forward_stage(ts_session *s, const int32_t *ids, int n);
+void ts_forward_send(ts_session *s, int n);
 
 /* Tests: sessions made after this call take TS_LOGITS_AUTO's host path
  * where the LM head's rows are at least row_bytes long (default
  * TS_LOGITS_HOST_MIN_ROW_BYTES; 0: on every device backend). Not thread-safe. */
 void ts_session_logits_auto_bar(uint64_t row_bytes);
 
-/* Runs the transformer over the n <= n_batch tokens uploaded by
- * ts_forward_upload and writes logits of the last token (rows = 1) or of all
+/* Runs the transformer over the n <= n_batch tokens sent by
+ * ts_forward_send and writes logits of the last token (rows = 1) or of all
  * n tokens into s->logits. Does not advance n_past. Fails only on expert I/O.
  * Host values it passes to the ops depend on n, all_rows and the session
  * only, and the ops read positions from s->pos: a decode step (n = 1) can be

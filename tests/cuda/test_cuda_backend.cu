@@ -663,6 +663,8 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a line per model as it finishes, in logs too */
     tcu_require_gpu(argv[0]);
     tcu_seed_init(argv[0]);
+    /* scripts/gpu-check.sh runs this test under the sanitizers in shards by
+     * these names (TS_CUDA_TEST_MODELS): a fixture added here is added there */
     static const char *tiny[] = {"llama", "llama31", "qwen2", "qwen3", "gemma3"};
     const bar tiny_bar = {1e-4, 1e-4, TIE_MARGIN, GEMM_MARGIN};
     /* TS_CUDA_TEST_MODELS="llama gemma3": only those fixtures (the CPU emulation is slow) */

@@ -74,8 +74,14 @@ typedef struct cuda_stream {
     cublasHandle_t blas;
     ts_status err;          /* first failure since the last sync, TS_OK when none */
     char err_msg[512];      /* its message, naming the op */
-    unsigned *err_dev;      /* (1) device error word (TS_CUDA_ERR_* bits) */
-    unsigned *err_host;     /* (1) pinned copy of it, read at sync */
+    /* (1) the error word (TS_CUDA_ERR_* bits) the kernels set, in pinned host
+     * memory (mapped: err_dev is its device address), so a sync reads it
+     * with no copy of its own: a replayed token is a launch and a sync. The
+     * kernels only ever set bits (atomicOr); an OR over PCIe that is not
+     * atomic for the host can still only add bits, and the host reads and
+     * clears it only after the stream has drained. */
+    unsigned *err_dev;
+    volatile unsigned *err_host;
     bool exact_act;         /* --precise: F32 activations everywhere */
     void *q8;               /* (2, q8_stride) partner-format activations: [0] Q8_0, [1] Q8_K */
     size_t q8_stride;       /* bytes per slot, 256-aligned */
@@ -117,9 +123,10 @@ typedef struct cuda_stream {
     uint64_t *smp_rng;      /* (4) device RNG state */
     int32_t *smp_ring;      /* (smp_cap) device copy of the ring of accepted ids */
     int32_t *smp_ring_pos;  /* (1) where the device appends (unused after) */
-    int32_t *smp_id;        /* (1) the drawn id */
+    int32_t *smp_id;        /* (1) the drawn id: smp_host + 32 as the device addresses it (mapped), so the
+                               draw lands where the host reads it, with no copy */
     int32_t smp_cap;        /* ring entries allocated */
-    uint8_t *smp_host;      /* (smp_host_bytes) pinned: rng (32 B), id (4 B, at 32), ring (at 64) */
+    uint8_t *smp_host;      /* (smp_host_bytes) pinned, mapped: rng (32 B), id (4 B, at 32), ring (at 64) */
     size_t smp_host_bytes;
 } cuda_stream;
 
@@ -421,8 +428,7 @@ static void cuda_stream_free(ts_stream *st) {
     (void)use_device(c->device);
     if (c->s) cudaStreamSynchronize(c->s);
     if (c->blas) cublasDestroy(c->blas);
-    cudaFree(c->err_dev);
-    cudaFreeHost(c->err_host);
+    if (c->err_host) cudaFreeHost((void *)c->err_host);
     cudaFree(c->q8);
     cudaFree(c->gemm);
     cudaFree(c->attn);
@@ -455,12 +461,12 @@ static ts_status cuda_stream_new(ts_backend *be, int n_threads, ts_stream **out)
     cudaError_t e;
     if ((e = use_device(c->device)) != cudaSuccess) st = cuda_err(e, "set device");
     else if ((e = cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking)) != cudaSuccess) st = cuda_err(e, "cudaStreamCreate");
-    else if ((e = cudaMalloc(&c->err_dev, sizeof(unsigned))) != cudaSuccess) st = cuda_err(e, "cudaMalloc (error word)");
-    else if ((e = cudaMemset(c->err_dev, 0, sizeof(unsigned))) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess)
-        st = cuda_err(e, "cudaMemset");
-    else if ((e = cudaHostAlloc(&c->err_host, sizeof(unsigned), cudaHostAllocDefault)) != cudaSuccess)
-        st = cuda_err(e, "cudaHostAlloc");
+    else if ((e = cudaHostAlloc((void **)&c->err_host, sizeof(unsigned), cudaHostAllocMapped)) != cudaSuccess)
+        st = cuda_err(e, "cudaHostAlloc (error word)");
+    else if ((e = cudaHostGetDevicePointer((void **)&c->err_dev, (void *)c->err_host, 0)) != cudaSuccess)
+        st = cuda_err(e, "cudaHostGetDevicePointer (error word)");
     else {
+        *c->err_host = 0;
         cublasStatus_t bs = cublasCreate(&c->blas);
         if (bs != CUBLAS_STATUS_SUCCESS) {
             c->blas = NULL;
@@ -564,12 +570,10 @@ static ts_status cuda_sync(ts_stream *st) {
     cuda_stream *c = cst(st);
     if (c->err == TS_OK) {
         note_cuda(c, use_device(c->device), "set device");
-        if (c->err == TS_OK) note_cuda(c, cudaMemcpyAsync(c->err_host, c->err_dev, sizeof(unsigned), cudaMemcpyDeviceToHost, c->s), "sync");
         if (c->err == TS_OK) note_cuda(c, cudaStreamSynchronize(c->s), "sync (a kernel enqueued since the last sync failed)");
         if (c->err == TS_OK && *c->err_host) {
             unsigned w = *c->err_host;
-            *c->err_host = 0;
-            (void)cudaMemsetAsync(c->err_dev, 0, sizeof(unsigned), c->s);
+            *c->err_host = 0; /* the stream is drained: no kernel of it writes the word now */
             ts_fail(TS_ERR_DEVICE, "%s%s%s%s", w & TS_CUDA_ERR_POS ? "a position outside the KV cache; " : "",
                     w & TS_CUDA_ERR_TOKEN ? "a token id outside the vocabulary; " : "",
                     w & TS_CUDA_ERR_EMPTY ? "no token could be sampled; " : "",
@@ -1297,7 +1301,6 @@ static ts_status sample_reserve(cuda_stream *c, int32_t n_vocab, int32_t cap) {
     }
     if (!c->smp_rng) {
         if ((e = cudaMalloc((void **)&c->smp_rng, 64)) != cudaSuccess) return cuda_err(e, "cudaMalloc (sampler)");
-        c->smp_id = (int32_t *)((uint8_t *)c->smp_rng + 32);
         c->smp_ring_pos = (int32_t *)((uint8_t *)c->smp_rng + 48);
     }
     if (cap > c->smp_cap) {
@@ -1312,14 +1315,19 @@ static ts_status sample_reserve(cuda_stream *c, int32_t n_vocab, int32_t cap) {
         if (c->smp_host) cudaFreeHost(c->smp_host);
         c->smp_host = NULL;
         c->smp_host_bytes = 0;
-        if ((e = cudaHostAlloc((void **)&c->smp_host, hb, cudaHostAllocDefault)) != cudaSuccess) return cuda_err(e, "cudaHostAlloc (sampler)");
+        c->smp_id = NULL;
+        if ((e = cudaHostAlloc((void **)&c->smp_host, hb, cudaHostAllocMapped)) != cudaSuccess) return cuda_err(e, "cudaHostAlloc (sampler)");
         c->smp_host_bytes = hb;
+        uint8_t *dev = NULL;
+        if ((e = cudaHostGetDevicePointer((void **)&dev, c->smp_host, 0)) != cudaSuccess) return cuda_err(e, "cudaHostGetDevicePointer (sampler)");
+        c->smp_id = (int32_t *)(dev + 32);
     }
     return TS_OK;
 }
 
-/* The state goes up, one kernel chain draws, the id and the advanced RNG
- * come back: 36 bytes instead of the logits row. */
+/* The state goes up, one kernel chain draws, the advanced RNG comes back
+ * (32 bytes instead of the logits row) and the id is written straight into
+ * mapped host memory; greedy moves nothing but its launch. */
 static ts_status cuda_sample(ts_stream *st, float *logits, int32_t n_vocab, ts_sample_desc *d, int32_t *id) {
     cuda_stream *c = cst(st);
     *id = -1;
@@ -1348,13 +1356,13 @@ static ts_status cuda_sample(ts_stream *st, float *logits, int32_t n_vocab, ts_s
         if (c->err == TS_OK)
             OP(c, ts_cuda_sample(c->s, logits, n_vocab, &p, &ss, c->smp_id, c->err_dev, c->smp_scratch, c->smp_scratch_bytes), "sample");
     }
-    /* the id (at 32), after the advanced RNG state when the chain drew */
-    const size_t off = greedy ? 32 : 0;
-    note_cuda(c, cudaMemcpyAsync(c->smp_host + off, (uint8_t *)c->smp_rng + off, 36 - off, cudaMemcpyDeviceToHost, c->s), "sample (result)");
+    /* the id is written where the host reads it (smp_id); the advanced RNG
+     * state comes back when the chain drew */
+    if (!greedy) note_cuda(c, cudaMemcpyAsync(c->smp_host, c->smp_rng, 32, cudaMemcpyDeviceToHost, c->s), "sample (result)");
     ts_status r = cuda_sync(st);
     if (r != TS_OK) return r;
     if (!greedy) memcpy(d->rng, c->smp_host, 32);
-    memcpy(id, c->smp_host + 32, sizeof(int32_t));
+    *id = *(volatile int32_t *)(c->smp_host + 32);
     if (*id < 0) return ts_fail(TS_ERR_ARG, "sampling: every logit is -inf or NaN: no token can be chosen");
     return TS_OK;
 }

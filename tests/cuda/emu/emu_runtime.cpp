@@ -67,6 +67,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) { return cudaMalloc(p, n); }
 cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned) {
+    *d = h;
+    return cudaSuccess;
+}
 cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {
     if (emu::recording) emu::recording->push_back([=] { memset(d, v, n); });
     else memset(d, v, n);
