@@ -77,9 +77,9 @@ typedef struct cuda_stream {
     /* (1) the error word (TS_CUDA_ERR_* bits) the kernels set, in pinned host
      * memory (mapped: err_dev is its device address), so a sync reads it
      * with no copy of its own: a replayed token is a launch and a sync. The
-     * kernels only ever set bits (atomicOr); an OR over PCIe that is not
-     * atomic for the host can still only add bits, and the host reads and
-     * clears it only after the stream has drained. */
+     * kernels only ever set bits (atomicOr); two that race without PCIe
+     * atomics can lose one of their bits, never leave the word clear, and
+     * the host reads and clears it only after the stream has drained. */
     unsigned *err_dev;
     volatile unsigned *err_host;
     bool exact_act;         /* --precise: F32 activations everywhere */
