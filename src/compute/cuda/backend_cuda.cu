@@ -4,15 +4,15 @@
  *
  * Ownership: weights are uploaded once at bind (one device allocation per
  * tensor, never changed after load); a stream is one cudaStream_t with its
- * own cuBLAS handle, scratch and device error word, so sessions on different
+ * own cuBLAS handle, scratch and error word, so sessions on different
  * threads share nothing mutable here.
  *
  * Errors: the compute ops return nothing, so a stream keeps the first failure
  * (a launcher's status naming the op, or a CUDA error) and enqueues nothing
  * more after it; sync reports it once, as TS_ERR_DEVICE (or the launcher's
- * TS_ERR_ARG / TS_ERR_UNSUPPORTED) with the op's name, and so does a device
+ * TS_ERR_ARG / TS_ERR_UNSUPPORTED) with the op's name, and so does an
  * error word a kernel set (a position outside the cache, a token outside the
- * vocabulary).
+ * vocabulary; the word is mapped host memory, read at sync without a copy).
  *
  * Matmul paths (the CPU's default and --precise modes as close as the kernels
  * allow):

@@ -2,7 +2,9 @@
  *
  * Plain C: a stream is passed as `void *` (a cudaStream_t; NULL = the legacy
  * default stream) and the cuBLAS handle likewise, so C code needs no CUDA
- * headers. Every pointer is device memory unless its comment says host.
+ * headers. Every pointer is device memory unless its comment says host; a
+ * kernel's outputs may also be mapped host memory by its device address (the
+ * engine's error word and greedy id are).
  *
  * Every launcher checks its arguments (TS_ERR_ARG, TS_ERR_UNSUPPORTED), then
  * the launch itself (cudaGetLastError -> TS_ERR_DEVICE naming file:line). None
@@ -37,7 +39,7 @@ extern "C" {
 #define TS_CUDA_MAX_MATS 4       /* weights sharing one input in one matvec call */
 #define TS_CUDA_MAX_DECODE_TOK 8 /* tokens of one matvec call (a small decode batch) */
 
-/* Bits of the device-side error word (see above). */
+/* Bits of the error word kernels OR into (see above). */
 #define TS_CUDA_ERR_POS 1u   /* a position < 0 or >= n_ctx */
 #define TS_CUDA_ERR_TOKEN 2u /* a token id < 0 or >= the embedding's rows */
 #define TS_CUDA_ERR_EMPTY 4u /* sampling: every logit -inf or NaN (id -1 written) */
