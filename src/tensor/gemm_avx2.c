@@ -268,12 +268,29 @@ static void pack_vec2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64
             for (int kk = 0; kk < 4; kk++)
                 for (int h8 = 0; h8 < 2; h8++) { /* rows 8 h8 .. 8 h8 + 7 of the lane group */
                     __m256i lo[8], hi[8];
-                    for (int i = 0; i < 8; i++) {
-                        if (rb[8 * h8 + i]) gp_quants(q6, q5, rb[8 * h8 + i] + (size_t)s * bb, kk, &lo[i], &hi[i]);
-                        else lo[i] = hi[i] = _mm256_setzero_si256();
+                    if (!q6 && !q5) {
+                        /* Q4_K: the nibble split keeps byte positions, so the
+                         * rows' raw 32-byte runs are transposed once and then
+                         * split (one tr8x8, not two): the same panel, a 30B-A3B
+                         * expert slice packed in ~98 us instead of ~115
+                         * (docs/BENCHMARKS.md, session 27) */
+                        const __m256i m4 = _mm256_set1_epi8(0x0f);
+                        for (int i = 0; i < 8; i++)
+                            lo[i] = rb[8 * h8 + i] ? _mm256_loadu_si256((const __m256i *)(rb[8 * h8 + i] + (size_t)s * bb + 16 + 32 * kk))
+                                                   : _mm256_setzero_si256();
+                        tr8x8(lo);
+                        for (int i = 0; i < 8; i++) {
+                            hi[i] = _mm256_and_si256(_mm256_srli_epi16(lo[i], 4), m4);
+                            lo[i] = _mm256_and_si256(lo[i], m4);
+                        }
+                    } else {
+                        for (int i = 0; i < 8; i++) {
+                            if (rb[8 * h8 + i]) gp_quants(q6, q5, rb[8 * h8 + i] + (size_t)s * bb, kk, &lo[i], &hi[i]);
+                            else lo[i] = hi[i] = _mm256_setzero_si256();
+                        }
+                        tr8x8(lo);
+                        tr8x8(hi);
                     }
-                    tr8x8(lo);
-                    tr8x8(hi);
                     /* k-group kk*16 + i (lo) and kk*16 + 8 + i (hi), lane group lg, rows 8 h8 .. */
                     for (int i = 0; i < 8; i++) {
                         _mm256_store_si256((__m256i *)(P + ((kk * 16 + i) * 2 + lg) * 64 + 32 * h8), lo[i]);
