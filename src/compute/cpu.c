@@ -57,7 +57,12 @@ static void ref_pv_f32(const float *p, int ps, int nr, const float *V, int nk, i
         for (int j = 0; j < nk; j++) ref_axpy_f32(p[(size_t)r * ps + j], V + (size_t)j * n, y + (size_t)r * ys, n);
 }
 
+static void ref_silu_mul(const float *g, const float *u, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 void ts_cpu_kernels_ref(ts_cpu_kernels *k) {
+    k->silu_mul = ref_silu_mul;
     k->qk_f32 = ref_qk_f32;
     k->exp_sum = ref_exp_sum;
     k->pv_f32 = ref_pv_f32;
@@ -376,68 +381,73 @@ typedef struct {
     int64_t q_chunk;                    /* elements per quantization unit */
 } mm_job;
 
+/* rows rows of x (n_in floats each) into partner format pt at xq, xs bytes a
+ * row, split over (row, q_chunk) units among the run's threads. */
+static void mm_quantize(ts_type pt, const float *x, int64_t n_in, int64_t q_chunk, int64_t rows, uint8_t *xq, uint64_t xs, int ith,
+                        int nth) {
+    int64_t chunks = n_in / q_chunk, lo, hi;
+    ts_pool_split(rows * chunks, 1, ith, nth, &lo, &hi);
+    uint64_t cbytes = ts_type_row_bytes(pt, (uint64_t)q_chunk);
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t t = u / chunks, ch = u % chunks;
+        ts_quantize_row(pt, x + t * n_in + ch * q_chunk, xq + (uint64_t)t * xs + (uint64_t)ch * cbytes, q_chunk);
+    }
+}
+
+/* This thread's contiguous, grain-aligned share of w's rows against n_tok
+ * activation rows: x in F32, xq (stride xs) in w's partner format. */
+static void mm_rows(cpu_stream *c, const ts_mat *w, const float *x, const uint8_t *xq, uint64_t xs, int n_tok, float *y, int ith,
+                    int nth) {
+    const int64_t n_in = w->n_in;
+    int64_t lo, hi;
+    ts_pool_split(w->n_out, CPU_ROW_GRAIN, ith, nth, &lo, &hi);
+    if (lo >= hi) return;
+    const uint8_t *wd = (const uint8_t *)w->data;
+    if (c->exact_act && w->type != TS_TYPE_F32 && w->type != TS_TYPE_F16 && w->type != TS_TYPE_BF16) {
+        /* reference precision: the row dequantized once, dotted in F32 with every token */
+        float *row = c->wrow + (size_t)ith * (size_t)c->wrow_n;
+        for (int64_t r = lo; r < hi; r++) {
+            ts_dequant_row(w->type, wd + (uint64_t)r * w->row_bytes, row, n_in);
+            for (int t = 0; t < n_tok; t++) y[(int64_t)t * w->n_out + r] = ts_vec_dot(TS_TYPE_F32, n_in, row, x + (int64_t)t * n_in);
+        }
+    } else if (n_tok == 1) {
+        ts_vec_dot_rows(w->type, n_in, wd + (uint64_t)lo * w->row_bytes, w->row_bytes, hi - lo, xq, y + lo);
+    } else if (n_tok >= CPU_GEMM_MIN_TOK && c->kscratch) {
+        /* weight panels unpacked once into this thread's scratch, reused by every token */
+        ts_gemm(w->type, n_in, wd + (uint64_t)lo * w->row_bytes, w->row_bytes, hi - lo, xq, xs, n_tok, y + lo, w->n_out,
+                kscratch(c, ith));
+    } else {
+        /* row tiles stay in cache while every token passes over them */
+        for (int64_t r0 = lo; r0 < hi; r0 += CPU_ROW_TILE) {
+            int64_t nr = hi - r0 < CPU_ROW_TILE ? hi - r0 : CPU_ROW_TILE;
+            for (int t0 = 0; t0 < n_tok; t0 += CPU_TOK_TILE) {
+                int nt = n_tok - t0 < CPU_TOK_TILE ? n_tok - t0 : CPU_TOK_TILE;
+                ts_gemm_tile(w->type, n_in, wd + (uint64_t)r0 * w->row_bytes, w->row_bytes, nr, xq + (uint64_t)t0 * xs, xs, nt,
+                             y + (int64_t)t0 * w->n_out + r0, w->n_out);
+            }
+        }
+    }
+    if (w->bias)
+        for (int t = 0; t < n_tok; t++) {
+            float *yr = y + (int64_t)t * w->n_out;
+            for (int64_t r = lo; r < hi; r++) yr[r] += w->bias[r];
+        }
+}
+
 static void mm_worker(void *arg, int ith, int nth) {
     mm_job *j = arg;
-    int64_t n_in = j->n_in;
-
-    /* 1. activations -> partner formats, split over (token, chunk) units */
+    /* 1. activations -> partner formats */
     bool any_q = false;
     for (int s = 0; s < j->n_slots; s++) {
         if (j->slot_type[s] == TS_TYPE_F32) continue;
         any_q = true;
-        int64_t chunks = n_in / j->q_chunk;
-        int64_t lo, hi;
-        ts_pool_split((int64_t)j->n_tok * chunks, 1, ith, nth, &lo, &hi);
-        uint64_t cbytes = ts_type_row_bytes(j->slot_type[s], (uint64_t)j->q_chunk);
-        for (int64_t u = lo; u < hi; u++) {
-            int64_t t = u / chunks, ch = u % chunks;
-            ts_quantize_row(j->slot_type[s], j->x + t * n_in + ch * j->q_chunk,
-                            (uint8_t *)j->slot_x[s] + (uint64_t)t * j->slot_row[s] + (uint64_t)ch * cbytes, j->q_chunk);
-        }
+        mm_quantize(j->slot_type[s], j->x, j->n_in, j->q_chunk, j->n_tok, (uint8_t *)j->slot_x[s], j->slot_row[s], ith, nth);
     }
     if (any_q && nth > 1) ts_pool_barrier(j->c->pool);
 
     /* 2. each thread owns a contiguous, grain-aligned share of every weight's rows */
-    for (int wi = 0; wi < j->n_w; wi++) {
-        const ts_mat *w = j->w[wi];
-        const uint8_t *xq = j->slot_x[j->w_slot[wi]];
-        uint64_t xs = j->slot_row[j->w_slot[wi]];
-        float *y = j->y[wi];
-        int64_t lo, hi;
-        ts_pool_split(w->n_out, CPU_ROW_GRAIN, ith, nth, &lo, &hi);
-        if (lo >= hi) continue;
-        const uint8_t *wd = (const uint8_t *)w->data;
-        if (j->c->exact_act && w->type != TS_TYPE_F32 && w->type != TS_TYPE_F16 && w->type != TS_TYPE_BF16) {
-            /* reference precision: the row dequantized once, dotted in F32 with every token */
-            float *row = j->c->wrow + (size_t)ith * (size_t)j->c->wrow_n;
-            for (int64_t r = lo; r < hi; r++) {
-                ts_dequant_row(w->type, wd + (uint64_t)r * w->row_bytes, row, n_in);
-                for (int t = 0; t < j->n_tok; t++)
-                    y[(int64_t)t * w->n_out + r] = ts_vec_dot(TS_TYPE_F32, n_in, row, j->x + (int64_t)t * n_in);
-            }
-        } else if (j->n_tok == 1) {
-            ts_vec_dot_rows(w->type, n_in, wd + (uint64_t)lo * w->row_bytes, w->row_bytes, hi - lo, xq, y + lo);
-        } else if (j->n_tok >= CPU_GEMM_MIN_TOK && j->c->kscratch) {
-            /* weight panels unpacked once into this thread's scratch, reused by every token */
-            ts_gemm(w->type, n_in, wd + (uint64_t)lo * w->row_bytes, w->row_bytes, hi - lo, xq, xs, j->n_tok, y + lo,
-                    w->n_out, kscratch(j->c, ith));
-        } else {
-            /* row tiles stay in cache while every token passes over them */
-            for (int64_t r0 = lo; r0 < hi; r0 += CPU_ROW_TILE) {
-                int64_t nr = hi - r0 < CPU_ROW_TILE ? hi - r0 : CPU_ROW_TILE;
-                for (int t0 = 0; t0 < j->n_tok; t0 += CPU_TOK_TILE) {
-                    int nt = j->n_tok - t0 < CPU_TOK_TILE ? j->n_tok - t0 : CPU_TOK_TILE;
-                    ts_gemm_tile(w->type, n_in, wd + (uint64_t)r0 * w->row_bytes, w->row_bytes, nr, xq + (uint64_t)t0 * xs, xs,
-                                 nt, y + (int64_t)t0 * w->n_out + r0, w->n_out);
-                }
-            }
-        }
-        if (w->bias)
-            for (int t = 0; t < j->n_tok; t++) {
-                float *yr = y + (int64_t)t * w->n_out;
-                for (int64_t r = lo; r < hi; r++) yr[r] += w->bias[r];
-            }
-    }
+    for (int wi = 0; wi < j->n_w; wi++)
+        mm_rows(j->c, j->w[wi], j->x, j->slot_x[j->w_slot[wi]], j->slot_row[j->w_slot[wi]], j->n_tok, j->y[wi], ith, nth);
 }
 
 static void cpu_matmul(ts_stream *be, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok) {
@@ -791,6 +801,7 @@ static void cpu_attention(ts_stream *st, const ts_kv_layer *kv, const ts_attn_de
 
 /* ---- element-wise ---- */
 typedef struct {
+    const ts_cpu_kernels *k;
     ts_act act;
     const float *gate, *up;
     float *out;
@@ -803,10 +814,7 @@ static void actmul_range(void *arg, int64_t lo, int64_t hi, int ith) {
     (void)ith;
     ew_ctx *a = arg;
     if (a->act == TS_ACT_SILU) {
-        for (int64_t i = lo; i < hi; i++) {
-            float g = a->gate[i];
-            a->out[i] = g / (1.0f + expf(-g)) * a->up[i];
-        }
+        a->k->silu_mul(a->gate + lo, a->up + lo, a->out + lo, hi - lo);
     } else {
         const float c = 0.7978845608028654f; /* sqrt(2/pi) */
         for (int64_t i = lo; i < hi; i++) {
@@ -817,7 +825,7 @@ static void actmul_range(void *arg, int64_t lo, int64_t hi, int ith) {
 }
 
 static void cpu_act_mul(ts_stream *be, ts_act act, const float *gate, const float *up, int64_t n, float *out) {
-    ew_ctx a = {.act = act, .gate = gate, .up = up, .out = out};
+    ew_ctx a = {.k = cstream(be)->k, .act = act, .gate = gate, .up = up, .out = out};
     cpu_for(cstream(be), n, 256, 4096, actmul_range, &a);
 }
 
@@ -900,36 +908,149 @@ static void cpu_moe_matmul(ts_stream *be, int n_set, const ts_expert_mat *const 
     }
 }
 
+/* Grouped prefill: the groups' rows are consecutive in x, so one pool run
+ * quantizes all of them (once per partner type), then, after one barrier,
+ * each thread takes its share of every group's rows for each weight set.
+ * Per group that is what cpu_matmul on the group alone computes (the same
+ * calls on the same rows, so the same bits), without a pool run and a
+ * barrier per expert: the 30B-A3B's 512-token prefill made ~27,000 of each.
+ * Groups go in runs whose partner rows fit the activation buffers. */
+typedef struct {
+    cpu_stream *c;
+    int n_set;
+    const ts_expert_mat *const *w; /* (n_set) */
+    float *const *y;               /* (n_set) outputs, (rows, n_out), group rows at their offsets */
+    const ts_expert_groups *g;
+    int g0, g1;                    /* this run's groups */
+    const float *x;                /* (rows, n_in) every group's activations */
+    int n_slots;
+    ts_type slot_type[CPU_MAX_MATS]; /* partner type of each distinct slot */
+    uint8_t *slot_x[CPU_MAX_MATS];   /* (rows of groups g0 .. g1-1, slot_row) */
+    uint64_t slot_row[CPU_MAX_MATS];
+    int w_slot[CPU_MAX_MATS];        /* slot of each set */
+    int64_t q_chunk;
+} mmg_job;
+
+static void mmg_worker(void *arg, int ith, int nth) {
+    mmg_job *j = arg;
+    const ts_expert_groups *g = j->g;
+    const int64_t n_in = j->w[0]->n_in, r0 = g->off[j->g0];
+    const int64_t nr = g->off[j->g1 - 1] + g->cnt[j->g1 - 1] - r0;
+    bool any_q = false;
+    for (int s = 0; s < j->n_slots; s++) {
+        if (j->slot_type[s] == TS_TYPE_F32) continue;
+        any_q = true;
+        mm_quantize(j->slot_type[s], j->x + r0 * n_in, n_in, j->q_chunk, nr, j->slot_x[s], j->slot_row[s], ith, nth);
+    }
+    if (any_q && nth > 1) ts_pool_barrier(j->c->pool);
+    for (int gi = j->g0; gi < j->g1; gi++)
+        for (int s = 0; s < j->n_set; s++) {
+            const ts_mat m = expert_of(j->w[s], g->id[gi]);
+            const int sl = j->w_slot[s];
+            const int64_t rr = g->off[gi] - r0;
+            const uint8_t *xq = j->slot_type[sl] == TS_TYPE_F32 ? (const uint8_t *)(j->x + (int64_t)g->off[gi] * n_in)
+                                                                 : j->slot_x[sl] + (uint64_t)rr * j->slot_row[sl];
+            mm_rows(j->c, &m, j->x + (int64_t)g->off[gi] * n_in, xq, j->slot_row[sl], g->cnt[gi],
+                    j->y[s] + (size_t)g->off[gi] * (size_t)m.n_out, ith, nth);
+        }
+}
+
 static void cpu_moe_matmul_grouped(ts_stream *be, int n_set, const ts_expert_mat *const *w, float *const *y, const ts_expert_groups *g,
                                    const float *x) {
-    ts_mat m[2];
-    const ts_mat *mp[2];
-    float *yp[2];
-    for (int j = 0; j < g->n_group; j++) {
-        for (int s = 0; s < n_set; s++) {
-            m[s] = expert_of(w[s], g->id[j]);
-            mp[s] = &m[s];
-            yp[s] = y[s] + (size_t)g->off[j] * (size_t)w[s]->n_out;
+    cpu_stream *c = cstream(be);
+    mmg_job j;
+    memset(&j, 0, sizeof j);
+    j.c = c;
+    j.n_set = n_set;
+    j.w = w;
+    j.y = y;
+    j.g = g;
+    j.x = x;
+    const int64_t n_in = w[0]->n_in;
+    j.q_chunk = n_in % 256 == 0 ? 256 : n_in;
+    for (int i = 0; i < n_set; i++) {
+        ts_type pt = c->exact_act ? TS_TYPE_F32 : ts_type_dot_partner(w[i]->type);
+        int s = 0;
+        while (s < j.n_slots && j.slot_type[s] != pt) s++;
+        if (s == j.n_slots) {
+            j.slot_type[s] = pt;
+            j.slot_row[s] = ts_type_row_bytes(pt, (uint64_t)n_in);
+            j.n_slots++;
         }
-        cpu_matmul(be, n_set, mp, yp, x + (size_t)g->off[j] * (size_t)w[0]->n_in, g->cnt[j]);
+        j.w_slot[i] = s;
+    }
+    /* each slot gets an equal part of the activation buffers; a group is at
+     * most max_tokens rows, which one qbuf_stride holds */
+    const size_t part = (size_t)CPU_MAX_MATS / (size_t)j.n_slots * c->qbuf_stride;
+    int64_t cap = INT64_MAX;
+    for (int s = 0; s < j.n_slots; s++) {
+        j.slot_x[s] = c->qbuf + (size_t)s * part;
+        if (j.slot_type[s] != TS_TYPE_F32 && (int64_t)(part / j.slot_row[s]) < cap) cap = (int64_t)(part / j.slot_row[s]);
+    }
+    for (int g0 = 0; g0 < g->n_group;) {
+        int g1 = g0 + 1;
+        int64_t rows = g->cnt[g0];
+        while (g1 < g->n_group && rows + g->cnt[g1] <= cap) rows += g->cnt[g1++];
+        j.g0 = g0;
+        j.g1 = g1;
+        /* a single small matvec is cheaper than waking the pool (cpu_matmul's rule) */
+        int nth = ts_pool_size(c->pool);
+        if (g1 - g0 == 1 && (double)w[0]->n_out * n_set * (double)n_in * (double)rows < 65536.0) nth = 1;
+        ts_pool_run_n(c->pool, nth, mmg_worker, &j);
+        g0 = g1;
+    }
+}
+
+/* Per token in rank order, as scale then scale_add would (same products and
+ * sums); the tokens of a prefill chunk split over the pool. */
+typedef struct {
+    float *out;
+    const float *y, *w;
+    const int32_t *rows;
+    int k;
+    int64_t n;
+} combine_ctx;
+
+static void combine_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    const combine_ctx *a = arg;
+    const int k = a->k;
+    const int64_t n = a->n;
+    for (int64_t t = lo; t < hi; t++) {
+        float *o = a->out + t * n;
+        for (int i = 0; i < k; i++) {
+            const int64_t r = a->rows ? a->rows[t * k + i] : t * k + i;
+            const float *yr = a->y + r * n, wt = a->w[t * k + i];
+            if (i == 0)
+                for (int64_t e = 0; e < n; e++) o[e] = wt * yr[e];
+            else
+                for (int64_t e = 0; e < n; e++) o[e] += wt * yr[e];
+        }
     }
 }
 
 static void cpu_moe_combine(ts_stream *be, float *out, const float *y, const float *w, const int32_t *rows, int n_tok, int k,
                             int64_t n) {
-    for (int t = 0; t < n_tok; t++) {
-        float *o = out + (size_t)t * (size_t)n;
-        for (int i = 0; i < k; i++) {
-            const int64_t r = rows ? rows[(size_t)t * k + i] : (int64_t)t * k + i;
-            if (i == 0) cpu_scale(be, o, y + r * n, w[(size_t)t * k], n);
-            else cpu_scale_add(be, o, y + r * n, w[(size_t)t * k + i], n);
-        }
-    }
+    combine_ctx a = {out, y, w, rows, k, n};
+    cpu_for(cstream(be), n_tok, 1, n >= 32768 ? 1 : 32768 / n, combine_range, &a);
+}
+
+typedef struct {
+    float *out;
+    const float *x;
+    const int32_t *idx;
+    int64_t n;
+} gather_ctx;
+
+static void gather_range(void *arg, int64_t lo, int64_t hi, int ith) {
+    (void)ith;
+    const gather_ctx *a = arg;
+    for (int64_t j = lo; j < hi; j++) memcpy(a->out + j * a->n, a->x + (int64_t)a->idx[j] * a->n, sizeof(float) * (size_t)a->n);
 }
 
 static void cpu_gather_rows(ts_stream *be, float *out, const float *x, const int32_t *idx, int n_rows, int64_t n) {
-    (void)be;
-    for (int j = 0; j < n_rows; j++) memcpy(out + (size_t)j * (size_t)n, x + (size_t)idx[j] * (size_t)n, sizeof(float) * (size_t)n);
+    gather_ctx a = {out, x, idx, n};
+    cpu_for(cstream(be), n_rows, 1, n >= 32768 ? 1 : 32768 / n, gather_range, &a);
 }
 
 static void cpu_gated_add(ts_stream *be, float *x, const float *y, const float *g, int n_tok, int64_t n) {

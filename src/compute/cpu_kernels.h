@@ -37,6 +37,8 @@ typedef struct ts_cpu_kernels {
     /* pv: y[r*ys + i] += sum_j p[r*ps + j] V[j*n + i], each element's sum in
      * increasing j */
     void (*pv_f32)(const float *p, int ps, int nr, const float *V, int nk, int n, float *y, int ys);
+    /* out[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i]; out may be g */
+    void (*silu_mul)(const float *g, const float *u, float *out, int64_t n);
 } ts_cpu_kernels;
 
 /* The kernels for this CPU (TS_FORCE_ISA=scalar selects the references). */

@@ -157,6 +157,28 @@ static float exp_sum(float *s, int n, float m) {
     return hsum256(acc);
 }
 
+/* silu(g) u = g sigmoid(g) u with e = exp(-|g|) <= 1 from exp_neg (no
+ * overflow either side): g / (1 + e) for g >= 0, the reference's order of
+ * operations, and g e / (1 + e) below. The tail goes through the same
+ * vector path, padded, so an element's value does not depend on where a
+ * thread's share ends. */
+static inline __m256 silu_mul8(__m256 g, __m256 u) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp_neg(_mm256_or_ps(g, _mm256_set1_ps(-0.0f)));
+    const __m256 num = _mm256_blendv_ps(_mm256_mul_ps(g, e), g, _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ));
+    return _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), u);
+}
+static void silu_mul(const float *g, const float *u, float *out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i < n) {
+        float tg[8] = {0}, tu[8] = {0};
+        for (int j = 0; i + j < n; j++) tg[j] = g[i + j], tu[j] = u[i + j];
+        _mm256_storeu_ps(tg, silu_mul8(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
+        for (int j = 0; i + j < n; j++) out[i + j] = tg[j];
+    }
+}
+
 /* y += sum_j p[j] V[j]: 64 elements of y stay in 8 registers while all keys pass */
 /* NR rows x 16 elements of the output per step: per key, two loads of V and
  * NR broadcasts of the weights feed 2 NR FMAs; each element's sum runs over
@@ -207,6 +229,7 @@ void ts_cpu_kernels_avx2(ts_cpu_kernels *k) {
     k->qk_f32 = qk_f32;
     k->exp_sum = exp_sum;
     k->pv_f32 = pv_f32;
+    k->silu_mul = silu_mul;
     k->dot_f32 = dot_f32;
     k->dot_f16 = dot_f16;
     k->axpy_f32 = axpy_f32;
