@@ -499,8 +499,14 @@ static void norm_range(void *arg, int64_t lo, int64_t hi, int ith) {
     for (int64_t r = lo; r < hi; r++) {
         const float *x = a->x + r * a->n;
         float *o = a->out + r * a->n;
-        double ss = 0;
-        for (int64_t i = 0; i < a->n; i++) ss += (double)x[i] * x[i];
+        /* four chains: one double add per element in a single chain was a
+         * 4-cycle latency each (~1.6% of a 30B-A3B prefill's time) */
+        double s4[4] = {0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 4 <= a->n; i += 4)
+            for (int c = 0; c < 4; c++) s4[c] += (double)x[i + c] * x[i + c];
+        for (; i < a->n; i++) s4[0] += (double)x[i] * x[i];
+        const double ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
         float inv = (float)(1.0 / sqrt(ss / (double)a->n + (double)a->eps));
         for (int64_t i = 0; i < a->n; i++) o[i] = x[i] * inv * a->w[i];
     }

@@ -238,11 +238,23 @@ static void heads_q4_vec2(const uint8_t *const *rb, int lg, int s, int ns, int b
         for (int p = 0; p < 8; p++) /* (min_2p, min_2p+1), p < 4: gemm.c's gp_cr_pair at nsub 8 */
             _mm256_storeu_si256((__m256i *)(pcr + (p * 2 + lg) * 16 + 8 * h8),
                                 p < 4 ? _mm256_or_si256(mn[2 * p], _mm256_slli_epi32(mn[2 * p + 1], 16)) : _mm256_setzero_si256());
-        /* d and dmin through the scalar conversion: vcvtph2ps quiets a
-         * signalling NaN, and the panel is the scalar packer's, bit for bit */
-        _Alignas(32) uint16_t h[16];
-        _mm256_store_si256((__m256i *)h, T0);
-        for (int i = 0; i < 8; i++) d[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i]), dm[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i + 1]);
+        /* d and dmin by vcvtph2ps, which is the scalar conversion's value for
+         * every half but a signalling NaN (it quiets it): a NaN or infinity
+         * among the 16 goes through the scalar one, so the panel is the scalar
+         * packer's, bit for bit */
+        const __m256i dd = _mm256_and_si256(T0, _mm256_set1_epi32(0xffff)), dmm = _mm256_srli_epi32(T0, 16);
+        const __m256i ex = _mm256_set1_epi32(0x7c00);
+        if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(dd, ex), ex),
+                                                 _mm256_cmpeq_epi32(_mm256_and_si256(dmm, ex), ex)))) {
+            _Alignas(32) uint16_t h[16];
+            _mm256_store_si256((__m256i *)h, T0);
+            for (int i = 0; i < 8; i++) d[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i]), dm[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i + 1]);
+        } else {
+            const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1));
+            const __m128i q16 = _mm_packus_epi32(_mm256_castsi256_si128(dmm), _mm256_extracti128_si256(dmm, 1));
+            _mm256_storeu_ps(d + lg * 16 + 8 * h8, _mm256_cvtph_ps(p16));
+            _mm256_storeu_ps(dm + lg * 16 + 8 * h8, _mm256_cvtph_ps(q16));
+        }
     }
 }
 
