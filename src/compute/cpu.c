@@ -450,6 +450,30 @@ static void mm_worker(void *arg, int ith, int nth) {
         mm_rows(j->c, j->w[wi], j->x, j->slot_x[j->w_slot[wi]], j->slot_row[j->w_slot[wi]], j->n_tok, j->y[wi], ith, nth);
 }
 
+/* The distinct partner formats of n weights' activations (F32 for all in
+ * exact mode): slot_type[s] and its row bytes at n_in, and each weight's slot
+ * in w_slot. Returns the slot count. */
+static int mm_partner_slots(const cpu_stream *c, int n, const ts_type *wt, int64_t n_in, ts_type *slot_type, uint64_t *slot_row,
+                            int *w_slot) {
+    int n_slots = 0;
+    for (int i = 0; i < n; i++) {
+        ts_type pt = c->exact_act ? TS_TYPE_F32 : ts_type_dot_partner(wt[i]);
+        int s = 0;
+        while (s < n_slots && slot_type[s] != pt) s++;
+        if (s == n_slots) {
+            slot_type[s] = pt;
+            slot_row[s] = ts_type_row_bytes(pt, (uint64_t)n_in);
+            n_slots++;
+        }
+        w_slot[i] = s;
+    }
+    return n_slots;
+}
+
+/* quantization units: 256-element chunks when they divide the row (K-quant
+ * partners need whole super-blocks), else whole rows */
+static int64_t mm_q_chunk(int64_t n_in) { return n_in % 256 == 0 ? 256 : n_in; }
+
 static void cpu_matmul(ts_stream *be, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok) {
     cpu_stream *c = cstream(be);
     mm_job j;
@@ -461,24 +485,13 @@ static void cpu_matmul(ts_stream *be, int n_w, const ts_mat *const *w, float *co
     j.x = x;
     j.n_tok = n_tok;
     j.n_in = w[0]->n_in;
-    j.q_chunk = j.n_in;
+    j.q_chunk = mm_q_chunk(j.n_in);
     int64_t rows = 0;
-    for (int i = 0; i < n_w; i++) {
-        ts_type pt = c->exact_act ? TS_TYPE_F32 : ts_type_dot_partner(w[i]->type);
-        int s = 0;
-        while (s < j.n_slots && j.slot_type[s] != pt) s++;
-        if (s == j.n_slots) {
-            j.slot_type[s] = pt;
-            j.slot_row[s] = ts_type_row_bytes(pt, (uint64_t)j.n_in);
-            j.slot_x[s] = pt == TS_TYPE_F32 ? (const uint8_t *)x : c->qbuf + (size_t)s * c->qbuf_stride;
-            j.n_slots++;
-        }
-        j.w_slot[i] = s;
-        rows += w[i]->n_out;
-    }
-    /* quantization units: 256-element chunks when they divide the row (K-quant
-     * partners need whole super-blocks), else whole rows */
-    if (j.n_in % 256 == 0) j.q_chunk = 256;
+    ts_type wt[CPU_MAX_MATS];
+    for (int i = 0; i < n_w; i++) wt[i] = w[i]->type, rows += w[i]->n_out;
+    j.n_slots = mm_partner_slots(c, n_w, wt, j.n_in, j.slot_type, j.slot_row, j.w_slot);
+    for (int s = 0; s < j.n_slots; s++)
+        j.slot_x[s] = j.slot_type[s] == TS_TYPE_F32 ? (const uint8_t *)x : c->qbuf + (size_t)s * c->qbuf_stride;
     /* a matvec below ~64k weights is cheaper than waking the pool */
     int nth = ts_pool_size(c->pool);
     if ((double)rows * (double)j.n_in * n_tok < 65536.0) nth = 1;
@@ -964,27 +977,11 @@ static void mmg_worker(void *arg, int ith, int nth) {
 static void cpu_moe_matmul_grouped(ts_stream *be, int n_set, const ts_expert_mat *const *w, float *const *y, const ts_expert_groups *g,
                                    const float *x) {
     cpu_stream *c = cstream(be);
-    mmg_job j;
-    memset(&j, 0, sizeof j);
-    j.c = c;
-    j.n_set = n_set;
-    j.w = w;
-    j.y = y;
-    j.g = g;
-    j.x = x;
     const int64_t n_in = w[0]->n_in;
-    j.q_chunk = n_in % 256 == 0 ? 256 : n_in;
-    for (int i = 0; i < n_set; i++) {
-        ts_type pt = c->exact_act ? TS_TYPE_F32 : ts_type_dot_partner(w[i]->type);
-        int s = 0;
-        while (s < j.n_slots && j.slot_type[s] != pt) s++;
-        if (s == j.n_slots) {
-            j.slot_type[s] = pt;
-            j.slot_row[s] = ts_type_row_bytes(pt, (uint64_t)n_in);
-            j.n_slots++;
-        }
-        j.w_slot[i] = s;
-    }
+    mmg_job j = {.c = c, .n_set = n_set, .w = w, .y = y, .g = g, .x = x, .q_chunk = mm_q_chunk(n_in)};
+    ts_type wt[CPU_MAX_MATS];
+    for (int i = 0; i < n_set; i++) wt[i] = w[i]->type;
+    j.n_slots = mm_partner_slots(c, n_set, wt, n_in, j.slot_type, j.slot_row, j.w_slot);
     /* each slot gets an equal part of the activation buffers; a group is at
      * most max_tokens rows, which one qbuf_stride holds */
     const size_t part = (size_t)CPU_MAX_MATS / (size_t)j.n_slots * c->qbuf_stride;
