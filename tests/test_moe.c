@@ -27,9 +27,11 @@
 #include <unistd.h>
 
 #include "analyze/router_capture.h"
+#include "compute/backend.h"
 #include "forward/engine.h"
 #include "gguf/gguf.h"
 #include "sample/sample.h"
+#include "tensor/quant.h"
 #include "test_util.h"
 
 #define N_GEN 40
@@ -616,7 +618,88 @@ static void test_prefetch_modes(const char *name, const char *path) {
     }
 }
 
+/* The CPU backend's grouped expert matmul (one pool run over all groups)
+ * against its plain matmul on each group alone, bit for bit: quantized
+ * weights of two partner formats (Q8_0's Q8_0, Q4_K's Q8_K), so the
+ * activations of a run take two slots; groups of 1 (the matvec), 2-7 (the
+ * tile path) and 8-12 tokens (the panel GEMM); 63 rows against a buffer of
+ * ~58, so the groups go in two runs; 1, 2 and 3 threads; and reference
+ * precision (F32 activations). The MoE fixtures are F32 and never quantize. */
+static void test_grouped_op(void) {
+    enum { NE = 6, NI = 512, NO = 40, MAXT = 12, NG = 8 };
+    static const int32_t gid[NG] = {3, 0, 5, 1, 4, 2, 0, 3}, gcnt[NG] = {12, 1, 9, 3, 12, 12, 8, 6};
+    const ts_type wt[2] = {TS_TYPE_Q8_0, TS_TYPE_Q4_K};
+    int32_t goff[NG], rows = 0;
+    for (int g = 0; g < NG; g++) goff[g] = rows, rows += gcnt[g];
+    uint32_t st = 99;
+#define RND() (st = st * 1664525u + 1013904223u, (float)(st >> 8) / 8388608.0f - 1.0f)
+    float *f = malloc(sizeof(float) * NI), *x = malloc(sizeof(float) * (size_t)rows * NI);
+    for (int i = 0; i < rows * NI; i++) x[i] = RND() * 2;
+    uint8_t *wd[2];
+    const void *tab[2][NE];
+    uint64_t rb[2];
+    for (int s = 0; s < 2; s++) {
+        rb[s] = ts_type_row_bytes(wt[s], NI);
+        wd[s] = malloc(rb[s] * NO * NE);
+        for (int r = 0; r < NO * NE; r++) {
+            for (int i = 0; i < NI; i++) f[i] = RND();
+            ts_quantize_row_ref(wt[s], f, wd[s] + (uint64_t)r * rb[s], NI);
+        }
+        for (int e = 0; e < NE; e++) tab[s][e] = wd[s] + (uint64_t)e * NO * rb[s];
+    }
+    int bad = 0, runs = 0;
+    for (int exact = 0; exact < 2; exact++)
+        for (int nth = 1; nth <= 3; nth++) {
+            ts_backend *be = NULL;
+            ts_stream *sm = NULL;
+            CHECK(ts_backend_cpu_new(nth, &be) == TS_OK && be->ops->stream_new(be, nth, &sm) == TS_OK);
+            if (!sm) {
+                if (be) ts_backend_free(be);
+                continue;
+            }
+            ts_backend_reserve r = {.max_tokens = MAXT, .max_in = NI, .n_ctx = 16, .n_head = 1, .exact_act = exact};
+            CHECK(be->ops->reserve(sm, &r) == TS_OK);
+            ts_expert_mat em[2];
+            for (int s = 0; s < 2; s++)
+                em[s] = (ts_expert_mat){.table = tab[s], .host_table = tab[s], .n_expert = NE, .type = wt[s], .n_in = NI, .n_out = NO,
+                                        .row_bytes = rb[s], .name = "w"};
+            const ts_expert_mat *emp[2] = {&em[0], &em[1]};
+            float *y[2] = {calloc((size_t)rows * NO, sizeof(float)), calloc((size_t)rows * NO, sizeof(float))};
+            float *z[2] = {calloc((size_t)rows * NO, sizeof(float)), calloc((size_t)rows * NO, sizeof(float))};
+            const ts_expert_groups grp = {.n_group = NG, .id = gid, .off = goff, .cnt = gcnt, .n_rows = rows};
+            be->ops->moe_matmul_grouped(sm, 2, emp, y, &grp, x);
+            for (int g = 0; g < NG; g++) {
+                ts_mat m[2];
+                const ts_mat *mp[2] = {&m[0], &m[1]};
+                float *zp[2];
+                for (int s = 0; s < 2; s++) {
+                    m[s] = (ts_mat){.data = tab[s][gid[g]], .type = wt[s], .n_in = NI, .n_out = NO, .row_bytes = rb[s], .name = "w"};
+                    zp[s] = z[s] + (size_t)goff[g] * NO;
+                }
+                be->ops->matmul(sm, 2, mp, zp, x + (size_t)goff[g] * NI, gcnt[g]);
+            }
+            CHECK(be->ops->sync(sm) == TS_OK);
+            bool diff = false;
+            for (int s = 0; s < 2; s++) diff |= memcmp(y[s], z[s], sizeof(float) * (size_t)rows * NO) != 0;
+            double mag = 0;
+            for (size_t i = 0; i < (size_t)rows * NO; i++) mag += fabs(y[1][i]);
+            bad += diff || !(mag > 0);
+            runs++;
+            for (int s = 0; s < 2; s++) free(y[s]), free(z[s]);
+            be->ops->stream_free(sm);
+            ts_backend_free(be);
+        }
+#undef RND
+    CHECKF(bad == 0 && runs == 6, "grouped expert matmul: %d of %d runs differ from the per-expert matmul (or are all zero)", bad, runs);
+    printf("%-24s grouped expert matmul = per-expert matmul, bitwise: %d groups, %d rows, Q8_0 + Q4_K, 1-3 threads, exact and not\n",
+           "cpu backend", NG, rows);
+    for (int s = 0; s < 2; s++) free(wd[s]);
+    free(f);
+    free(x);
+}
+
 int main(void) {
+    test_grouped_op();
     const char *models[] = {"tiny-qwen3moe-f32.gguf", "tiny-qwen2moe-f32.gguf", "tiny-mixtral-f32.gguf", "tiny-olmoe-f32.gguf"};
     const mode modes[] = {
         {"resident", EXPERT_RESIDENCY_RESIDENT, 0, false, TS_EXPERT_SOURCE_AUTO, false, 0, TS_EXPERT_PLAN_AUTO, 0},
