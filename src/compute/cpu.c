@@ -932,7 +932,7 @@ static void cpu_moe_matmul(ts_stream *be, int n_set, const ts_expert_mat *const 
  * each thread takes its share of every group's rows for each weight set.
  * Per group that is what cpu_matmul on the group alone computes (the same
  * calls on the same rows, so the same bits), without a pool run and a
- * barrier per expert: the 30B-A3B's 512-token prefill made ~27,000 of each.
+ * barrier per expert: a 30B-A3B 512-token prefill made ~5,300 of each.
  * Groups go in runs whose partner rows fit the activation buffers. */
 typedef struct {
     cpu_stream *c;
