@@ -29,17 +29,8 @@ __attribute__((noinline)) double clk(void) {
   t = now() - t;
   return 4.0 * N / t / 1e9;
 }
-/* 12 independent chains of OP, per iteration */
-#define BODY(OP)                                                               \
-  __asm__ volatile(                                                            \
-      OP " %%ymm12,%%ymm0,%%ymm0\n\t" OP " %%ymm12,%%ymm1,%%ymm1\n\t" OP       \
-         " %%ymm12,%%ymm2,%%ymm2\n\t" OP " %%ymm12,%%ymm3,%%ymm3\n\t" OP       \
-         " %%ymm12,%%ymm4,%%ymm4\n\t" OP " %%ymm12,%%ymm5,%%ymm5\n\t" OP       \
-         " %%ymm12,%%ymm6,%%ymm6\n\t" OP " %%ymm12,%%ymm7,%%ymm7\n\t" OP       \
-         " %%ymm12,%%ymm8,%%ymm8\n\t" OP " %%ymm12,%%ymm9,%%ymm9\n\t" OP       \
-         " %%ymm12,%%ymm10,%%ymm10\n\t" OP " %%ymm12,%%ymm11,%%ymm11\n\t" ::   \
-             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", \
-               "xmm8", "xmm9", "xmm10", "xmm11")
+/* 12 independent chains, A and B alternating (A = B: one class alone) */
+#define BODY(OP) MIX2(OP, OP)
 #define MIX2(A, B)                                                             \
   __asm__ volatile(                                                            \
       A " %%ymm12,%%ymm0,%%ymm0\n\t" B " %%ymm12,%%ymm1,%%ymm1\n\t" A          \

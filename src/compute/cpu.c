@@ -474,6 +474,10 @@ static int mm_partner_slots(const cpu_stream *c, int n, const ts_type *wt, int64
  * partners need whole super-blocks), else whole rows */
 static int64_t mm_q_chunk(int64_t n_in) { return n_in % 256 == 0 ? 256 : n_in; }
 
+/* threads for a matmul of `macs` multiply-adds: below ~64k a single
+ * thread is cheaper than waking the pool */
+static int mm_threads(const cpu_stream *c, double macs) { return macs < 65536.0 ? 1 : ts_pool_size(c->pool); }
+
 static void cpu_matmul(ts_stream *be, int n_w, const ts_mat *const *w, float *const *y, const float *x, int n_tok) {
     cpu_stream *c = cstream(be);
     mm_job j;
@@ -492,10 +496,7 @@ static void cpu_matmul(ts_stream *be, int n_w, const ts_mat *const *w, float *co
     j.n_slots = mm_partner_slots(c, n_w, wt, j.n_in, j.slot_type, j.slot_row, j.w_slot);
     for (int s = 0; s < j.n_slots; s++)
         j.slot_x[s] = j.slot_type[s] == TS_TYPE_F32 ? (const uint8_t *)x : c->qbuf + (size_t)s * c->qbuf_stride;
-    /* a matvec below ~64k weights is cheaper than waking the pool */
-    int nth = ts_pool_size(c->pool);
-    if ((double)rows * (double)j.n_in * n_tok < 65536.0) nth = 1;
-    ts_pool_run_n(c->pool, nth, mm_worker, &j);
+    ts_pool_run_n(c->pool, mm_threads(c, (double)rows * (double)j.n_in * n_tok), mm_worker, &j);
 }
 
 /* ---- rmsnorm ---- */
@@ -996,16 +997,16 @@ static void cpu_moe_matmul_grouped(ts_stream *be, int n_set, const ts_expert_mat
         while (g1 < g->n_group && rows + g->cnt[g1] <= cap) rows += g->cnt[g1++];
         j.g0 = g0;
         j.g1 = g1;
-        /* a single small matvec is cheaper than waking the pool (cpu_matmul's rule) */
-        int nth = ts_pool_size(c->pool);
-        if (g1 - g0 == 1 && (double)w[0]->n_out * n_set * (double)n_in * (double)rows < 65536.0) nth = 1;
+        /* one group alone: cpu_matmul's thread rule; several: the whole pool */
+        const int nth = g1 - g0 == 1 ? mm_threads(c, (double)w[0]->n_out * n_set * (double)n_in * (double)rows) : ts_pool_size(c->pool);
         ts_pool_run_n(c->pool, nth, mmg_worker, &j);
         g0 = g1;
     }
 }
 
-/* Per token in rank order, as scale then scale_add would (same products and
- * sums); the tokens of a prefill chunk split over the pool. */
+/* Per token in rank order, scale then scale_add (their own range
+ * functions, so the same products and sums); the tokens of a prefill chunk
+ * split over the pool. */
 typedef struct {
     float *out;
     const float *y, *w;
@@ -1015,7 +1016,6 @@ typedef struct {
 } combine_ctx;
 
 static void combine_range(void *arg, int64_t lo, int64_t hi, int ith) {
-    (void)ith;
     const combine_ctx *a = arg;
     const int k = a->k;
     const int64_t n = a->n;
@@ -1023,11 +1023,9 @@ static void combine_range(void *arg, int64_t lo, int64_t hi, int ith) {
         float *o = a->out + t * n;
         for (int i = 0; i < k; i++) {
             const int64_t r = a->rows ? a->rows[t * k + i] : t * k + i;
-            const float *yr = a->y + r * n, wt = a->w[t * k + i];
-            if (i == 0)
-                for (int64_t e = 0; e < n; e++) o[e] = wt * yr[e];
-            else
-                for (int64_t e = 0; e < n; e++) o[e] += wt * yr[e];
+            ew_ctx c = {.x = o, .y = a->y + r * n, .cap = a->w[t * k + i]};
+            if (i == 0) scale_range(&c, 0, n, ith);
+            else scale_add_range(&c, 0, n, ith);
         }
     }
 }
