@@ -157,6 +157,9 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #ifndef MVQ_ASYNC_DEP
 #define MVQ_ASYNC_DEP 4
 #endif
+#ifndef MVQ_CPA
+#define MVQ_CPA 0 /* the ring's copies: 0 plain, 1 with .L2::256B, 2 with an L2 evict-first policy (ts_cp_async16_hint) */
+#endif
 #ifndef MVQ_ASYNC_MIN_ITEMS
 #define MVQ_ASYNC_MIN_ITEMS 4 /* items per warp below which a launch keeps the register loaders (mvq_async) */
 #endif
@@ -313,7 +316,7 @@ template <int T, int R> struct QAsync {
             /* cp.async reads all 16 bytes (compute-sanitizer memcheck counts
              * them), so the matrix's partial last word is read byte by byte
              * and stored plainly (visible to the warp after stage's __syncwarp) */
-            if (decltype(inside)::value || p + 16 <= m.end) ts_cp_async16(d, p);
+            if (decltype(inside)::value || p + 16 <= m.end) ts_cp_async16_hint<MVQ_CPA>(d, p);
             else *(uint4 *)d = ld_weight_word(p, m.end);
         });
     }
