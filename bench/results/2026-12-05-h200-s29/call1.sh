@@ -20,8 +20,8 @@ for h in 7b 1.5b smol; do xz -dc .pb/$h.hdr.xz > /tmp/$h.hdr; done
 SYN=$!
 ( PEER_JOBS=8 nice -n 5 .old/peer.sh > $OUT/peer.log 2>&1; echo "peer rc=$?" >> $OUT/peer.log ) &
 PEER=$!
-GPU_CHECK_ONLY_BUILD=1 GPU_CHECK_JOBS=16 scripts/gpu-check.sh > $OUT/build.log 2>&1
-el "build rc=$?"; grep -E "^build:|FAILED" $OUT/build.log
+GPU_CHECK_ONLY_BUILD=1 GPU_CHECK_JOBS=16 scripts/gpu-check.sh > $OUT/gpucheck.log 2>&1
+el "build rc=$?"; grep -E "^build:|FAILED" $OUT/gpucheck.log
 export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 ls -la build-cuda/turbospark || exit 1
 cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON build-cuda > /dev/null
