@@ -26,7 +26,7 @@ export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PAT
 ls -la build-cuda/turbospark || exit 1
 cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON build-cuda > /dev/null
 mkdir -p /tmp/b
-V="ctl: pf2:-DMVQ_PREFETCH=2048 pf6:-DMVQ_PREFETCH=6144 sw16:-DMVQ_SM_WARPS=16 ldg2:-DMVQ_LDG=2 ldg3:-DMVQ_LDG=3 cpa1:-DMVQ_CPA=1 ef:-DMVQ_LDG=3@-DMVQ_CPA=2"
+V="ctl: pf2:-DMVQ_PREFETCH=2048 sw16:-DMVQ_SM_WARPS=16 ldg2:-DMVQ_LDG=2 ldg3:-DMVQ_LDG=3 cpa1:-DMVQ_CPA=1 ef:-DMVQ_LDG=3@-DMVQ_CPA=2 deep12:-DMVQ_DEEP_BYTES=12288 deepq4:-DMVQ_DEEP_BYTES=12288@-DMVQ_DEEP_TYPES=2"
 for v in $V; do n=${v%%:*}; d=${v#*:}
   bench/cuda/knob_build.sh build-cuda /tmp/b/$n src/compute/cuda/matvec_q8.cu ${d//@/ } > $OUT/knob-$n.log 2>&1 &
 done

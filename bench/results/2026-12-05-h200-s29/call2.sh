@@ -22,5 +22,5 @@ t=[v['turbospark'] for v in g.values()]; b=[v['base'] for v in g.values()]
 print("%-5s %-5s variant %.2f base %.2f ratio median %.4f (%.4f..%.4f) n=%d" % (sys.argv[2], sys.argv[3], st.median(t), st.median(b), st.median(rat), min(rat), max(rat), len(rat)))
 PY
 }
-for n in ${VARIANTS:-ctl pf2 pf6 sw16 ldg2 ldg3 cpa1 ef}; do [ -x /tmp/b/$n ] && ab $n 7b 5 /tmp/7b.gguf | tee -a $REAL/ab-summary.txt; el $n; done
+for n in ${VARIANTS:-ctl deep12 deepq4 ef ldg3 cpa1 pf2 sw16 ldg2}; do [ -x /tmp/b/$n ] && ab $n 7b 5 /tmp/7b.gguf | tee -a $REAL/ab-summary.txt; el $n; done
 el end
