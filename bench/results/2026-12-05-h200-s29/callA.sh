@@ -20,7 +20,7 @@ export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PAT
 ls -la build-cuda/turbospark || exit 1
 cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON build-cuda > /dev/null
 mkdir -p /tmp/b
-V=${KNOBS:-"ctl: deep12:-DMVQ_DEEP_BYTES=12288 deepq4:-DMVQ_DEEP_BYTES=12288@-DMVQ_DEEP_TYPES=2 ef:-DMVQ_LDG=3@-DMVQ_CPA=2 ldg3:-DMVQ_LDG=3 cpa1:-DMVQ_CPA=1"}
+V=${KNOBS:-"ctl: deep12:-DMVQ_DEEP_BYTES=12288 deepq4:-DMVQ_DEEP_BYTES=12288@-DMVQ_DEEP_TYPES=2 ef:-DMVQ_LDG=3@-DMVQ_CPA=2"}
 KB=()
 for v in $V; do n=${v%%:*}; d=${v#*:}
   bench/cuda/knob_build.sh build-cuda /tmp/b/$n src/compute/cuda/matvec_q8.cu ${d//@/ } > $OUT/knob-$n.log 2>&1 &
