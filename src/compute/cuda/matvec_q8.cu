@@ -608,7 +608,7 @@ static bool mvq_async(uint32_t type, int64_t items_per_warp) {
     return items_per_warp >= MVQ_ASYNC_MIN_ITEMS;
 }
 
-/* Whether an asynchronous launch takes the deeper ring (MVQ_DEEP_BYTES). */
+/* Whether a launch streams through the deeper cp.async ring (MVQ_DEEP_BYTES), whatever mvq_async says. */
 static constexpr bool mvq_deep_type(uint32_t type) {
     return MVQ_DEEP_BYTES > 0 && (type == TS_TYPE_Q6_K || (MVQ_DEEP_TYPES == 2 && type == TS_TYPE_Q4_K));
 }
