@@ -10,18 +10,23 @@
 #   test_cuda_backend, which needs a full CPU build and runs whole models,
 #   and test_cuda_graph, whose device buffers are never freed (LSan): name
 #   them to run them, the latter with ASAN_OPTIONS=detect_leaks=0)
-# Env: EMU_BUILD (default /tmp/ts-cuda-emu), EMU_JOBS (2), EMU_FULL=1.
+# Env: EMU_BUILD (default build-emu in this checkout), EMU_JOBS (2), EMU_FULL=1.
 set -eu
 cd "$(dirname "$0")/../../.."
-ROOT=$PWD
-B=${EMU_BUILD:-/tmp/ts-cuda-emu}
+ROOT=$(pwd -P)
+B=${EMU_BUILD:-$ROOT/build-emu}
 JOBS=${EMU_JOBS:-2}
 mkdir -p "$B/src"
 CUDA_INC=$(dirname "$(command -v nvcc)")/../include
 
 # configured once, built every time (incremental): a library older than
-# backend.h would hand the tests an op table of another layout
-[ -f "$B/lib/CMakeCache.txt" ] || cmake -S . -B "$B/lib" -DCMAKE_BUILD_TYPE=Release -DTS_CUDA=OFF -DTS_CUDA_KERNELS_ONLY=ON >/dev/null
+# backend.h would hand the tests an op table of another layout. A tree
+# configured from another checkout (a shared EMU_BUILD; the default was once
+# /tmp/ts-cuda-emu for every checkout) would build that checkout's library, or
+# fail once it is gone: such a tree is configured anew. The same for "full".
+fresh() { [ -f "$1/CMakeCache.txt" ] && grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$ROOT" "$1/CMakeCache.txt" && return 0
+          rm -rf "$1"; return 1; }
+fresh "$B/lib" || cmake -S . -B "$B/lib" -DCMAKE_BUILD_TYPE=Release -DTS_CUDA=OFF -DTS_CUDA_KERNELS_ONLY=ON >/dev/null
 cmake --build "$B/lib" -j "$JOBS" --target turbospark >/dev/null
 
 # rewrite launches: NAME<...>?<<<cfg>>>(args) -> emu::launch(&NAME<...>, cfg)(args)
@@ -57,7 +62,7 @@ for t in "${tests[@]}"; do
         # the engine runs whole models: a full CPU-only library (no CUDA, so
         # the test makes the backend with ts_backend_cuda_new itself); real
         # models are far too slow emulated, so only the fixtures run
-        [ -f "$B/full/CMakeCache.txt" ] || cmake -S . -B "$B/full" -DCMAKE_BUILD_TYPE=Release -DTS_CUDA=OFF >/dev/null
+        fresh "$B/full" || cmake -S . -B "$B/full" -DCMAKE_BUILD_TYPE=Release -DTS_CUDA=OFF >/dev/null
         cmake --build "$B/full" -j "$JOBS" --target turbospark >/dev/null
         lib=("$B/full/libturbospark.a" -lpcre2-8 -lcjson)
         extra=(-DTS_HAVE_CUDA=1 -DTS_FIXTURES="\"$ROOT/tests/fixtures\"")
