@@ -366,9 +366,9 @@ TS_DEV uint64_t ts_l2_evict_first() {
  * ts_cp_async_wait<N> returns when at most N of its groups are still in
  * flight. Other threads see the bytes only after a barrier that follows
  * their writers' waits (__syncwarp within a warp). The emulation and host
- * compiles copy at once. */
-/* ts_cp_async16 with a hint (PF 0 none): 1 asks L2 for the 256-byte block
- * around src (.L2::256B), 2 gives the line the evict-first policy. */
+ * compiles copy at once. ts_cp_async16_hint<PF> adds a hint (ts_cp_async16
+ * is PF 0, none): 1 asks L2 for the 256-byte block around src (.L2::256B), 2
+ * gives the line the evict-first policy. */
 template <int PF> TS_DEV void ts_cp_async16_hint(void *dst, const void *src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
