@@ -258,17 +258,29 @@ TS_DEV float2 rope_rot(float x0, float x1, float2 cs) {
 /* 1/rms from a sum of squares in double, as the CPU computes it:
  * (float)(1 / sqrt(ss / n + eps)) */
 TS_DEV float rms_scale(double ss, int64_t n, float eps) { return (float)(1.0 / sqrt(ss / (double)n + (double)eps)); }
-/* This thread's part of a row's sum of squares, in double: 16-byte loads,
- * four in flight (rows start 16-aligned: n % 32 == 0), elements tid,
- * tid + nthreads, ... of the row's float4s; the block adds the parts. Every
- * kernel that normalizes a row inside itself sums this way. */
+/* This thread's part of a row's sum of squares, in double: the row's float4s
+ * tid, tid + nthreads, ... (rows start 16-aligned: n % 32 == 0), added in
+ * that order; the block adds the parts. Every kernel that normalizes a row
+ * inside itself sums this way. The loads go out four at a time before any is
+ * added, missing words as zeros (+0 leaves the sum's bits as they are): with
+ * `#pragma unroll 4` on the plain loop, a thread whose count was not a
+ * multiple of 4 ran the rest in the unroll's remainder loop, one L2 round
+ * trip a word, and q8_quant's 7B rows (896 words on 256 threads) had half the
+ * block wait three of them in series before its barrier. */
 TS_DEV double row_sumsq_part(const float *row, int64_t n, int tid, int nthreads) {
     const float4 *r4 = (const float4 *)row;
+    const int64_t n4 = n / 4;
     double ss = 0;
-#pragma unroll 4
-    for (int64_t i = tid; i < n / 4; i += nthreads) {
-        const float4 q = r4[i];
-        ss += (double)q.x * q.x + (double)q.y * q.y + (double)q.z * q.z + (double)q.w * q.w;
+    for (int64_t i = tid; i < n4; i += 4 * (int64_t)nthreads) {
+        float4 q[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t k = i + (int64_t)j * nthreads;
+            q[j] = k < n4 ? r4[k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            ss += (double)q[j].x * q[j].x + (double)q[j].y * q[j].y + (double)q[j].z * q[j].z + (double)q[j].w * q[j].w;
     }
     return ss;
 }
