@@ -497,6 +497,11 @@ int main(void) {
         run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true)); /* 4 rows per group, a partial last group */
         /* runs of 9 groups of 4 rows (kw 1): one store for 8 groups' outputs, then one for the run's last */
         run_case(one(TS_TYPE_Q4_0, 64, 89761, 1, true, true, false, true));
+        /* 25 blocks a row (an odd count): Q4_0's direct loader sees rows that
+         * alternate between 4-byte and 2 mod 4 starts, and a last block whose
+         * fifth 4-byte word would end past the matrix */
+        run_case(one(TS_TYPE_Q4_0, 800, 37, 1, true, true, false, true));
+        run_case(one(TS_TYPE_Q4_0, 800, 37, 3, false, false, true, true));
         /* both splits of a group's chunks (MVQ_KW1), whichever the rule picks above */
         for (g_kw1 = 0; g_kw1 < 2; g_kw1++) {
             run_case(one(TS_TYPE_Q4_K, 4096, 2643, 1, false, true, false, true));
@@ -518,6 +523,7 @@ int main(void) {
         run_case(one(t, 4096, 64, 5, false, false, true, false));
         if (ts_cuda_q8_partner(t) != TS_TYPE_COUNT) {
             if (!k) run_case(one(t, 576, 301, 1, false, false, false, true));
+            if (!k) run_case(one(t, 800, 37, 1, true, true, false, true)); /* an odd block count a row */
             run_case(one(t, 2816, 301, 1, false, false, false, true));
             run_case(one(t, 2816, 67, 3, true, false, true, true));
             run_case(one(t, 4096, 37, 8, true, true, false, true));

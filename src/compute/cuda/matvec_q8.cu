@@ -135,6 +135,9 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #ifndef MVQ_DIRECT
 #define MVQ_DIRECT 1 /* Q4_K/Q5_K: 1 = 16-byte loads into registers, 0 = shared-memory staging */
 #endif
+#ifndef MVQ_DIRECT_Q40
+#define MVQ_DIRECT_Q40 1 /* Q4_0: 1 = 4-byte loads into registers (QDirect<Q4_0>), 0 = shared-memory staging */
+#endif
 #ifndef MVQ_PREFETCH
 #define MVQ_PREFETCH 4096 /* bytes of its run each warp prefetches to L2 before it waits on the previous kernel */
 #endif
@@ -311,6 +314,55 @@ template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
     TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, k, s); }
 };
 
+/* Direct loader for Q4_0 (MVQ_DIRECT_Q40): a block is 18 bytes, so its
+ * start is only 2-aligned and 16-byte loads would need the staged loader's
+ * realignment through shared memory. Each lane instead reads its block's
+ * five 4-byte words from the block start rounded down to 4 (the two bytes
+ * before it, when the start is 2 mod 4, belong to the previous block) and
+ * realigns them in registers with funnel shifts. The loads go through L1
+ * (plain ld.global.nc): a warp's five loads of a row each span the same
+ * ~576 bytes, so all but the first hit the lines the first brought in. The
+ * decoded unit is the staged loader's, bit for bit (D::iload). */
+template <int R> struct QDirect<TS_TYPE_Q4_0, R> {
+    typedef Dec<TS_TYPE_Q4_0> D;
+    static constexpr int SMEM = 0, WORDS = 2 * R; /* 5 words a row: counted as 2 16-byte words for QDepth */
+    static constexpr bool ASYNC = false;
+    uint32_t w[R][5];
+    uint32_t odd; /* bit r: row r's block starts at 2 mod 4 */
+    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
+        const int bl = c * Geo<TS_TYPE_Q4_0>::CB + lane;
+        odd = 0;
+        if (bl >= nb) return;
+        const uint8_t *b = row + (size_t)bl * D::BB;
+        auto rows = [&](auto whole) { /* mvq_rows_whole */
+#pragma unroll
+            for (int r = 0; r < R; r++, b += m.rb) {
+                if (!decltype(whole)::value && r >= nr) continue;
+                const uintptr_t o = (uintptr_t)b & 3;
+                const uint8_t *a = b - o;
+                odd |= (uint32_t)(o >> 1) << r;
+#pragma unroll
+                for (int k = 0; k < 4; k++) w[r][k] = __ldg((const uint32_t *)(a + 4 * k));
+                /* the fifth word ends 2 bytes past an aligned block: past the matrix for its last block */
+                w[r][4] = a + 20 <= m.end ? __ldg((const uint32_t *)(a + 16)) : (uint32_t)__ldg((const uint16_t *)(a + 16));
+            }
+        };
+        mvq_rows_whole<R>(nr, rows);
+    }
+    TS_DEV void stage(uint8_t *, int, int) const {}
+    TS_DEV void unit(const uint8_t *, int r, int, int, D::UI &s) const {
+        const bool od = (odd >> r) & 1;
+        s.d = h2f((uint16_t)(od ? w[r][0] >> 16 : w[r][0]));
+        const unsigned sh = od ? 32u : 16u; /* the quants start 2 or 4 bytes into w[r][0] */
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            const uint32_t q = __funnelshift_rc(w[r][p], w[r][p + 1], sh);
+            s.W[2 * p] = q & 0x0f0f0f0fu; /* as D::iload */
+            s.W[2 * p + 1] = (q >> 4) & 0x0f0f0f0fu;
+        }
+    }
+};
+
 /* Asynchronous loader (any type, MVQ_ASYNC): the staged loader's layout,
  * but each ring slot is its own shared buffer filled by cp.async, so an item
  * in flight holds no registers and the ring runs DEP - 1 items ahead (the
@@ -347,7 +399,7 @@ template <int T, int R, int BYTES = MVQ_ASYNC_BYTES> struct QAsync {
     }
 };
 
-/* Loader kinds: 0 staged through registers, 1 direct (Q4_K/Q5_K only), 2
+/* Loader kinds: 0 staged through registers, 1 direct (Q4_K/Q5_K; Q4_0 with MVQ_DIRECT_Q40), 2
  * asynchronous. Which one a launch uses is mvq_kind's choice. */
 template <int T, int R, int KIND> struct QLoader;
 template <int T, int R> struct QLoader<T, R, 0> {
@@ -603,7 +655,7 @@ int mvq_force_rows = -1; /* ts_cuda_matvec_q8_force_rows */
 
 static bool mvq_async(uint32_t type, int64_t items_per_warp) {
     if (mvq_force >= 0) return mvq_force == 1;
-    const bool direct = MVQ_DIRECT && (type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K);
+    const bool direct = (MVQ_DIRECT && (type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K)) || (MVQ_DIRECT_Q40 && type == TS_TYPE_Q4_0);
     if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct) || (MVQ_ASYNC == 3 && type != TS_TYPE_Q6_K)) return false;
     return items_per_warp >= MVQ_ASYNC_MIN_ITEMS;
 }
@@ -619,7 +671,8 @@ static bool mvq_deep(uint32_t type, int n_tok, int64_t items_per_warp) {
 
 template <int T, int NT, int R>
 void launch_t(cudaStream_t s, bool async, bool deep, const MvArgs &a, int64_t blocks) {
-    constexpr int REG = MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K) ? 1 : 0;
+    constexpr int REG =
+        (MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K)) || (MVQ_DIRECT_Q40 && T == TS_TYPE_Q4_0) ? 1 : 0;
     (void)deep;
     if constexpr (mvq_deep_type(T) && NT == 1) {
         if (deep) {

@@ -184,6 +184,9 @@ inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
 inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh) {
     return (unsigned)((((uint64_t)hi << 32) | lo) >> (sh & 31));
 }
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned sh) {
+    return (unsigned)((((uint64_t)hi << 32) | lo) >> (sh < 32 ? sh : 32));
+}
 inline unsigned __vsub4(unsigned a, unsigned b) {
     unsigned r = 0;
     for (int i = 0; i < 4; i++) r |= (unsigned)(uint8_t)((a >> (8 * i)) - (b >> (8 * i))) << (8 * i);
