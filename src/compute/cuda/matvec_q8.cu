@@ -721,11 +721,18 @@ int mvq_force_split = 0; /* ts_cuda_matvec_q8_force_split */
 int mvq_force_kw1 = -1; /* ts_cuda_matvec_q8_force_kw1 */
 int mvq_force_rows = -1; /* ts_cuda_matvec_q8_force_rows */
 
+/* Whether a type's register launches use its direct loader (QDirect). */
+static constexpr bool mvq_direct_type(uint32_t type) {
+    return (MVQ_DIRECT && (type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K)) || (MVQ_DIRECT_Q40 && type == TS_TYPE_Q4_0) ||
+           (MVQ_DIRECT_Q6K && type == TS_TYPE_Q6_K);
+}
+
 static bool mvq_async(uint32_t type, int64_t items_per_warp) {
     if (mvq_force >= 0) return mvq_force == 1;
-    const bool direct = (MVQ_DIRECT && (type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K)) || (MVQ_DIRECT_Q40 && type == TS_TYPE_Q4_0);
-    if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct) || (MVQ_ASYNC == 3 && type != TS_TYPE_Q6_K)) return false;
-    if (MVQ_DIRECT_Q6K && type == TS_TYPE_Q6_K) return false; /* its direct loader, whatever MVQ_ASYNC says */
+    const bool direct = mvq_direct_type(type);
+    /* MVQ_ASYNC 3 took the ring for Q6_K when it had no direct loader */
+    if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct) || (MVQ_ASYNC == 3 && (type != TS_TYPE_Q6_K || direct)))
+        return false;
     return items_per_warp >= MVQ_ASYNC_MIN_ITEMS;
 }
 
@@ -740,11 +747,7 @@ static bool mvq_deep(uint32_t type, int n_tok, int64_t items_per_warp) {
 
 template <int T, int NT, int R>
 void launch_t(cudaStream_t s, bool async, bool deep, const MvArgs &a, int64_t blocks) {
-    constexpr int REG =
-        (MVQ_DIRECT && (T == TS_TYPE_Q4_K || T == TS_TYPE_Q5_K)) || (MVQ_DIRECT_Q40 && T == TS_TYPE_Q4_0) ||
-                (MVQ_DIRECT_Q6K && T == TS_TYPE_Q6_K)
-            ? 1
-            : 0;
+    constexpr int REG = mvq_direct_type(T) ? 1 : 0;
     (void)deep;
     if constexpr (mvq_deep_type(T) && NT == 1) {
         if (deep) {
@@ -802,7 +805,8 @@ static bool mvq_pairs(int types, uint32_t t1, uint32_t t2, int n_tok) {
 
 template <int T1, int R> void launch_pair_r(cudaStream_t s, bool async2, const MvArgs &a, int64_t blocks) {
     if (async2) ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
-    else ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, MVQ_DIRECT_Q6K ? 1 : 0>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
+    else ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, mvq_direct_type(TS_TYPE_Q6_K) ? 1 : 0>, (unsigned)blocks, MVQ_WARPS * 32, 0,
+                   s)(a);
 }
 
 template <int R> void launch_pair(cudaStream_t s, uint32_t t1, bool async2, const MvArgs &a, int64_t blocks) {
