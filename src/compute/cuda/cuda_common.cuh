@@ -362,39 +362,21 @@ TS_DEV void ts_pdl_enter() {
 #endif
 }
 
-/* An L2 policy that evicts the lines an access brings in before others
- * (createpolicy: one instruction, no memory access), for ld/cp.async's
- * .L2::cache_hint. */
-TS_DEV uint64_t ts_l2_evict_first() {
-    uint64_t pol = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-#endif
-    return pol;
-}
 /* Asynchronous global -> shared copies (sm_80+ cp.async, bypassing L1): 16
  * bytes between 16-aligned addresses (all 16 source bytes must be readable).
  * A thread's copies since its last commit form one group;
  * ts_cp_async_wait<N> returns when at most N of its groups are still in
  * flight. Other threads see the bytes only after a barrier that follows
  * their writers' waits (__syncwarp within a warp). The emulation and host
- * compiles copy at once. ts_cp_async16_hint<PF> adds a hint (ts_cp_async16
- * is PF 0, none): 1 asks L2 for the 256-byte block around src (.L2::256B), 2
- * gives the line the evict-first policy. */
-template <int PF> TS_DEV void ts_cp_async16_hint(void *dst, const void *src) {
+ * compiles copy at once. */
+TS_DEV void ts_cp_async16(void *dst, const void *src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    if (PF == 1) asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-    else if (PF == 2)
-        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
-                     "l"(ts_l2_evict_first())
-                     : "memory");
-    else asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 #else
     memcpy(dst, src, 16);
 #endif
 }
-TS_DEV void ts_cp_async16(void *dst, const void *src) { ts_cp_async16_hint<0>(dst, src); }
 TS_DEV void ts_cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;" ::: "memory");

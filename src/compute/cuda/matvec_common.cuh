@@ -114,8 +114,7 @@ TS_DEV uint4 ld_weight_word(const uint8_t *p, const uint8_t *end) {
 }
 
 #ifndef MVQ_LDG
-#define MVQ_LDG 1 /* weight loads of the int8 kernels: 0 = ld.global.nc, 1 = + L1::no_allocate, 2 = + L2::256B prefetch,
-                     3 = 1 + an L2 evict-first policy (weights are read once a token: let them go before anything else) */
+#define MVQ_LDG 1 /* weight loads of the int8 kernels: 0 = ld.global.nc, 1 = + L1::no_allocate, 2 = + L2::256B prefetch */
 #endif
 
 /* 16 weight bytes from a 16-aligned address, read once: no L1 allocation, so
@@ -133,12 +132,6 @@ TS_DEV uint4 ldw16(const uint8_t *p) {
     asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p));
-    return v;
-#elif defined(__CUDA_ARCH__) && MVQ_LDG == 3
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "l"(ts_l2_evict_first()));
     return v;
 #else
     return __ldg((const uint4 *)p);

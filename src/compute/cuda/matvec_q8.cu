@@ -168,26 +168,6 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #ifndef MVQ_ASYNC_DEP
 #define MVQ_ASYNC_DEP 4
 #endif
-#ifndef MVQ_DEEP_BYTES
-/* one-token Q6_K launches of MVQ_ASYNC_MIN_ITEMS..MVQ_DEEP_MAX_ITEMS items a
- * warp (the 7B's down projections: 10; its LM head has 60, gate/up 16) stream
- * through a cp.async ring of this many shared bytes a warp, when set (0:
- * MVQ_ASYNC_BYTES like every launch); with MVQ_DEEP_TYPES 2 the Q4_K ones
- * too (their register loads otherwise). Such a warp's run is a chain of ~10
- * items each waiting on its loads, and MVQ_ASYNC_BYTES' 2 slots keep one item
- * ahead; the deeper ring for every Q6_K launch lost 5% (session 24), maybe
- * through the LM head's occupancy. */
-#define MVQ_DEEP_BYTES 0
-#endif
-#ifndef MVQ_DEEP_MAX_ITEMS
-#define MVQ_DEEP_MAX_ITEMS 12
-#endif
-#ifndef MVQ_DEEP_TYPES
-#define MVQ_DEEP_TYPES 1
-#endif
-#ifndef MVQ_CPA
-#define MVQ_CPA 0 /* the ring's copies: 0 plain, 1 with .L2::256B, 2 with an L2 evict-first policy (ts_cp_async16_hint) */
-#endif
 #ifndef MVQ_ASYNC_MIN_ITEMS
 #define MVQ_ASYNC_MIN_ITEMS 4 /* items per warp below which a launch keeps the register loaders (mvq_async) */
 #endif
@@ -438,12 +418,12 @@ template <int R> struct QDirect<TS_TYPE_Q6_K, R> {
  * Protocol (kernel side): one commit group per ring step, empty or not, so
  * item i is always group i; a slot is refilled only after the warp's lanes
  * are past decoding it (__syncwarp before the issue). */
-template <int T, int R, int BYTES = MVQ_ASYNC_BYTES> struct QAsync {
+template <int T, int R> struct QAsync {
     typedef Dec<T> D;
     typedef Geo<T> G;
     static constexpr int SMEM = R * G::SROW; /* shared bytes per warp and slot */
     static constexpr bool ASYNC = true;
-    static constexpr int d0 = BYTES / SMEM;
+    static constexpr int d0 = MVQ_ASYNC_BYTES / SMEM;
     static constexpr int DEP = d0 < 2 ? 2 : d0 > MVQ_ASYNC_DEP ? MVQ_ASYNC_DEP : d0;
     int dn[R]; /* per row: chunk start - its 16-aligned base (bits 0-3), words (bits 4-): q_item_words */
 
@@ -453,7 +433,7 @@ template <int T, int R, int BYTES = MVQ_ASYNC_BYTES> struct QAsync {
             /* cp.async reads all 16 bytes (compute-sanitizer memcheck counts
              * them), so the matrix's partial last word is read byte by byte
              * and stored plainly (visible to the warp after stage's __syncwarp) */
-            if (decltype(inside)::value || p + 16 <= m.end) ts_cp_async16_hint<MVQ_CPA>(d, p);
+            if (decltype(inside)::value || p + 16 <= m.end) ts_cp_async16(d, p);
             else *(uint4 *)d = ld_weight_word(p, m.end);
         });
     }
@@ -478,9 +458,6 @@ template <int T, int R> struct QLoader<T, R, 1> {
 };
 template <int T, int R> struct QLoader<T, R, 2> {
     typedef QAsync<T, R> L;
-};
-template <int T, int R> struct QLoader<T, R, 3> { /* MVQ_DEEP_BYTES */
-    typedef QAsync<T, R, MVQ_DEEP_BYTES> L;
 };
 
 /* Ring depth of a loader: as many items as MVQ_RING words allow, 1..3
@@ -736,35 +713,18 @@ static bool mvq_async(uint32_t type, int64_t items_per_warp) {
     return items_per_warp >= MVQ_ASYNC_MIN_ITEMS;
 }
 
-/* Whether a launch streams through the deeper cp.async ring (MVQ_DEEP_BYTES), whatever mvq_async says. */
-static constexpr bool mvq_deep_type(uint32_t type) {
-    return MVQ_DEEP_BYTES > 0 && (type == TS_TYPE_Q6_K || (MVQ_DEEP_TYPES == 2 && type == TS_TYPE_Q4_K));
-}
-static bool mvq_deep(uint32_t type, int n_tok, int64_t items_per_warp) {
-    return mvq_deep_type(type) && mvq_force < 0 && n_tok == 1 && items_per_warp >= MVQ_ASYNC_MIN_ITEMS &&
-           items_per_warp <= MVQ_DEEP_MAX_ITEMS;
-}
-
-template <int T, int NT, int R>
-void launch_t(cudaStream_t s, bool async, bool deep, const MvArgs &a, int64_t blocks) {
+template <int T, int NT, int R> void launch_t(cudaStream_t s, bool async, const MvArgs &a, int64_t blocks) {
     constexpr int REG = mvq_direct_type(T) ? 1 : 0;
-    (void)deep;
-    if constexpr (mvq_deep_type(T) && NT == 1) {
-        if (deep) {
-            ts_launch(&mv_q_q8<T, NT, R, 3>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
-            return;
-        }
-    }
     if (async) ts_launch(&mv_q_q8<T, NT, R, 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
     else ts_launch(&mv_q_q8<T, NT, R, REG>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
 }
 
 template <int NT, int R>
 ts_status launch_nt(cudaStream_t s, uint32_t type, const MvArgs &a, int64_t blocks, int64_t items_per_warp) {
-    const bool async = mvq_async(type, items_per_warp), deep = mvq_deep(type, NT, items_per_warp);
+    const bool async = mvq_async(type, items_per_warp);
     switch (type) {
 #define Q(T) \
-    case T: launch_t<T, NT, R>(s, async, deep, a, blocks); break;
+    case T: launch_t<T, NT, R>(s, async, a, blocks); break;
         TS_FOR_INT8_TYPES(Q)
 #undef Q
     default: return ts_fail(TS_ERR_UNSUPPORTED, "cuda matvec_q8: type %s has no int8 path", ts_type_name(type));
