@@ -73,8 +73,12 @@ run_one() { # engine-index group pos
         "$bin" bench -m "$model" --backend cuda -p "$np" -n "$nt" -r "$reps" $ts_args --json >"$tmp/o.json" 2>"$tmp/e.txt"
     fi
     rc=$?
-    if [ $rc -ne 0 ]; then log "${names[$i]} group $g failed (exit $rc): $(tail -2 "$tmp/e.txt" | tr '\n' ' ')"; return; fi
-    python3 - "$tmp/o.json" "$mname" "$g" "$pos" "${names[$i]}" "$reps" >>"$out" <<'PY' || log "cannot parse output of ${names[$i]}"
+    if [ $rc -ne 0 ]; then
+        log "${names[$i]} group $g failed (exit $rc): $(tail -2 "$tmp/e.txt" | tr '\n' ' ')"
+        fails=$((fails + 1))
+        return
+    fi
+    python3 - "$tmp/o.json" "$mname" "$g" "$pos" "${names[$i]}" "$reps" >>"$out" <<'PY' || { log "cannot parse output of ${names[$i]}"; fails=$((fails + 1)); }
 import json, sys
 f, model, g, pos, eng, reps = sys.argv[1:]
 txt = open(f).read().strip()
@@ -87,6 +91,7 @@ for r in rows:
 PY
     tail -2 "$out" | awk -F'\t' '{printf "'$me': group %s %-10s %s: %.1f ± %.1f t/s\n", $3, $5, $2, $6, $7}' >&2
 }
+fails=0 # runs that failed or gave no rows: the exit status says so after the summary of the rest
 for g in $(seq 1 "$pairs"); do
     for k in $(seq 0 $((ne - 1))); do
         run_one $(( (g - 1 + k) % ne )) "$g" "$k"
@@ -111,3 +116,4 @@ for (t, e), other in sorted(grp.items()):
         print(f"gpu_pairs: {t} turbospark / {e}: {statistics.median(q):.3f}x median ({min(q):.3f}..{max(q):.3f}) over {len(q)} groups")
 PY
 log "rows in $out"
+[ "$fails" -eq 0 ] || die "$fails of $((pairs * ne)) runs failed; their rows are missing from $out"
