@@ -174,13 +174,18 @@ template <> struct Dec<TS_TYPE_Q4_0> {
         float d;
         uint32_t W[8];
     };
-    TS_HD static void iload(const uint8_t *b, int, UI &s) {
-        s.d = h2f(rd16(b));
+    TS_HD static void iload(const uint8_t *b, int u, UI &s) {
+        U t;
+        load(b, u, t);
+        iload_u(t, s);
+    }
+    /* the integer unit from a loaded one (matvec_q8.cu's direct loader loads U its own way) */
+    TS_HD static void iload_u(const U &t, UI &s) {
+        s.d = t.d;
 #pragma unroll
         for (int p = 0; p < 4; p++) {
-            const uint32_t q = rd32<2>(b + 2 + 4 * p);
-            s.W[2 * p] = q & 0x0f0f0f0fu; /* 0..15: the -8 is applied through x's block sum in idot */
-            s.W[2 * p + 1] = (q >> 4) & 0x0f0f0f0fu;
+            s.W[2 * p] = t.q[p] & 0x0f0f0f0fu; /* 0..15: the -8 is applied through x's block sum in idot */
+            s.W[2 * p + 1] = (t.q[p] >> 4) & 0x0f0f0f0fu;
         }
     }
     TS_HD static float idot(const UI &s, int, const uint32_t X[8], const XScale &x) {
@@ -841,6 +846,10 @@ template <> struct Dec<TS_TYPE_Q6_K> {
     TS_HD static void iload(const uint8_t *b, int u, UI &s) {
         U t;
         load(b, u, t);
+        iload_u(t, s);
+    }
+    /* the integer unit from a loaded one (matvec_q8.cu's direct loader loads U its own way) */
+    TS_HD static void iload_u(const U &t, UI &s) {
         s.d = t.d;
 #pragma unroll
         for (int p = 0; p < 4; p++) {

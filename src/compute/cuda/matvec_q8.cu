@@ -318,7 +318,7 @@ TS_DEV uint32_t ldw4_end(const uint8_t *a, const uint8_t *end) {
  * realigns them in registers with funnel shifts. The loads go through L1
  * (plain ld.global.nc): a warp's five loads of a row each span the same
  * ~576 bytes, so all but the first hit the lines the first brought in. The
- * decoded unit is the staged loader's, bit for bit (D::iload). */
+ * words make D::U, decoded by D::iload_u as the staged loader's are. */
 template <int R> struct QDirect<TS_TYPE_Q4_0, R> {
     typedef Dec<TS_TYPE_Q4_0> D;
     static constexpr int SMEM = 0, WORDS = 2 * R; /* 5 words a row: counted as 2 16-byte words for QDepth */
@@ -347,14 +347,12 @@ template <int R> struct QDirect<TS_TYPE_Q4_0, R> {
     TS_DEV void stage(uint8_t *, int, int) const {}
     TS_DEV void unit(const uint8_t *, int r, int, int, D::UI &s) const {
         const bool od = (odd >> r) & 1;
-        s.d = h2f((uint16_t)(od ? w[r][0] >> 16 : w[r][0]));
         const unsigned sh = od ? 32u : 16u; /* the quants start 2 or 4 bytes into w[r][0] */
+        D::U t;
+        t.d = h2f((uint16_t)(od ? w[r][0] >> 16 : w[r][0]));
 #pragma unroll
-        for (int p = 0; p < 4; p++) {
-            const uint32_t q = __funnelshift_rc(w[r][p], w[r][p + 1], sh);
-            s.W[2 * p] = q & 0x0f0f0f0fu; /* as D::iload */
-            s.W[2 * p + 1] = (q >> 4) & 0x0f0f0f0fu;
-        }
+        for (int p = 0; p < 4; p++) t.q[p] = __funnelshift_rc(w[r][p], w[r][p + 1], sh);
+        D::iload_u(t, s);
     }
 };
 
@@ -363,8 +361,8 @@ template <int R> struct QDirect<TS_TYPE_Q4_0, R> {
  * high bits, the scales' 8 bytes that hold its 4) and the block's d. A block
  * starts 0 or 2 mod 4 and every run sits at a multiple of 8 in it, so each
  * run is three 4-byte loads from the block's start rounded down to 4 and two
- * funnel shifts by the same amount. The decoded unit is D::iload's, bit for
- * bit. */
+ * funnel shifts by the same amount. The words make D::U, decoded by
+ * D::iload_u as the other loaders' are. */
 template <int R> struct QDirect<TS_TYPE_Q6_K, R> {
     typedef Dec<TS_TYPE_Q6_K> D;
     static constexpr int SMEM = 0, WORDS = 4 * R; /* 13 loads a row: counted as 4 16-byte words for QDepth */
@@ -398,16 +396,13 @@ template <int R> struct QDirect<TS_TYPE_Q6_K, R> {
     }
     TS_DEV void stage(uint8_t *, int, int) const {}
     TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const {
-        s.d = h2f((uint16_t)d[r]);
         const int sb = 8 * ((u & 3) >> 1); /* the unit's scale bytes: 2p + (u & 3) / 2 of the 8 */
+        D::U t;
+        t.d = h2f((uint16_t)d[r]);
+        t.a0 = a[r][0], t.a1 = a[r][1], t.b0 = b[r][0], t.b1 = b[r][1], t.h0 = h[r][0], t.h1 = h[r][1];
 #pragma unroll
-        for (int p = 0; p < 4; p++) {
-            s.sc[p] = (int)(int8_t)(sc[r][p >> 1] >> (sb + 16 * (p & 1)));
-            const uint32_t l0 = (p & 1) ? b[r][0] : a[r][0], l1 = (p & 1) ? b[r][1] : a[r][1];
-            const int sh = 4 * (p >> 1);
-            s.W[2 * p] = ((l0 >> sh) & 0x0f0f0f0fu) | (((h[r][0] >> (2 * p)) & 0x03030303u) << 4); /* as D::iload */
-            s.W[2 * p + 1] = ((l1 >> sh) & 0x0f0f0f0fu) | (((h[r][1] >> (2 * p)) & 0x03030303u) << 4);
-        }
+        for (int p = 0; p < 4; p++) t.sc[p] = (int)(int8_t)(sc[r][p >> 1] >> (sb + 16 * (p & 1)));
+        D::iload_u(t, s);
     }
 };
 
