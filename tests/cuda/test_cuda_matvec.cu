@@ -502,7 +502,7 @@ int main(void) {
          * fifth 4-byte word would end past the matrix */
         run_case(one(TS_TYPE_Q4_0, 800, 37, 1, true, true, false, true));
         run_case(one(TS_TYPE_Q4_0, 800, 37, 3, false, false, true, true));
-        /* the same for Q6_K's direct loader (MVQ_DIRECT_Q6K): 3 blocks of 210 bytes a row */
+        /* Q6_K rows of 3 blocks of 210 bytes: alternating 4-byte and 2 mod 4 starts, on the staged and ring loaders */
         run_case(one(TS_TYPE_Q6_K, 768, 37, 1, true, true, false, true));
         /* both splits of a group's chunks (MVQ_KW1), whichever the rule picks above */
         for (g_kw1 = 0; g_kw1 < 2; g_kw1++) {

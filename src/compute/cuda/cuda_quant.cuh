@@ -846,10 +846,6 @@ template <> struct Dec<TS_TYPE_Q6_K> {
     TS_HD static void iload(const uint8_t *b, int u, UI &s) {
         U t;
         load(b, u, t);
-        iload_u(t, s);
-    }
-    /* the integer unit from a loaded one (matvec_q8.cu's direct loader loads U its own way) */
-    TS_HD static void iload_u(const U &t, UI &s) {
         s.d = t.d;
 #pragma unroll
         for (int p = 0; p < 4; p++) {

@@ -138,14 +138,6 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #ifndef MVQ_DIRECT_Q40
 #define MVQ_DIRECT_Q40 1 /* Q4_0: 1 = 4-byte loads into registers (QDirect<Q4_0>), 0 = shared-memory staging */
 #endif
-#ifndef MVQ_DIRECT_Q6K
-/* Q6_K: 1 = 4-byte loads into registers (QDirect<Q6_K>), 0 = the cp.async
- * ring (MVQ_ASYNC) or staging. Off until measured: written in session 30
- * after Q4_0's direct loader gained 17%, it passed test_cuda_matvec in the
- * CPU emulation (263 checks, built with it on) but no device time was left
- * to run it (bench/results/2026-12-05-h100-s30/callE.sh is the A/B). */
-#define MVQ_DIRECT_Q6K 0
-#endif
 #ifndef MVQ_PREFETCH
 #define MVQ_PREFETCH 4096 /* bytes of its run each warp prefetches to L2 before it waits on the previous kernel */
 #endif
@@ -302,10 +294,10 @@ template <int R> struct QDirect<TS_TYPE_Q5_K, R> {
     TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const { D::iload_w(hd[r], h[r], q[r], u, k, s); }
 };
 
-/* 4-byte weight words from a 4-aligned address, read through L1 (the
- * direct loaders of the 2-aligned types: their lanes' words overlap, so a
- * warp's later loads of a row hit the lines its first brought in). At the
- * matrix end only the 2 bytes that are in it are read. */
+/* 4-byte weight words from a 4-aligned address, read through L1 (Q4_0's
+ * direct loader: its lanes' words overlap, so a warp's later loads of a row
+ * hit the lines its first brought in). At the matrix end only the 2 bytes
+ * that are in it are read. */
 TS_DEV uint32_t ldw4_end(const uint8_t *a, const uint8_t *end) {
     return a + 4 <= end ? __ldg((const uint32_t *)a) : (uint32_t)__ldg((const uint16_t *)a);
 }
@@ -356,56 +348,6 @@ template <int R> struct QDirect<TS_TYPE_Q4_0, R> {
     }
 };
 
-/* Direct loader for Q6_K (MVQ_DIRECT_Q6K): a unit (lane % 8 of a block)
- * reads four 8-byte runs of its 210-byte block (low quants of both halves,
- * high bits, the scales' 8 bytes that hold its 4) and the block's d. A block
- * starts 0 or 2 mod 4 and every run sits at a multiple of 8 in it, so each
- * run is three 4-byte loads from the block's start rounded down to 4 and two
- * funnel shifts by the same amount. The words make D::U, decoded by
- * D::iload_u as the other loaders' are. */
-template <int R> struct QDirect<TS_TYPE_Q6_K, R> {
-    typedef Dec<TS_TYPE_Q6_K> D;
-    static constexpr int SMEM = 0, WORDS = 4 * R; /* 13 loads a row: counted as 4 16-byte words for QDepth */
-    static constexpr bool ASYNC = false;
-    uint32_t a[R][2], b[R][2], h[R][2], sc[R][2], d[R];
-    TS_DEV void load(const QMat &m, const uint8_t *row, int nr, int c, int nb, int lane, uint8_t *) {
-        const int bl = c * Geo<TS_TYPE_Q6_K>::CB + lane / D::NU;
-        if (bl >= nb) return;
-        const int u = lane % D::NU, hh = u >> 2, cc = u & 3;
-        const uint8_t *p = row + (size_t)bl * D::BB;
-        auto rows = [&](auto whole) { /* mvq_rows_whole */
-#pragma unroll
-            for (int r = 0; r < R; r++, p += m.rb) {
-                if (!decltype(whole)::value && r >= nr) continue;
-                const unsigned o = (unsigned)((uintptr_t)p & 3), sh = 8 * o; /* 0 or 16 */
-                const uint8_t *q = p - o;
-                auto run = [&](int off, uint32_t (&w)[2], bool last) {
-                    const uint32_t w0 = __ldg((const uint32_t *)(q + off)), w1 = __ldg((const uint32_t *)(q + off + 4));
-                    const uint32_t w2 = last ? ldw4_end(q + off + 8, m.end) : __ldg((const uint32_t *)(q + off + 8));
-                    w[0] = __funnelshift_r(w0, w1, sh);
-                    w[1] = __funnelshift_r(w1, w2, sh);
-                };
-                run(64 * hh + 8 * cc, a[r], false);
-                run(64 * hh + 32 + 8 * cc, b[r], false);
-                run(128 + 32 * hh + 8 * cc, h[r], false);
-                run(192 + 8 * hh, sc[r], true); /* its third word may be the block's last 2 bytes and 2 past */
-                d[r] = ldw4_end(q + 208, m.end) >> sh;
-            }
-        };
-        mvq_rows_whole<R>(nr, rows);
-    }
-    TS_DEV void stage(uint8_t *, int, int) const {}
-    TS_DEV void unit(const uint8_t *, int r, int, int u, D::UI &s) const {
-        const int sb = 8 * ((u & 3) >> 1); /* the unit's scale bytes: 2p + (u & 3) / 2 of the 8 */
-        D::U t;
-        t.d = h2f((uint16_t)d[r]);
-        t.a0 = a[r][0], t.a1 = a[r][1], t.b0 = b[r][0], t.b1 = b[r][1], t.h0 = h[r][0], t.h1 = h[r][1];
-#pragma unroll
-        for (int p = 0; p < 4; p++) t.sc[p] = (int)(int8_t)(sc[r][p >> 1] >> (sb + 16 * (p & 1)));
-        D::iload_u(t, s);
-    }
-};
-
 /* Asynchronous loader (any type, MVQ_ASYNC): the staged loader's layout,
  * but each ring slot is its own shared buffer filled by cp.async, so an item
  * in flight holds no registers and the ring runs DEP - 1 items ahead (the
@@ -442,7 +384,7 @@ template <int T, int R> struct QAsync {
     }
 };
 
-/* Loader kinds: 0 staged through registers, 1 direct (Q4_K/Q5_K; Q4_0, Q6_K with MVQ_DIRECT_Q40/_Q6K), 2
+/* Loader kinds: 0 staged through registers, 1 direct (Q4_K/Q5_K; Q4_0 with MVQ_DIRECT_Q40), 2
  * asynchronous. Which one a launch uses is mvq_kind's choice. */
 template <int T, int R, int KIND> struct QLoader;
 template <int T, int R> struct QLoader<T, R, 0> {
@@ -695,16 +637,13 @@ int mvq_force_rows = -1; /* ts_cuda_matvec_q8_force_rows */
 
 /* Whether a type's register launches use its direct loader (QDirect). */
 static constexpr bool mvq_direct_type(uint32_t type) {
-    return (MVQ_DIRECT && (type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K)) || (MVQ_DIRECT_Q40 && type == TS_TYPE_Q4_0) ||
-           (MVQ_DIRECT_Q6K && type == TS_TYPE_Q6_K);
+    return (MVQ_DIRECT && (type == TS_TYPE_Q4_K || type == TS_TYPE_Q5_K)) || (MVQ_DIRECT_Q40 && type == TS_TYPE_Q4_0);
 }
 
 static bool mvq_async(uint32_t type, int64_t items_per_warp) {
     if (mvq_force >= 0) return mvq_force == 1;
     const bool direct = mvq_direct_type(type);
-    /* MVQ_ASYNC 3 took the ring for Q6_K when it had no direct loader */
-    if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct) || (MVQ_ASYNC == 3 && (type != TS_TYPE_Q6_K || direct)))
-        return false;
+    if (MVQ_ASYNC == 0 || (MVQ_ASYNC == 2 && direct) || (MVQ_ASYNC == 3 && type != TS_TYPE_Q6_K)) return false;
     return items_per_warp >= MVQ_ASYNC_MIN_ITEMS;
 }
 
@@ -760,8 +699,7 @@ static bool mvq_pairs(int types, uint32_t t1, uint32_t t2, int n_tok) {
 
 template <int T1, int R> void launch_pair_r(cudaStream_t s, bool async2, const MvArgs &a, int64_t blocks) {
     if (async2) ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, 2>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
-    else ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, mvq_direct_type(TS_TYPE_Q6_K) ? 1 : 0>, (unsigned)blocks, MVQ_WARPS * 32, 0,
-                   s)(a);
+    else ts_launch(&mv_q_q8_pair<T1, TS_TYPE_Q6_K, R, 0>, (unsigned)blocks, MVQ_WARPS * 32, 0, s)(a);
 }
 
 template <int R> void launch_pair(cudaStream_t s, uint32_t t1, bool async2, const MvArgs &a, int64_t blocks) {
