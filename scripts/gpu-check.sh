@@ -131,10 +131,12 @@ for tool in ("cu++filt", "c++filt"):
 if len(dem) != len(names): dem = names
 print(f"{'kernel':40} {'arch':7} {'regs':>4} {'smem':>6} {'stack':>5} {'spill st/ld':>11}")
 for ((k, a), v), d in sorted(zip(rows.items(), dem), key=lambda x: x[1]):
-    d = re.sub(r"\(anonymous namespace\)::", "", d).split("(")[0].replace("void ", "")
+    # template arguments demangle as casts, "<(int)12, (bool)1>": drop those, then the parameter list
+    d = re.sub(r"\(anonymous namespace\)::|<unnamed>::", "", d)
+    d = re.sub(r"\((?:unsigned )?(?:int|bool|long|char)\)", "", d).split("(")[0].replace("void ", "")
     def targs(m, d=d):
         a = [x.strip() for x in m.group(1).split(",")]
-        n = 0 if d.startswith("attn") else 1 if d.startswith("mv_") else len(a) # mv_*<type, tokens>
+        n = 0 if d.startswith("attn") else 2 if d.startswith("mv_q_q8_pair") else 1 if d.startswith("mv_") else len(a) # mv_*<type, tokens>
         return "<" + ", ".join(TYPES.get(x, x) if i < n else x for i, x in enumerate(a)) + ">"
     d = re.sub(r"<([^>]*)>", targs, d)
     print(f"{d[:40]:40} {a:7} {v.get('regs','?'):>4} {v.get('smem','?'):>6} {v.get('stack','?'):>5} {v.get('st','?'):>5}/{v.get('ld','?'):<5}")
@@ -440,7 +442,7 @@ mv = collections.OrderedDict()
 types = []
 for f, s, v, g, us, x in res:
     if f != "matvec": continue
-    t, path, tok = v.split()
+    t, path, tok = v.split()[:3] # int8 rows end with the group's rows ("r2")
     if tok != "t=1": continue
     if t not in types: types.append(t)
     mv.setdefault(s, {}).setdefault(t, {})[path] = g
@@ -455,7 +457,7 @@ if mv:
             best = max(best, f32 or 0, i8 or 0)
             cells.append(f"{(f'{f32:.0f}' if f32 else '-')}/{(f'{i8:.0f}' if i8 else '-')}")
         print(f"{s:28}" + "".join(f"{c:>16}" for c in cells) + (f"{100*best/ceil:>11.0f}%" if ceil else f"{best:>12.0f}"))
-    bt = [(s, v, g) for f, s, v, g, us, x in res if f == "matvec" and not v.endswith("t=1")]
+    bt = [(s, v, g) for f, s, v, g, us, x in res if f == "matvec" and v.split()[2] != "t=1"]
     if bt:
         print("matvec small batches: " + "; ".join(f"{s} {v} {g:.0f}" for s, v, g in bt))
 gm = [(s, v, g, us, x) for f, s, v, g, us, x in res if f == "gemm"]
