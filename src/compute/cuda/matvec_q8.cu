@@ -161,7 +161,9 @@ __global__ void __launch_bounds__(256) q8_quant(const float *x, int64_t n_in, co
 #define MVQ_ASYNC_DEP 4
 #endif
 #ifndef MVQ_ASYNC_MIN_ITEMS
-#define MVQ_ASYNC_MIN_ITEMS 4 /* items per warp below which a launch keeps the register loaders (mvq_async) */
+/* items per warp below which a launch keeps the register loaders (mvq_async). 2 and 1 (the 7B's Q/K+V pair, whose V
+ * warps have 2 items, then on the ring) measured 0.989x on the 7B's tg128 (bench/results/2026-12-05-h100-s31, call H) */
+#define MVQ_ASYNC_MIN_ITEMS 4
 #endif
 #ifndef MVQ_KW1
 /* 1: a launch with at least one row group for every resident warp gives
