@@ -78,7 +78,8 @@ run_one() { # engine-index group pos
         fails=$((fails + 1))
         return
     fi
-    python3 - "$tmp/o.json" "$mname" "$g" "$pos" "${names[$i]}" "$reps" >>"$out" <<'PY' || { log "cannot parse output of ${names[$i]}"; fails=$((fails + 1)); }
+    # this run's rows, logged as they are appended (one row a test: with -p 0 or -n 0 only one)
+    python3 - "$tmp/o.json" "$mname" "$g" "$pos" "${names[$i]}" "$reps" >"$tmp/rows" <<'PY' || { log "cannot parse output of ${names[$i]}"; fails=$((fails + 1)); return; }
 import json, sys
 f, model, g, pos, eng, reps = sys.argv[1:]
 txt = open(f).read().strip()
@@ -89,7 +90,9 @@ for r in rows:
     name = r.get("test") or ("pp%d" % r["n_prompt"] if r.get("n_prompt") else "tg%d" % r["n_gen"])
     print("\t".join(map(str, [model, name, g, pos, eng, "%.4f" % mean, "%.4f" % sd, reps])))
 PY
-    tail -2 "$out" | awk -F'\t' '{printf "'$me': group %s %-10s %s: %.1f ± %.1f t/s\n", $3, $5, $2, $6, $7}' >&2
+    [ -s "$tmp/rows" ] || { log "${names[$i]} group $g gave no rows"; fails=$((fails + 1)); return; }
+    cat "$tmp/rows" >>"$out"
+    awk -F'\t' '{printf "'$me': group %s %-10s %s: %.1f ± %.1f t/s\n", $3, $5, $2, $6, $7}' "$tmp/rows" >&2
 }
 fails=0 # runs that failed or gave no rows: the exit status says so after the summary of the rest
 for g in $(seq 1 "$pairs"); do
