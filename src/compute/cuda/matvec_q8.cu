@@ -387,7 +387,7 @@ template <int T, int R> struct QAsync {
 };
 
 /* Loader kinds: 0 staged through registers, 1 direct (Q4_K/Q5_K; Q4_0 with MVQ_DIRECT_Q40), 2
- * asynchronous. Which one a launch uses is mvq_kind's choice. */
+ * asynchronous. Which one a launch uses: mvq_async, else mvq_direct_type (launch_t, launch_pair_r). */
 template <int T, int R, int KIND> struct QLoader;
 template <int T, int R> struct QLoader<T, R, 0> {
     typedef QStaged<T, R> L;
