@@ -16,6 +16,14 @@
 #   MODEL_DIR=shared/models ...          # where SmolLM2-135M-Instruct.Q4_1.gguf is (the machine
 #                                        # has no internet: carry it); absent: its checks are skipped, named
 #
+# The build made here, carried (the device's minutes go to the checks, not to nvcc):
+#   scripts/gpu-check.sh --pack          # here: build-gpucheck/ (TS_SHARED=ON: every test and benchmark links one
+#                                        # libturbospark.so, so the whole build travels in ~15 MB) and
+#                                        # .gpucheck/build.tar.xz: its programs, the library and the build log
+#                                        # (ptxas reports); .gpucheck is ignored by git
+#   GPU_CHECK_PREBUILT=.gpucheck/build.tar.xz scripts/gpu-check.sh   # on the device, carrying .gpucheck and .deps:
+#                                        # unpacked into build-gpucheck/, no cmake; the same checks and summary
+#
 # The whole project (engine, CLI, the backend test) needs PCRE2 and cJSON
 # headers. Where the machine lacks them, carry their Debian packages in .deps/
 # (scripts/gpu-check.sh --fetch-deps, here, puts them there; ~1 MB): they are
@@ -37,6 +45,20 @@ if [ "${1:-}" = --fetch-deps ]; then
     cd .deps && apt-get download libcjson-dev libcjson1 libpcre2-dev libpcre2-8-0 libmicrohttpd-dev libmicrohttpd12 libgnutls30 libp11-kit0 libidn2-0 libunistring2 libtasn1-6 libnettle8 libhogweed6 libgmp10 libffi8 && ls -la
     exit $?
 fi
+if [ "${1:-}" = --pack ]; then
+    # the whole CUDA build here, for GPU_CHECK_PREBUILT on the device
+    B=${GPU_CHECK_BUILD:-build-gpucheck}
+    mkdir -p .gpucheck "$B" || exit 1
+    echo "== build ($B, TS_SHARED=ON, -j${GPU_CHECK_JOBS:-$(nproc)}); log: $B/build.log"
+    { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DTS_CUDA=ON -DTS_SHARED=ON -DTS_CUDA_WERROR=OFF \
+          -DTS_CUDA_PTXAS_VERBOSE=ON && cmake --build "$B" -j "${GPU_CHECK_JOBS:-$(nproc)}"; } >"$B/build.log" 2>&1 ||
+        { tail -30 "$B/build.log"; echo "gpu-check --pack: the build failed ($B/build.log)" >&2; exit 1; }
+    # the programs (no dot in their names), the library and the ptxas reports
+    files="turbospark build.log $(cd "$B" && ls test_cuda_* bench_* libturbospark.so* | grep -E '^(test|bench)_[a-z_]+$|^lib')"
+    (cd "$B" && tar -cf - $files) | xz -T1 -9 >.gpucheck/build.tar.xz || exit 1
+    echo "packed: .gpucheck/build.tar.xz ($(du -h .gpucheck/build.tar.xz | cut -f1)): $(echo $files | wc -w) files"
+    exit 0
+fi
 OUT_DIR="${OUT:-$ROOT/gpu-check-out}"
 mkdir -p "$OUT_DIR"
 BUDGET=${GPU_CHECK_BUDGET_S:-450}
@@ -53,6 +75,25 @@ lscpu 2>/dev/null | grep -m1 'Model name' || grep -m1 'model name' /proc/cpuinfo
 echo "cores: $(nproc)   budget: ${BUDGET}s   logs: $OUT_DIR"
 
 # ---------------------------------------------------------------- build
+PREBUILT=${GPU_CHECK_PREBUILT:-}
+[ -z "$PREBUILT" ] || [ -f "$PREBUILT" ] || { echo "GPU_CHECK_PREBUILT: no file '$PREBUILT'" >&2; exit 1; }
+if [ -n "$PREBUILT" ]; then
+    # the build made here by --pack: its programs find libturbospark.so and the
+    # fixtures through the environment, since this tree's path is not the one
+    # they were built in; the carried .deps are runtime libraries only here
+    BUILD=${GPU_CHECK_BUILD:-build-gpucheck}
+    echo "== build: carried ($PREBUILT into $BUILD)"
+    mkdir -p "$BUILD" && xz -dc "$PREBUILT" | tar -C "$BUILD" -xf - || { echo "BUILD FAILED: cannot unpack $PREBUILT" | tee "$OUT_DIR/summary.txt"; exit 1; }
+    cp "$BUILD/build.log" "$OUT_DIR/build.log"
+    if ls .deps/*.deb >/dev/null 2>&1; then
+        mkdir -p .deps/root && for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
+        export LD_LIBRARY_PATH="$ROOT/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+    export LD_LIBRARY_PATH="$ROOT/$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export TS_FIXTURES_DIR=$ROOT/tests/fixtures
+    "$BUILD/turbospark" --version >/dev/null 2>&1 || { echo "BUILD FAILED: the carried turbospark does not start: $("$BUILD/turbospark" --version 2>&1 | tail -1)" | tee "$OUT_DIR/summary.txt"; exit 1; }
+    echo "build: carried, $(ls "$BUILD" | wc -l) files"
+else
 echo "== build ($BUILD, -j$JOBS)"
 GEN=()
 command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
@@ -92,6 +133,7 @@ if [ $BUILD_OK = 0 ]; then
     tail -40 "$OUT_DIR/build.log"
     echo "BUILD FAILED: see $OUT_DIR/build.log" | tee "$OUT_DIR/summary.txt"
     exit 1
+fi
 fi
 
 if [ "${GPU_CHECK_ONLY_BUILD:-0}" = 1 ]; then

@@ -60,6 +60,14 @@ extern "C" {
 #define TS_FIXTURES "tests/fixtures"
 #endif
 
+/* The fixtures' folder: TS_FIXTURES_DIR where set (a build carried to another
+ * machine, whose tree is elsewhere: scripts/gpu-check.sh GPU_CHECK_PREBUILT),
+ * else the source tree's, compiled in. */
+static const char *fixtures(void) {
+    const char *d = getenv("TS_FIXTURES_DIR");
+    return d && *d ? d : TS_FIXTURES;
+}
+
 #define TIE_MARGIN 1e-3
 #define GEMM_MARGIN 5e-2
 #define REAL_MARGIN 0.5
@@ -674,7 +682,7 @@ int main(int argc, char **argv) {
             for (int precise = 0; precise < 2; precise++) {
                 char name[64], path[1024];
                 snprintf(name, sizeof name, "tiny-%s-%s", tiny[i], f16 ? "f16" : "f32");
-                snprintf(path, sizeof path, "%s/ref/%s.gguf", TS_FIXTURES, name);
+                snprintf(path, sizeof path, "%s/ref/%s.gguf", fixtures(), name);
                 if (tcu_small() && (f16 || precise)) continue;
                 if (only) {
                     char word[80];
@@ -694,7 +702,7 @@ int main(int argc, char **argv) {
         for (int precise = 0; precise < 2; precise++) {
             char name[64], path[1024];
             snprintf(name, sizeof name, "tiny-%s-f32", tiny_moe[i]);
-            snprintf(path, sizeof path, "%s/ref/%s.gguf", TS_FIXTURES, name);
+            snprintf(path, sizeof path, "%s/ref/%s.gguf", fixtures(), name);
             if (tcu_small() && precise) continue;
             if (only) {
                 char word[80], list[512];
