@@ -18,7 +18,7 @@
 #
 # The build made here, carried (the device's minutes go to the checks, not to nvcc):
 #   scripts/gpu-check.sh --pack          # here: build-gpucheck/ (TS_SHARED=ON: every test and benchmark links one
-#                                        # libturbospark.so, so the whole build travels in ~15 MB) and
+#                                        # libturbospark.so, so the whole build travels in ~12 MB) and
 #                                        # .gpucheck/build.tar.xz: its programs, the library and the build log
 #                                        # (ptxas reports); .gpucheck is ignored by git
 #   GPU_CHECK_PREBUILT=.gpucheck/build.tar.xz scripts/gpu-check.sh   # on the device, carrying .gpucheck and .deps:
