@@ -75,6 +75,15 @@ lscpu 2>/dev/null | grep -m1 'Model name' || grep -m1 'model name' /proc/cpuinfo
 echo "cores: $(nproc)   budget: ${BUDGET}s   logs: $OUT_DIR"
 
 # ---------------------------------------------------------------- build
+# The carried Debian packages (.deps/*.deb) unpacked into .deps/root, their
+# libraries on LD_LIBRARY_PATH; sets DR and LIBD. False when none are carried.
+unpack_deps() {
+    ls .deps/*.deb >/dev/null 2>&1 || return 1
+    DR=$ROOT/.deps/root
+    LIBD=$DR/usr/lib/x86_64-linux-gnu
+    mkdir -p "$DR" && for f in .deps/*.deb; do dpkg -x "$f" "$DR"; done
+    export LD_LIBRARY_PATH="$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
 PREBUILT=${GPU_CHECK_PREBUILT:-}
 [ -z "$PREBUILT" ] || [ -f "$PREBUILT" ] || { echo "GPU_CHECK_PREBUILT: no file '$PREBUILT'" >&2; exit 1; }
 if [ -n "$PREBUILT" ]; then
@@ -85,55 +94,47 @@ if [ -n "$PREBUILT" ]; then
     echo "== build: carried ($PREBUILT into $BUILD)"
     mkdir -p "$BUILD" && xz -dc "$PREBUILT" | tar -C "$BUILD" -xf - || { echo "BUILD FAILED: cannot unpack $PREBUILT" | tee "$OUT_DIR/summary.txt"; exit 1; }
     cp "$BUILD/build.log" "$OUT_DIR/build.log"
-    if ls .deps/*.deb >/dev/null 2>&1; then
-        mkdir -p .deps/root && for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
-        export LD_LIBRARY_PATH="$ROOT/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    fi
+    unpack_deps
     export LD_LIBRARY_PATH="$ROOT/$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export TS_FIXTURES_DIR=$ROOT/tests/fixtures
     "$BUILD/turbospark" --version >/dev/null 2>&1 || { echo "BUILD FAILED: the carried turbospark does not start: $("$BUILD/turbospark" --version 2>&1 | tail -1)" | tee "$OUT_DIR/summary.txt"; exit 1; }
     echo "build: carried, $(ls "$BUILD" | wc -l) files"
 else
-echo "== build ($BUILD, -j$JOBS)"
-GEN=()
-command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
-CFG=(-DCMAKE_BUILD_TYPE=Release -DTS_CUDA=ON -DTS_CUDA_WERROR=OFF -DTS_CUDA_PTXAS_VERBOSE=ON)
-FULL=${GPU_CHECK_FULL:-auto}
-if [ "$FULL" = auto ]; then
-    FULL=0
-    if pkg-config --exists libpcre2-8 2>/dev/null && [ -f /usr/include/cjson/cJSON.h ]; then
-        FULL=1
-    elif ls .deps/*.deb >/dev/null 2>&1; then
-        # carried packages: unpacked here, found through explicit paths
-        DR=$ROOT/.deps/root
-        LIBD=$DR/usr/lib/x86_64-linux-gnu
-        mkdir -p "$DR"
-        for f in .deps/*.deb; do dpkg -x "$f" "$DR"; done
-        sed -i "s|^prefix=/usr\$|prefix=$DR/usr|" "$LIBD"/pkgconfig/*.pc
-        # libmicrohttpd.pc names gnutls privately (static linking only); the
-        # carried runtime libraries are enough for a shared link
-        sed -i '/^Requires.private/d' "$LIBD"/pkgconfig/libmicrohttpd.pc 2>/dev/null
-        export PKG_CONFIG_PATH="$LIBD/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-        export LD_LIBRARY_PATH="$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-        CFG+=(-DCJSON_INCLUDE_DIR="$DR/usr/include" -DCJSON_LIBRARY="$LIBD/libcjson.so"
-              -DPCRE2_INCLUDE_DIR="$DR/usr/include" -DPCRE2_LIBRARY="$LIBD/libpcre2-8.so")
-        FULL=1
-        echo "PCRE2/cJSON from the carried .deps/"
-    else
-        echo "no PCRE2/cJSON headers and no .deps/: kernels only (no engine, CLI or backend test)"
+    echo "== build ($BUILD, -j$JOBS)"
+    GEN=()
+    command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
+    CFG=(-DCMAKE_BUILD_TYPE=Release -DTS_CUDA=ON -DTS_CUDA_WERROR=OFF -DTS_CUDA_PTXAS_VERBOSE=ON)
+    FULL=${GPU_CHECK_FULL:-auto}
+    if [ "$FULL" = auto ]; then
+        FULL=0
+        if pkg-config --exists libpcre2-8 2>/dev/null && [ -f /usr/include/cjson/cJSON.h ]; then
+            FULL=1
+        elif unpack_deps; then
+            # carried packages: found through explicit paths
+            sed -i "s|^prefix=/usr\$|prefix=$DR/usr|" "$LIBD"/pkgconfig/*.pc
+            # libmicrohttpd.pc names gnutls privately (static linking only); the
+            # carried runtime libraries are enough for a shared link
+            sed -i '/^Requires.private/d' "$LIBD"/pkgconfig/libmicrohttpd.pc 2>/dev/null
+            export PKG_CONFIG_PATH="$LIBD/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+            CFG+=(-DCJSON_INCLUDE_DIR="$DR/usr/include" -DCJSON_LIBRARY="$LIBD/libcjson.so"
+                  -DPCRE2_INCLUDE_DIR="$DR/usr/include" -DPCRE2_LIBRARY="$LIBD/libpcre2-8.so")
+            FULL=1
+            echo "PCRE2/cJSON from the carried .deps/"
+        else
+            echo "no PCRE2/cJSON headers and no .deps/: kernels only (no engine, CLI or backend test)"
+        fi
     fi
-fi
-[ "$FULL" = 1 ] || CFG+=(-DTS_CUDA_KERNELS_ONLY=ON)
-BUILD_OK=1
-{
-    cmake -S . -B "$BUILD" "${GEN[@]}" "${CFG[@]}" && cmake --build "$BUILD" -j "$JOBS"
-} >"$OUT_DIR/build.log" 2>&1 || BUILD_OK=0
-echo "build: $([ $BUILD_OK = 1 ] && echo ok || echo FAILED) in $(elapsed)s"
-if [ $BUILD_OK = 0 ]; then
-    tail -40 "$OUT_DIR/build.log"
-    echo "BUILD FAILED: see $OUT_DIR/build.log" | tee "$OUT_DIR/summary.txt"
-    exit 1
-fi
+    [ "$FULL" = 1 ] || CFG+=(-DTS_CUDA_KERNELS_ONLY=ON)
+    BUILD_OK=1
+    {
+        cmake -S . -B "$BUILD" "${GEN[@]}" "${CFG[@]}" && cmake --build "$BUILD" -j "$JOBS"
+    } >"$OUT_DIR/build.log" 2>&1 || BUILD_OK=0
+    echo "build: $([ $BUILD_OK = 1 ] && echo ok || echo FAILED) in $(elapsed)s"
+    if [ $BUILD_OK = 0 ]; then
+        tail -40 "$OUT_DIR/build.log"
+        echo "BUILD FAILED: see $OUT_DIR/build.log" | tee "$OUT_DIR/summary.txt"
+        exit 1
+    fi
 fi
 
 if [ "${GPU_CHECK_ONLY_BUILD:-0}" = 1 ]; then
