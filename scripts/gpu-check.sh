@@ -51,10 +51,13 @@ if [ "${1:-}" = --pack ]; then
     mkdir -p .gpucheck "$B" || exit 1
     echo "== build ($B, TS_SHARED=ON, -j${GPU_CHECK_JOBS:-$(nproc)}); log: $B/build.log"
     { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DTS_CUDA=ON -DTS_SHARED=ON -DTS_CUDA_WERROR=OFF \
-          -DTS_CUDA_PTXAS_VERBOSE=ON && cmake --build "$B" -j "${GPU_CHECK_JOBS:-$(nproc)}"; } >"$B/build.log" 2>&1 ||
+          -DTS_CUDA_PTXAS_VERBOSE=ON && cmake --build "$B" --clean-first -j "${GPU_CHECK_JOBS:-$(nproc)}"; } >"$B/build.log" 2>&1 ||
         { tail -30 "$B/build.log"; echo "gpu-check --pack: the build failed ($B/build.log)" >&2; exit 1; }
-    # the programs (no dot in their names), the library and the ptxas reports
-    files="turbospark build.log $(cd "$B" && ls test_cuda_* bench_* libturbospark.so* | grep -E '^(test|bench)_[a-z_]+$|^lib')"
+    # from clean: an incremental build's log would hold no ptxas report for the kernels it did not recompile.
+    # commit.txt names the tree the programs were built from, which the device's summary prints
+    { git rev-parse HEAD; git status --porcelain --untracked-files=no src include tests tools CMakeLists.txt | cut -c4- | sed 's/^/modified: /'; } >"$B/commit.txt"
+    # the programs (no dot in their names), the library, the ptxas reports and the commit
+    files="turbospark build.log commit.txt $(cd "$B" && ls test_cuda_* bench_* libturbospark.so* | grep -E '^(test|bench)_[a-z_]+$|^lib')"
     (cd "$B" && tar -cf - $files) | xz -T1 -9 >.gpucheck/build.tar.xz || exit 1
     echo "packed: .gpucheck/build.tar.xz ($(du -h .gpucheck/build.tar.xz | cut -f1)): $(echo $files | wc -w) files"
     exit 0
@@ -98,7 +101,8 @@ if [ -n "$PREBUILT" ]; then
     export LD_LIBRARY_PATH="$ROOT/$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export TS_FIXTURES_DIR=$ROOT/tests/fixtures
     "$BUILD/turbospark" --version >/dev/null 2>&1 || { echo "BUILD FAILED: the carried turbospark does not start: $("$BUILD/turbospark" --version 2>&1 | tail -1)" | tee "$OUT_DIR/summary.txt"; exit 1; }
-    echo "build: carried, $(ls "$BUILD" | wc -l) files"
+    echo "build: carried, $(ls "$BUILD" | wc -l) files, built here from $(head -1 "$BUILD/commit.txt" 2>/dev/null || echo "an unrecorded tree")"
+    grep '^modified: ' "$BUILD/commit.txt" 2>/dev/null
 else
     echo "== build ($BUILD, -j$JOBS)"
     GEN=()
@@ -465,6 +469,7 @@ fi
 # ---------------------------------------------------------------- summary
 {
     echo "== summary ($(elapsed)s; ptxas: $SPILLS kernels with spills, see ptxas.txt)"
+    [ -n "$PREBUILT" ] && echo "build: carried, from $(head -1 "$BUILD/commit.txt" 2>/dev/null || echo "an unrecorded tree")$(grep -q '^modified: ' "$BUILD/commit.txt" 2>/dev/null && echo ', with uncommitted changes')"
     printf "%-24s %-40s %-10s %-10s\n" "test" "result" "memcheck" "racecheck"
     for t in $TESTS; do
         name=$(basename "$t")
