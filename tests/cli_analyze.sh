@@ -343,5 +343,16 @@ EOF
     else bad "$p.png looks blank: non-white $share, colours $ncol, coloured px $nsat, hues $nhue"; fi
   done
 fi
+# --backend, as on every command: the same report and one stderr line saying it selects nothing; a bad value refused
+run "$tmp/bk0" cache "$cap/cache_hand.json" --slots 1,2,3 --skip 12
+for k in cpu cuda auto; do
+  if "$cli" analyze cache "$cap/cache_hand.json" --backend $k --slots 1,2,3 --skip 12 >"$tmp/bk1" 2>"$tmp/bk1.err" &&
+     [ -s "$tmp/bk0" ] && cmp -s "$tmp/bk0" "$tmp/bk1" &&
+     [ "$(cat "$tmp/bk1.err")" = "backend: none (analyze runs no model; --backend $k selects nothing)" ]; then ok
+  else bad "analyze cache --backend $k: $(cat "$tmp/bk1.err")"; fi
+done
+"$cli" analyze router "$cap/cache_hand.json" --backend gpu >"$tmp/bk2" 2>"$tmp/bk2.err"; rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/bk2.err")" -eq 1 ] && [ ! -s "$tmp/bk2" ] && grep -q "^turbospark analyze: --backend" "$tmp/bk2.err"; then ok
+else bad "analyze --backend gpu: rc=$rc $(cat "$tmp/bk2.err")"; fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

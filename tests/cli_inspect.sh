@@ -57,5 +57,18 @@ assert d["metadata"]["key\x1b[2J\ufffd"] == "val\ufffd\ufffd\x1b", d["metadata"]
 EOF2
 "$cli" inspect >/dev/null 2>&1 && bad "inspect with no file succeeded" || ok
 "$cli" inspect --bogus x >/dev/null 2>&1 && bad "unknown flag accepted" || ok
+# --backend, as on every command: the same output and one stderr line saying it selects nothing; a bad value refused
+f=$(ls "$fix"/vocab/*.gguf | head -1)
+"$cli" inspect "$f" >"$tmp/b0" 2>/dev/null && [ -s "$tmp/b0" ] && ok || bad "inspect $f (the --backend checks' base)"
+for k in cpu cuda auto; do
+  if "$cli" inspect --backend $k "$f" >"$tmp/b1" 2>"$tmp/e" && cmp -s "$tmp/b0" "$tmp/b1" &&
+     [ "$(cat "$tmp/e")" = "backend: none (inspect runs no model; --backend $k selects nothing)" ]; then ok
+  else bad "inspect --backend $k: $(cat "$tmp/e")"; fi
+done
+for v in gpu ""; do
+  "$cli" inspect "$f" --backend $v >"$tmp/o" 2>"$tmp/e"; rc=$?
+  if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/e")" -eq 1 ] && [ ! -s "$tmp/o" ] && grep -q "^turbospark inspect: .*--backend" "$tmp/e"; then ok
+  else bad "inspect --backend '$v': rc=$rc $(cat "$tmp/e")"; fi
+done
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -138,5 +138,15 @@ fi
 # --help
 "$CLI" tokenize --help >"$tmp/out" 2>&1 && grep -q 'usage: turbospark tokenize' "$tmp/out" && ok || bad "--help"
 
+# --backend, as on every command: the same ids and one stderr line saying it selects nothing; a bad value refused
+printf 'Hello world' >"$tmp/in"
+for k in cpu cuda auto; do
+    got=$("$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --backend $k <"$tmp/in" 2>"$tmp/err")
+    if [ $? -eq 0 ] && [ "$got" = "15496 995" ] &&
+        [ "$(cat "$tmp/err")" = "backend: none (tokenize runs no model; --backend $k selects nothing)" ]; then ok
+    else bad "tokenize --backend $k: got '$got' err '$(cat "$tmp/err")'"; fi
+done
+expect_err "--backend gpu" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --backend gpu
+expect_err "--backend without a value" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --backend
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

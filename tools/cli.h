@@ -50,6 +50,11 @@ void cli_common_init(cli_common *c);
 /* Returns 1 if argv[*i] was one of the shared flags (consumed, value
  * checked), 0 if not, -1 on a bad value (error printed). */
 int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *c);
+/* --backend on a command that runs no model (inspect, tokenize, analyze): accepted as on every command, its value
+ * checked, so one set of flags can go to every command. It selects nothing: the command says so in one stderr line.
+ * Returns 1 if argv[*i] was --backend (consumed), 0 if not, -1 on a bad value (error printed). */
+int cli_backend_flag_unused(const char *cmd, int argc, char **argv, int *i);
+#define CLI_UNUSED_BACKEND_USAGE "  --backend cpu|cuda|auto  accepted; this command runs no model, so it selects nothing\n"
 #define CLI_COMMON_USAGE                                                                               \
     "  common: -m MODEL  -t/--threads N  -c/--ctx N  --precise  --backend cpu|cuda|auto (default auto)\n" \
     "          --cuda-pdl on|off (programmatic dependent launch; default on)\n"                          \

@@ -15,6 +15,16 @@ void cli_common_init(cli_common *c) {
     c->mo = ts_model_opts_default();
 }
 
+int cli_backend_flag_unused(const char *cmd, int argc, char **argv, int *i) {
+    if (strcmp(argv[*i], "--backend")) return 0;
+    const char *v = cli_flag_value(cmd, argc, argv, i);
+    ts_backend_kind k;
+    if (!v) return -1;
+    if (ts_backend_kind_parse(v, &k) != TS_OK) return cli_error(cmd, "--backend %s", ts_last_error()), -1;
+    fprintf(stderr, "backend: none (%s runs no model; --backend %s selects nothing)\n", cmd, v);
+    return 1;
+}
+
 int cli_common_flag(const char *cmd, int argc, char **argv, int *i, cli_common *c) {
     const char *a = argv[*i], *v;
 #define VAL()                                                        \

@@ -15,7 +15,8 @@ static void usage(FILE *f) {
             "       turbospark analyze cache TRACE.json [--slots 8,16,32] [--skip N] [--policy lfu,lru,belady] [--html FILE]\n"
             "       turbospark analyze window TRACE.json [--skip N] [--m 2,4,8,16] [--html FILE]\n"
             "       turbospark analyze ffn CAP.json[,CAP2.json...] [--html FILE]\n"
-            "  every analysis: --max-input BYTES  refuse a capture file larger than this (default 256M)\n");
+            "  every analysis: --max-input BYTES  refuse a capture file larger than this (default 256M)\n"
+            CLI_UNUSED_BACKEND_USAGE);
 }
 
 /* Splits a comma-separated list of paths (empty items dropped) into a NULL
@@ -80,6 +81,8 @@ typedef struct common_flags {
 } common_flags;
 
 static int common_flag(int argc, char **argv, int *i, common_flags *cf) {
+    int r = cli_backend_flag_unused("analyze", argc, argv, i);
+    if (r) return r;
     if (!strcmp(argv[*i], "--html")) {
         const char *v = cli_flag_value("analyze", argc, argv, i);
         if (!v) return -1;

@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "  --no-bos     do not add BOS/EOS (default: as tokenizer.ggml.add_bos_token / add_eos_token say)\n"
             "  --special    parse control tokens written in the text (e.g. <|im_start|>)\n"
             "  --pieces     print each token's vocabulary piece as a JSON string instead of its id\n"
-            "  --max-input  refuse more than this much text (default 256M; e.g. 1G)\n");
+            "  --max-input  refuse more than this much text (default 256M; e.g. 1G)\n" CLI_UNUSED_BACKEND_USAGE);
 }
 
 /* A piece as a JSON string: valid UTF-8 passes through, '"' '\\' and control
@@ -52,8 +52,11 @@ int cmd_tokenize(int argc, char **argv) {
     const char *path = NULL;
     bool add_special = true, parse_special = false, pieces = false;
     uint64_t max_input = TS_READ_DEFAULT_CAP;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1, r; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
+        else if ((r = cli_backend_flag_unused("tokenize", argc, argv, &i))) {
+            if (r < 0) return 1;
+        }
         else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
             if (!(path = cli_flag_value("tokenize", argc, argv, &i))) return 1;
         } else if (!strcmp(argv[i], "--no-bos")) add_special = false;
