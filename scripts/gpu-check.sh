@@ -58,7 +58,9 @@ if [ "${1:-}" = --pack ]; then
     { git rev-parse HEAD; git status --porcelain --untracked-files=no src include tests tools CMakeLists.txt | cut -c4- | sed 's/^/modified: /'; } >"$B/commit.txt"
     # the programs (no dot in their names), the library, the ptxas reports and the commit
     files="turbospark build.log commit.txt $(cd "$B" && ls test_cuda_* bench_* libturbospark.so* | grep -E '^(test|bench)_[a-z_]+$|^lib')"
-    (cd "$B" && tar -cf - $files) | xz -T1 -9 >.gpucheck/build.tar.xz || exit 1
+    # written beside and renamed: a failed or interrupted pack leaves the previous one, never half of one
+    (cd "$B" && tar -cf - $files) | xz -T1 -9 >.gpucheck/build.tar.xz.part && mv .gpucheck/build.tar.xz.part .gpucheck/build.tar.xz ||
+        { rm -f .gpucheck/build.tar.xz.part; echo "gpu-check --pack: packing failed" >&2; exit 1; }
     echo "packed: .gpucheck/build.tar.xz ($(du -h .gpucheck/build.tar.xz | cut -f1)): $(echo $files | wc -w) files"
     exit 0
 fi
