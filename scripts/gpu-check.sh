@@ -471,6 +471,8 @@ fi
 # ---------------------------------------------------------------- summary
 {
     echo "== summary ($(elapsed)s; ptxas: $SPILLS kernels with spills, see ptxas.txt)"
+    g=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+    echo "gpu: ${g:-none found by nvidia-smi}"
     [ -n "$PREBUILT" ] && echo "build: carried, from $(head -1 "$BUILD/commit.txt" 2>/dev/null || echo "an unrecorded tree")$(grep -q '^modified: ' "$BUILD/commit.txt" 2>/dev/null && echo ', with uncommitted changes')"
     printf "%-24s %-40s %-10s %-10s\n" "test" "result" "memcheck" "racecheck"
     for t in $TESTS; do
