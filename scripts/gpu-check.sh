@@ -20,7 +20,9 @@
 #   scripts/gpu-check.sh --pack          # here: build-gpucheck/ (TS_SHARED=ON: every test and benchmark links one
 #                                        # libturbospark.so, so the whole build travels in ~12 MB) and
 #                                        # .gpucheck/build.tar.xz: its programs, the library and the build log
-#                                        # (ptxas reports); .gpucheck is ignored by git
+#                                        # (ptxas reports), from a clean build, with commit.txt; kept only
+#                                        # when, unpacked alone, every program loads the packed library
+#                                        # (CI runs this); .gpucheck is ignored by git
 #   GPU_CHECK_PREBUILT=.gpucheck/build.tar.xz scripts/gpu-check.sh   # on the device, carrying .gpucheck and .deps:
 #                                        # unpacked into build-gpucheck/, no cmake; the same checks and summary
 #
@@ -58,9 +60,25 @@ if [ "${1:-}" = --pack ]; then
     { git rev-parse HEAD; git status --porcelain --untracked-files=no src include tests tools CMakeLists.txt | cut -c4- | sed 's/^/modified: /'; } >"$B/commit.txt"
     # the programs (no dot in their names), the library, the ptxas reports and the commit
     files="turbospark build.log commit.txt $(cd "$B" && ls test_cuda_* bench_* libturbospark.so* | grep -E '^(test|bench)_[a-z_]+$|^lib')"
-    # written beside and renamed: a failed or interrupted pack leaves the previous one, never half of one
-    (cd "$B" && tar -cf - $files) | xz -T1 -9 >.gpucheck/build.tar.xz.part && mv .gpucheck/build.tar.xz.part .gpucheck/build.tar.xz ||
-        { rm -f .gpucheck/build.tar.xz.part; echo "gpu-check --pack: packing failed" >&2; exit 1; }
+    # written beside, checked, and renamed: a failed, interrupted or broken pack leaves the previous one, never half
+    # of one. The check: unpacked alone, every program that links libturbospark.so finds the unpacked copy (the build
+    # dir's RUNPATH yields to LD_LIBRARY_PATH, as on the device) and no library is missing, and the CLI starts
+    part=.gpucheck/build.tar.xz.part
+    t=$(mktemp -d)
+    (cd "$B" && tar -cf - $files) | xz -T1 -9 >"$part" && xz -dc "$part" | tar -C "$t" -xf - || {
+        rm -rf "$part" "$t"; echo "gpu-check --pack: packing failed" >&2; exit 1; }
+    bad=""
+    for f in $files; do
+        case $f in build.log | commit.txt | lib*) continue ;; esac
+        LD_LIBRARY_PATH="$t${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$t/$f" >"$t/ldd.txt" 2>&1
+        # (bench_pcie is CUDA alone: no libturbospark.so to find)
+        ! grep -q "not found" "$t/ldd.txt" && { ! grep -q libturbospark.so "$t/ldd.txt" ||
+            grep -q "libturbospark.so => $t/libturbospark.so" "$t/ldd.txt"; } || bad="$bad $f"
+    done
+    LD_LIBRARY_PATH="$t${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$t/turbospark" --version >/dev/null 2>&1 || bad="$bad turbospark(--version)"
+    rm -rf "$t"
+    [ -z "$bad" ] || { rm -f "$part"; echo "gpu-check --pack: unpacked alone, these do not load:$bad" >&2; exit 1; }
+    mv "$part" .gpucheck/build.tar.xz || exit 1
     echo "packed: .gpucheck/build.tar.xz ($(du -h .gpucheck/build.tar.xz | cut -f1)): $(echo $files | wc -w) files"
     exit 0
 fi
