@@ -22,7 +22,7 @@ el "gpu-check rc=$?"
 sed -n '/== summary/,$p' $OUT/gpucheck.log > $REAL/summary.txt
 export LD_LIBRARY_PATH=$PWD/build-gpucheck:$PWD/.deps/root/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
 TS=$PWD/build-gpucheck/turbospark
-while [ ! -f /tmp/peer.done ] || [ ! -f /tmp/7b.done ]; do sleep 2; [ $(( $(date +%s) - DEV_T0 )) -gt 560 ] && { el "peer or 7B file not ready"; exit 1; }; done
+while [ ! -f /tmp/peer.done ] || [ ! -f /tmp/7b.done ]; do sleep 2; [ $(( $(date +%s) - DEV_T0 )) -gt ${END:-550} ] && { el "peer or 7B file not ready"; exit 1; }; done
 el "peer: $(tail -2 $OUT/peer-build.log | tr '\n' ' ')"
 L=/tmp/peer/b/bin/llama-bench
 [ -x $L ] || { tail -30 /tmp/peer/build.log > $OUT/peer-build-tail.log; exit 1; }
@@ -33,8 +33,10 @@ pairs() { local m=$1 k=$2
   [ $(( $(date +%s) - DEV_T0 )) -gt $3 ] && { el "pairs $m: no time"; return; }
   bench/cuda/gpu_pairs.sh -o $OUT/pairs-$m.tsv -T $TS -L $L -k $k -p 512 -n 128 -r 3 /tmp/$m.gguf > $OUT/pairs-$m.log 2>&1
   el "pairs $m rc=$?"; tail -3 $OUT/pairs-$m.log; }
-pairs 7b 5 520
-while [ ! -f /tmp/files.done ] && [ $(( $(date +%s) - DEV_T0 )) -lt 540 ]; do sleep 2; done
-pairs smol 3 540; pairs 7bq40 3 530; pairs 1.5b 3 545
+# END: the seconds the call may last (its limit less a margin); the last start of each file's pairs is set from it
+E=${END:-550}
+pairs 7b 5 $((E - 30))
+while [ ! -f /tmp/files.done ] && [ $(( $(date +%s) - DEV_T0 )) -lt $((E - 10)) ]; do sleep 2; done
+pairs smol 3 $((E - 10)); pairs 7bq40 3 $((E - 20)); pairs 1.5b 3 $((E - 5))
 for f in $OUT/pairs-*.log; do echo "== $f"; tail -7 $f; done > $REAL/pairs-summary.txt
 el end
