@@ -121,7 +121,8 @@ if [ -n "$PREBUILT" ]; then
     export LD_LIBRARY_PATH="$ROOT/$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export TS_FIXTURES_DIR=$ROOT/tests/fixtures
     "$BUILD/turbospark" --version >/dev/null 2>&1 || { echo "BUILD FAILED: the carried turbospark does not start: $("$BUILD/turbospark" --version 2>&1 | tail -1)" | tee "$OUT_DIR/summary.txt"; exit 1; }
-    echo "build: carried, $(ls "$BUILD" | wc -l) files, built here from $(head -1 "$BUILD/commit.txt" 2>/dev/null || echo "an unrecorded tree")"
+    CARRIED_FROM="$(head -1 "$BUILD/commit.txt" 2>/dev/null || echo "an unrecorded tree")$(grep -q '^modified: ' "$BUILD/commit.txt" 2>/dev/null && echo ', with uncommitted changes')"
+    echo "build: carried, $(ls "$BUILD" | wc -l) files, built here from $CARRIED_FROM"
     grep '^modified: ' "$BUILD/commit.txt" 2>/dev/null
 else
     echo "== build ($BUILD, -j$JOBS)"
@@ -491,7 +492,7 @@ fi
     echo "== summary ($(elapsed)s; ptxas: $SPILLS kernels with spills, see ptxas.txt)"
     g=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
     echo "gpu: ${g:-none found by nvidia-smi}"
-    [ -n "$PREBUILT" ] && echo "build: carried, from $(head -1 "$BUILD/commit.txt" 2>/dev/null || echo "an unrecorded tree")$(grep -q '^modified: ' "$BUILD/commit.txt" 2>/dev/null && echo ', with uncommitted changes')"
+    [ -n "$PREBUILT" ] && echo "build: carried, from $CARRIED_FROM"
     printf "%-24s %-40s %-10s %-10s\n" "test" "result" "memcheck" "racecheck"
     for t in $TESTS; do
         name=$(basename "$t")
