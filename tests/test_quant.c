@@ -409,7 +409,10 @@ static void test_rows_tile(ts_type t, int64_t n, int isa, bufs *b) {
  * 32-row panel or the 16-row lane group, 1..C columns (the micro-kernels
  * take 6 or 4, the AMX tiles 32 or 16), rows long enough to cross the packed K segment, extreme
  * quants and activations, odd addresses, nothing written outside the tile. */
-static void test_gemm(ts_type t, int64_t n, int C, int isa, bufs *b) {
+static void test_gemm_cols(ts_type t, int64_t n, int C0, int C, int isa, bufs *b);
+static void test_gemm(ts_type t, int64_t n, int C, int isa, bufs *b) { test_gemm_cols(t, n, 1, C, isa, b); }
+/* columns C0..C of C */
+static void test_gemm_cols(ts_type t, int64_t n, int C0, int C, int isa, bufs *b) {
     enum { R = 70, OS = R + 3 };
     static const int nrs[] = {1, 5, 16, 31, 33, 64, 70};
     ts_type p = ts_type_dot_partner(t);
@@ -438,7 +441,7 @@ static void test_gemm(ts_type t, int64_t n, int C, int isa, bufs *b) {
     float *out = malloc(sizeof(float) * OS * C);
     int bad = 0, clobber = 0, cases = 0;
     for (size_t k = 0; k < sizeof nrs / sizeof *nrs; k++)
-        for (int nc = 1; nc <= C; nc++) {
+        for (int nc = C0; nc <= C; nc++) {
             int nr = nrs[k];
             for (int i = 0; i < OS * C; i++) out[i] = -12345.0f;
             ts_gemm(t, n, w, ws, nr, x, xs, nc, out, OS, scratch);
@@ -479,7 +482,7 @@ static void test_gemm_amx_bits(bufs *b) {
         return;
     }
     static const ts_type ts[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q2_K};
-    enum { R = 70, C = 53, N = 9 * 256 };
+    enum { R = 70, C = TS_GP_AMX_MIN_COLS + 21, N = 9 * 256 }; /* on the tiles: whole 16s, then vk */
     int diff = 0;
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
         const ts_type t = ts[k], p = ts_type_dot_partner(t);
@@ -499,6 +502,63 @@ static void test_gemm_amx_bits(bufs *b) {
         free(o[0]), free(o[1]), free(scratch), free(w), free(x);
     }
     printf("%-60s %s\n", "amx gemm = avx512 gemm, bit for bit (Q4_K, Q5_K, Q2_K)", diff ? "DIFFERS" : "same");
+    /* which kernels ran: Q6_K's tiles round apart from the AVX-512 kernels
+     * (the offset leaves the weights), so its bits differ from
+     * TS_GP_AMX_MIN_COLS tokens and are the same below */
+    {
+        const ts_type t = TS_TYPE_Q6_K, p = ts_type_dot_partner(t);
+        const uint64_t ws = ts_type_row_bytes(t, N), xs = ts_type_row_bytes(p, N);
+        uint8_t *w = malloc(ws * R), *x = malloc(xs * C);
+        for (int r = 0; r < R; r++) make_weights(t, r % 2 ? SC_SANE : SC_RANDOM, w + r * ws, N);
+        for (int c = 0; c < C; c++) make_acts(t, SC_RANDOM, x + c * xs, N, b->tmp);
+        void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
+        float *o[2] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C)};
+        int same[2];
+        for (int k = 0; k < 2; k++) {
+            const int nc = k ? C : TS_GP_AMX_MIN_COLS - 1;
+            for (int l = 0; l < 2; l++) {
+                CHECK(ts_kernels_set_isa(l ? TS_ISA_AMX : TS_ISA_AVX512) == 0);
+                ts_gemm(t, N, w, ws, R, x, xs, nc, o[l], R, scratch);
+            }
+            same[k] = memcmp(o[0], o[1], sizeof(float) * R * (size_t)nc) == 0;
+        }
+        CHECKF(same[0] && !same[1], "Q6_K at the amx level: %d tokens %s the avx512 bits, %d tokens %s", TS_GP_AMX_MIN_COLS - 1,
+               same[0] ? "gives" : "does not give", C, same[1] ? "gives them too (the tiles did not run)" : "does not");
+        printf("%-60s %s\n", "amx level: avx512 kernels under TS_GP_AMX_MIN_COLS tokens", same[0] && !same[1] ? "yes" : "NO");
+        free(o[0]), free(o[1]), free(scratch), free(w), free(x);
+    }
+}
+
+/* The AVX2 Q4_K/Q5_K kernels take the activation sums of a call's tokens
+ * computed at once where they fit TS_GP_BP_BYTES, else per token group and
+ * segment: a call over 480 tokens (past the room) against the same columns
+ * 16 at a time (within it), bit for bit. test_gemm's calls all fit. */
+static void test_gemm_avx2_sums(bufs *b) {
+    if (ts_kernels_isa_max() < TS_ISA_AVX2) {
+        printf("%-60s not run: no AVX2 level on this CPU\n", "avx2 gemm: activation sums at once = per group");
+        return;
+    }
+    static const ts_type ts[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K};
+    enum { R = 40, C = 480, N = 9 * 256, S = 16 };
+    CHECK((uint64_t)C * (N / 256) * 16 > TS_GP_BP_BYTES && (uint64_t)S * (N / 256) * 16 <= TS_GP_BP_BYTES);
+    CHECK(ts_kernels_set_isa(TS_ISA_AVX2) == 0);
+    int diff = 0;
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
+        const ts_type t = ts[k], p = ts_type_dot_partner(t);
+        const uint64_t ws = ts_type_row_bytes(t, N), xs = ts_type_row_bytes(p, N);
+        uint8_t *w = malloc(ws * R), *x = malloc(xs * C);
+        for (int r = 0; r < R; r++) make_weights(t, r % 7 == 3 ? SC_MAXQ : r % 2 ? SC_SANE : SC_RANDOM, w + r * ws, N);
+        for (int c = 0; c < C; c++) make_acts(t, c % 61 == 5 ? SC_MAXQ : SC_RANDOM, x + c * xs, N, b->tmp);
+        void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
+        float *o[2] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C)};
+        ts_gemm(t, N, w, ws, R, x, xs, C, o[0], R, scratch);
+        for (int c0 = 0; c0 < C; c0 += S) ts_gemm(t, N, w, ws, R, x + (uint64_t)c0 * xs, xs, S, o[1] + (size_t)c0 * R, R, scratch);
+        int d = memcmp(o[0], o[1], sizeof(float) * R * C) != 0;
+        CHECKF(!d, "%s: the avx2 gemm differs between its two ways of taking the activation sums", ts_type_name(t));
+        diff += d;
+        free(o[0]), free(o[1]), free(scratch), free(w), free(x);
+    }
+    printf("%-60s %s\n", "avx2 gemm: activation sums at once = per group (Q4_K, Q5_K)", diff ? "DIFFERS" : "same");
 }
 
 static void test_quantize_acts(int isa, bufs *b) {
@@ -655,8 +715,10 @@ int main(void) {
              * packed segment; 32-element types at n not a multiple of 256 */
             test_gemm(t, be == 1 ? 37 : be, 17, isa, &b);
             test_gemm(t, be == 1 ? 300 : be == 32 ? 37 * 32 : 9 * 256, 17, isa, &b);
-            /* the AMX kernels take 32 tokens at a time, then 16, then vk */
+            /* the AMX kernels (from TS_GP_AMX_MIN_COLS tokens, the AVX-512
+             * ones below) take whole 16s of tokens on the tiles, then vk */
             if (ts_q_gemm_nsub(t)) test_gemm(t, 9 * 256, 53, isa, &b);
+            if (ts_q_gemm_nsub(t) && isa == TS_ISA_AMX) test_gemm_cols(t, 9 * 256, TS_GP_AMX_MIN_COLS - 2, TS_GP_AMX_MIN_COLS + 21, isa, &b);
         }
         test_quantize_acts(isa, &b);
         test_self_check(&b);
@@ -665,6 +727,7 @@ int main(void) {
     printf("upper ymm/zmm state after the kernels: %d checks, %d dirty%s\n", upper_checked, upper_bad,
            upper_checked ? "" : " (XGETBV(1) unavailable: not checked)");
     test_gemm_amx_bits(&b);
+    test_gemm_avx2_sums(&b);
     test_pack_avx2();
     CHECK(ts_kernels_set_isa(max_isa + 1) == -1);
     ts_kernels_set_isa(max_isa);

@@ -151,8 +151,11 @@ void ts_q_gemm_pack_heads(ts_type t, const uint8_t *const *rb, int lg, int s, in
 
 /* two units of 32 rows, TS_GP_KSEG super-blocks each, at the widest layout;
  * where the AMX kernels may run, their lo/hi tiles of the same units after
- * them (TS_GP_AMX_SB_BYTES per unit and super-block) */
+ * them (TS_GP_AMX_SB_BYTES per unit and super-block); room for the AVX2
+ * kernels' activation sums after the units (TS_GP_BP_BYTES; the AMX tiles
+ * and those sums are never used by one call together) */
 size_t ts_gemm_scratch_bytes(void) {
     size_t panels = 2 * (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(16);
-    return ts_kernels_isa_max() >= TS_ISA_AMX ? panels + 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES : panels;
+    size_t amx = ts_kernels_isa_max() >= TS_ISA_AMX ? 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES : 0;
+    return panels + (amx > TS_GP_BP_BYTES ? amx : TS_GP_BP_BYTES);
 }

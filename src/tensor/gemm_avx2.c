@@ -43,7 +43,7 @@ INLINE __m256i ld(const uint8_t *p) { return _mm256_load_si256((const __m256i *)
  * the scale pair: |pair| <= 2*qmax*127, so DEPTH = 32767 / (2*qmax*127)
  * cannot wrap (Q4_K 8, Q5_K 4, Q6_K 2, Q2_K/Q3_K >= 4 = a whole sub-block). */
 INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int NT, const int DEPTH, const uint8_t *const *xr,
-               const uint8_t *bp, float *out, int64_t os, __m256i m0, __m256i m1, int full, int first) {
+               const uint8_t *bp, int bst, float *out, int64_t os, __m256i m0, __m256i m1, int full, int first) {
     const size_t sbb = TS_GP_SB_BYTES(NSUB);
     const int GPS = 64 / NSUB;
     for (int s = 0; s < ns; s++) {
@@ -92,7 +92,7 @@ INLINE void ak(const uint8_t *panel, int ns, int lg, const int NSUB, const int N
 #pragma GCC unroll 8
             for (int p = 0; p < 8; p++) {
                 if (NSUB == 8 && p == 4) break; /* the pairs of sub-blocks */
-                const __m256i bs = NSUB == 8 ? bc32(bp + ((size_t)(t * TS_GP_KSEG + s) * 4 + p) * 4) : bc32(xq[t] + QK_BSUMS + 4 * p);
+                const __m256i bs = NSUB == 8 ? bc32(bp + ((size_t)(t * bst + s) * 4 + p) * 4) : bc32(xq[t] + QK_BSUMS + 4 * p);
                 c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(ld(C + (p * 2 + lg) * 64), bs));
                 c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(ld(C + (p * 2 + lg) * 64 + 32), bs));
             }
@@ -144,8 +144,8 @@ static inline __m256i rmask8(int64_t nr, int base) {
 #endif
 #define AK_FN(T, NSUB, DEPTH, NT)                                                                                \
     static void ak_##T##_##NT(const uint8_t *panel, int ns, int lg, const uint8_t *const *xr, const uint8_t *bp,   \
-                              float *out, int64_t os, int64_t nr, int first) {                                  \
-        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, bp, out, os, rmask8(nr, 0), rmask8(nr, 8), nr >= 16, first);    \
+                              int bst, float *out, int64_t os, int64_t nr, int first) {                         \
+        ak(panel, ns, lg, NSUB, NT, DEPTH, xr, bp, bst, out, os, rmask8(nr, 0), rmask8(nr, 8), nr >= 16, first); \
     }
 #if AK_NT >= 3
 #define AK_FN3(T, NSUB, DEPTH) AK_FN(T, NSUB, DEPTH, 3)
@@ -160,20 +160,22 @@ AK_T(Q3_K, 16, 4)
 AK_T(Q4_K, 8, 8)
 AK_T(Q5_K, 8, 4)
 AK_T(Q6_K, 16, 2)
-typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, const uint8_t *, float *, int64_t, int64_t, int);
+typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, const uint8_t *, int, float *, int64_t, int64_t, int);
 
 /* The sums per 32 elements of nt activation rows over ns super-blocks, as
  * the i16 pairs (bs32_2p, bs32_2p+1), p < 4, of the Q4_K/Q5_K kernels'
- * correction: bp[((t * TS_GP_KSEG + s) * 4 + p) * 4]. |bs32| <= 32 * 128
- * fits i16. Once per token group and segment, shared by its 2-4 calls. */
-static void bs32_pairs(const uint8_t *const *xr, int nt, int ns, uint8_t *bp) {
+ * correction: bp[((t * bst + s) * 4 + p) * 4]. |bs32| <= 32 * 128 fits i16.
+ * Once per call for all its tokens where they fit TS_GP_BP_BYTES (bst the
+ * super-blocks of a row), else once per token group and segment (bst
+ * TS_GP_KSEG), shared by its 2-4 calls. */
+static void bs32_pairs(const uint8_t *const *xr, int nt, int ns, int bst, uint8_t *bp) {
     const __m256i one = _mm256_set1_epi16(1);
     for (int t = 0; t < nt; t++)
         for (int s = 0; s < ns; s++) {
             const __m256i b16 = _mm256_loadu_si256((const __m256i *)(xr[t] + (size_t)s * QK_BYTES + QK_BSUMS));
             const __m256i b32 = _mm256_madd_epi16(b16, one);
             const __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1));
-            _mm_storeu_si128((__m128i *)(bp + (size_t)(t * TS_GP_KSEG + s) * 16), p);
+            _mm_storeu_si128((__m128i *)(bp + (size_t)(t * bst + s) * 16), p);
         }
 }
 static const ak_fn ak_q2[AK_NT + 1] = AK_TAB(Q2_K), ak_q3[AK_NT + 1] = AK_TAB(Q3_K), ak_q4[AK_NT + 1] = AK_TAB(Q4_K),
@@ -196,6 +198,27 @@ INLINE void tr8x8(__m256i *r) {
     for (int i = 0; i < 4; i++) {
         r[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
         r[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+}
+
+/* tr8x8 of 8 rows' 32 bytes read from memory: rows i and i + 4 share a ymm
+ * from two 16-byte loads, so one 4x4 dword transpose in each 128-bit lane
+ * gives the k-groups, 16 shuffles where tr8x8 takes 24 (one port on Intel,
+ * where they bound the packer). The same bytes as loading and tr8x8. */
+static const _Alignas(32) uint8_t zero32[32] = {0};
+INLINE void tr8x8_rows(const uint8_t *const *q, __m256i *r) {
+    for (int h = 0; h < 2; h++) { /* k-groups 4h .. 4h + 3 */
+        __m256i A[4], a[4];
+        for (int i = 0; i < 4; i++)
+            A[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(q[i + 4] + 16 * h)), _mm_loadu_si128((const __m128i *)(q[i] + 16 * h)));
+        a[0] = _mm256_unpacklo_epi32(A[0], A[1]);
+        a[1] = _mm256_unpackhi_epi32(A[0], A[1]);
+        a[2] = _mm256_unpacklo_epi32(A[2], A[3]);
+        a[3] = _mm256_unpackhi_epi32(A[2], A[3]);
+        r[4 * h + 0] = _mm256_unpacklo_epi64(a[0], a[2]);
+        r[4 * h + 1] = _mm256_unpackhi_epi64(a[0], a[2]);
+        r[4 * h + 2] = _mm256_unpacklo_epi64(a[1], a[3]);
+        r[4 * h + 3] = _mm256_unpackhi_epi64(a[1], a[3]);
     }
 }
 
@@ -287,10 +310,9 @@ static void pack_vec2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64
                          * expert slice packed in ~98 us instead of ~115
                          * (docs/BENCHMARKS.md, session 27) */
                         const __m256i m4 = _mm256_set1_epi8(0x0f);
-                        for (int i = 0; i < 8; i++)
-                            lo[i] = rb[8 * h8 + i] ? _mm256_loadu_si256((const __m256i *)(rb[8 * h8 + i] + (size_t)s * bb + 16 + 32 * kk))
-                                                   : _mm256_setzero_si256();
-                        tr8x8(lo);
+                        const uint8_t *q[8];
+                        for (int i = 0; i < 8; i++) q[i] = rb[8 * h8 + i] ? rb[8 * h8 + i] + (size_t)s * bb + 16 + 32 * kk : zero32;
+                        tr8x8_rows(q, lo);
                         for (int i = 0; i < 8; i++) {
                             hi[i] = _mm256_and_si256(_mm256_srli_epi16(lo[i], 4), m4);
                             lo[i] = _mm256_and_si256(lo[i], m4);
@@ -327,6 +349,12 @@ static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
     const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
     const uint8_t *pw = w, *px = x;
     uint8_t *sp = scratch;
+    /* every token's sums at once, after the two units, where they fit */
+    uint8_t *ball = nsub == 8 && (uint64_t)ncols * (uint64_t)nsb * 16 <= TS_GP_BP_BYTES ? sp + 2 * unit : NULL;
+    for (int64_t c = 0; ball && c < ncols; c++) {
+        const uint8_t *xc = px + (uint64_t)c * xs;
+        bs32_pairs(&xc, 1, (int)nsb, (int)nsb, ball + (size_t)c * (size_t)nsb * 16);
+    }
     for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
         int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
         int nu = nr > TS_GP_ROWS ? 2 : 1;
@@ -341,12 +369,15 @@ static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
                 int nt = (int)(ncols - c0 < AK_NT ? ncols - c0 : AK_NT);
                 const uint8_t *xr[AK_NT];
                 for (int i = 0; i < nt; i++) xr[i] = px + (uint64_t)(c0 + i) * xs + (uint64_t)s0 * QK_BYTES;
-                if (nsub == 8) bs32_pairs(xr, nt, ns, bp);
+                const uint8_t *b = bp;
+                int bst = TS_GP_KSEG;
+                if (ball) b = ball + (size_t)(c0 * nsb + s0) * 16, bst = (int)nsb;
+                else if (nsub == 8) bs32_pairs(xr, nt, ns, TS_GP_KSEG, bp);
                 for (int u = 0; u < nu; u++)
                     for (int lg = 0; lg < 2; lg++) {
                         int64_t ru = nr - u * TS_GP_ROWS - 16 * lg;
                         if (ru <= 0) break;
-                        kf[nt](sp + u * unit, ns, lg, xr, bp, out + c0 * os + r0 + u * TS_GP_ROWS + 16 * lg, os, ru, s0 == 0);
+                        kf[nt](sp + u * unit, ns, lg, xr, b, bst, out + c0 * os + r0 + u * TS_GP_ROWS + 16 * lg, os, ru, s0 == 0);
                     }
             }
         }

@@ -194,6 +194,18 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
 /* The AMX kernels' copy of a unit's quants, per super-block (gemm_avx512.c):
  * [2 lg][4 k-steps of 64][lo, hi, min][16 k-groups][16 rows][4] i8 */
 #define TS_GP_AMX_SB_BYTES (2 * 4 * 3 * 1024)
+/* Fewer tokens than this go to the AVX-512 panel kernels at the AMX level:
+ * the split into tiles costs a pass over the panel per call, which a MoE
+ * expert's tens of tokens do not repay (a 2-core Xeon, session 33: a
+ * 30B-A3B expert gate at 32 tokens 0.73 ms on the tiles, 0.39 without;
+ * even at 192 tokens Q4_K, or 128 Q6_K, the tiles were not faster; a dense
+ * prefill's 512 tokens gain 1.2-1.5x). */
+#define TS_GP_AMX_MIN_COLS 192
+/* The AVX2 kernels' activation sums per 32 elements (i16 pairs, 16 bytes a
+ * row and super-block), for every token of a call at once where they fit:
+ * per row block they were recomputed, ~2% of a MoE prefill. After the units
+ * in the scratch (ts_gemm_scratch_bytes). */
+#define TS_GP_BP_BYTES (64 * 1024)
 /* sub-blocks per super-block the panel uses for type t (8: scales per 32
  * elements; 16: per 16), 0 when t has no panel form */
 int ts_q_gemm_nsub(ts_type t);
