@@ -176,6 +176,25 @@ static void test_kernels(void) {
     ts_cpu_kernels ref;
     ts_cpu_kernels_ref(&ref);
     const ts_cpu_kernels *k = ts_cpu_kernels_get();
+    /* row_max: every length to 70 from each start, scores with NaNs, -inf,
+     * +inf and zeros of both signs; the same value as the reference */
+    {
+        float v[80];
+        int bad_max = 0, cases = 0;
+        for (int rep = 0; rep < 40; rep++) {
+            for (int i = 0; i < 80; i++) {
+                float x = frand() * 50;
+                int c = (int)((frand() + 1) * 20); /* 0..39 */
+                v[i] = c == 0 ? NAN : c == 1 ? -INFINITY : c == 2 ? 0.0f : c == 3 ? -0.0f : c == 4 && rep % 4 == 0 ? INFINITY : x;
+            }
+            for (int st = 0; st < 8; st++)
+                for (int n = 0; n <= 70; n++, cases++) {
+                    float a = ref.row_max(v + st, n), b = k->row_max(v + st, n);
+                    bad_max += !(a == b);
+                }
+        }
+        CHECKF(bad_max == 0, "row_max: %d of %d differ from the reference", bad_max, cases);
+    }
     static const int ns[] = {16, 80, 128, 131};
     enum { KTS = 96 }; /* transposed-key row stride: nk rounded up to 16, and more */
     float *q = malloc(sizeof(float) * 4 * 131), *K = malloc(sizeof(float) * 70 * 131), *KT = malloc(sizeof(float) * 131 * KTS);

@@ -621,10 +621,13 @@ static void test_prefetch_modes(const char *name, const char *path) {
 /* The CPU backend's grouped expert matmul (one pool run over all groups)
  * against its plain matmul on each group alone, bit for bit: quantized
  * weights of two partner formats (Q8_0's Q8_0, Q4_K's Q8_K), so the
- * activations of a run take two slots; groups of 1 (the matvec), 2-7 (the
- * tile path) and 8-12 tokens (the panel GEMM); 63 rows against a buffer of
+ * activations of a run take two slots; groups of 1 (the matvec), 2-5 (the
+ * tile path) and 6-12 tokens (the panel GEMM); 63 rows against a buffer of
  * ~58, so the groups go in two runs; 1, 2 and 3 threads; and reference
- * precision (F32 activations). The MoE fixtures are F32 and never quantize. */
+ * precision (F32 activations). The MoE fixtures are F32 and never quantize.
+ * The rows are 12 tokens' rows gathered (each token in several groups, as
+ * in a prefill), given to the grouped matmul without and with row_tok, so
+ * that a token's rows are also converted once and copied. */
 static void test_grouped_op(void) {
     enum { NE = 6, NI = 512, NO = 40, MAXT = 12, NG = 8 };
     static const int32_t gid[NG] = {3, 0, 5, 1, 4, 2, 0, 3}, gcnt[NG] = {12, 1, 9, 3, 12, 12, 8, 6};
@@ -633,8 +636,12 @@ static void test_grouped_op(void) {
     for (int g = 0; g < NG; g++) goff[g] = rows, rows += gcnt[g];
     uint32_t st = 99;
 #define RND() (st = st * 1664525u + 1013904223u, (float)(st >> 8) / 8388608.0f - 1.0f)
-    float *f = malloc(sizeof(float) * NI), *x = malloc(sizeof(float) * (size_t)rows * NI);
-    for (int i = 0; i < rows * NI; i++) x[i] = RND() * 2;
+    float *f = malloc(sizeof(float) * NI), *x = malloc(sizeof(float) * (size_t)rows * NI), *tx = malloc(sizeof(float) * MAXT * NI);
+    for (int i = 0; i < MAXT * NI; i++) tx[i] = RND() * 2;
+    int32_t rtok[64];
+    for (int g = 0; g < NG; g++)
+        for (int i = 0; i < gcnt[g]; i++) rtok[goff[g] + i] = (5 * g + i) % MAXT; /* distinct within a group */
+    for (int r = 0; r < rows; r++) memcpy(x + (size_t)r * NI, tx + (size_t)rtok[r] * NI, sizeof(float) * NI);
     uint8_t *wd[2];
     const void *tab[2][NE];
     uint64_t rb[2];
@@ -649,7 +656,8 @@ static void test_grouped_op(void) {
     }
     int bad = 0, runs = 0;
     for (int exact = 0; exact < 2; exact++)
-        for (int nth = 1; nth <= 3; nth++) {
+        for (int nth = 1; nth <= 3; nth++)
+        for (int dd = 0; dd < 2; dd++) {
             ts_backend *be = NULL;
             ts_stream *sm = NULL;
             CHECK(ts_backend_cpu_new(nth, &be) == TS_OK && be->ops->stream_new(be, nth, &sm) == TS_OK);
@@ -657,7 +665,7 @@ static void test_grouped_op(void) {
                 if (be) ts_backend_free(be);
                 continue;
             }
-            ts_backend_reserve r = {.max_tokens = MAXT, .max_in = NI, .n_ctx = 16, .n_head = 1, .exact_act = exact};
+            ts_backend_reserve r = {.max_tokens = MAXT, .max_in = NI, .n_ctx = 16, .n_head = 1, .max_expert_rows = rows, .exact_act = exact};
             CHECK(be->ops->reserve(sm, &r) == TS_OK);
             ts_expert_mat em[2];
             for (int s = 0; s < 2; s++)
@@ -666,7 +674,7 @@ static void test_grouped_op(void) {
             const ts_expert_mat *emp[2] = {&em[0], &em[1]};
             float *y[2] = {calloc((size_t)rows * NO, sizeof(float)), calloc((size_t)rows * NO, sizeof(float))};
             float *z[2] = {calloc((size_t)rows * NO, sizeof(float)), calloc((size_t)rows * NO, sizeof(float))};
-            const ts_expert_groups grp = {.n_group = NG, .id = gid, .off = goff, .cnt = gcnt, .n_rows = rows};
+            const ts_expert_groups grp = {.n_group = NG, .id = gid, .off = goff, .cnt = gcnt, .n_rows = rows, .row_tok = dd ? rtok : NULL};
             be->ops->moe_matmul_grouped(sm, 2, emp, y, &grp, x);
             for (int g = 0; g < NG; g++) {
                 ts_mat m[2];
@@ -690,12 +698,13 @@ static void test_grouped_op(void) {
             ts_backend_free(be);
         }
 #undef RND
-    CHECKF(bad == 0 && runs == 6, "grouped expert matmul: %d of %d runs differ from the per-expert matmul (or are all zero)", bad, runs);
-    printf("%-24s grouped expert matmul = per-expert matmul, bitwise: %d groups, %d rows, Q8_0 + Q4_K, 1-3 threads, exact and not\n",
-           "cpu backend", NG, rows);
+    CHECKF(bad == 0 && runs == 12, "grouped expert matmul: %d of %d runs differ from the per-expert matmul (or are all zero)", bad, runs);
+    printf("%-24s grouped expert matmul = per-expert matmul, bitwise: %d groups, %d rows of %d tokens, Q8_0 + Q4_K, 1-3 threads, exact and not, row_tok or not\n",
+           "cpu backend", NG, rows, MAXT);
     for (int s = 0; s < 2; s++) free(wd[s]);
     free(f);
     free(x);
+    free(tx);
 }
 
 int main(void) {

@@ -134,6 +134,10 @@ typedef struct ts_expert_groups {
     const int32_t *off;   /* (n_group) host: its first row */
     const int32_t *cnt;   /* (n_group) host: its rows (>= 1) */
     int n_rows;           /* all rows: the sum of cnt */
+    /* (n_rows) host, or NULL: the token each row of x was gathered from.
+     * Rows of one token hold the same activations, which a backend may then
+     * convert once (gate/up: a token's k rows); NULL where rows differ */
+    const int32_t *row_tok;
 } ts_expert_groups;
 
 /* One MoE layer's expert slot cache kept in backend memory, for streamed

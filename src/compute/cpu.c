@@ -52,6 +52,11 @@ static float ref_exp_sum(float *s, int n, float m) {
     for (int j = 0; j < n; j++) sum += s[j] = ts_softmax_exp(s[j] - m);
     return sum;
 }
+static float ref_row_max(const float *s, int n) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    return mx;
+}
 static void ref_pv_f32(const float *p, int ps, int nr, const float *V, int nk, int n, float *y, int ys) {
     for (int r = 0; r < nr; r++)
         for (int j = 0; j < nk; j++) ref_axpy_f32(p[(size_t)r * ps + j], V + (size_t)j * n, y + (size_t)r * ys, n);
@@ -65,6 +70,7 @@ void ts_cpu_kernels_ref(ts_cpu_kernels *k) {
     k->silu_mul = ref_silu_mul;
     k->qk_f32 = ref_qk_f32;
     k->exp_sum = ref_exp_sum;
+    k->row_max = ref_row_max;
     k->pv_f32 = ref_pv_f32;
     k->dot_f32 = ref_dot_f32;
     k->dot_f16 = ref_dot_f16;
@@ -96,7 +102,10 @@ const ts_cpu_kernels *ts_cpu_kernels_get(void) {
 #define CPU_ROW_GRAIN 16   /* rows per block of a matmul split */
 #define CPU_TOK_TILE 16    /* activation rows per gemm tile */
 #define CPU_ROW_TILE 128   /* weight rows per gemm tile: stay in L2 while all tokens pass (16-row tiles ran ~25% slower) */
-#define CPU_GEMM_MIN_TOK 8 /* from this many tokens the panel GEMM's unpack pays (ts_gemm) */
+/* from this many tokens the panel GEMM's unpack pays (ts_gemm): a 30B-A3B
+ * expert gate's share (384 x 2048 Q4_K, session 33, a Xeon) took 0.88x the
+ * tile path's time at 5 tokens on AVX2, 0.97x on AVX-512, 0.80-0.84x at 6 */
+#define CPU_GEMM_MIN_TOK 6
 
 /* The backend itself holds nothing mutable: weights are the file's own
  * bytes, memory comes from mmap, and every stream has its own pool and
@@ -116,6 +125,8 @@ typedef struct cpu_stream {
     bool exact_act;        /* F32 activations: dequantize weight rows instead of quantizing x */
     float *wrow;           /* (n_threads, wrow_n) exact mode: one dequantized weight row per thread */
     int64_t wrow_n;
+    int32_t *mg_idx;       /* (mg_idx_n) a grouped matmul's row lists: see mmg_dedup */
+    int64_t mg_idx_n;
     uint8_t *kscratch;     /* (n_threads, kscratch_stride) prefill GEMM panels / attention tiles: see kscratch_reserve */
     size_t kscratch_stride;
     ts_status err;         /* an op's failure since the last sync (expert_pass's bad ids); its message is left then */
@@ -192,6 +203,7 @@ static void cpu_stream_free(ts_stream *st) {
     cpu_stream *c = cstream(st);
     ts_pool_free(c->pool);
     free(c->qbuf);
+    free(c->mg_idx);
     free(c->scores);
     free(c->wrow);
     free(c->kscratch);
@@ -294,6 +306,17 @@ static ts_status cpu_reserve(ts_stream *st, const ts_backend_reserve *r) {
             return ts_fail(TS_ERR_NOMEM, "cpu backend: cannot allocate weight-row scratch");
         }
         c->wrow_n = r->max_in;
+    }
+    /* mmg_dedup: three lists of a run's rows, and a token map */
+    const int64_t mg = r->max_expert_rows > 0 ? 3 * r->max_expert_rows + r->max_tokens : 0;
+    if (mg > c->mg_idx_n) {
+        free(c->mg_idx);
+        c->mg_idx = malloc(sizeof(int32_t) * (size_t)mg);
+        if (!c->mg_idx) {
+            c->mg_idx_n = 0;
+            return ts_fail(TS_ERR_NOMEM, "cpu backend: cannot allocate expert row lists");
+        }
+        c->mg_idx_n = mg;
     }
     ts_status kst = kscratch_reserve(c, r);
     if (kst != TS_OK) return kst;
@@ -734,8 +757,7 @@ static void attn_tiled_range(void *arg, int64_t lo, int64_t hi, int ith) {
                     for (int ri = 0; ri < nr; ri++) {
                         const int r = tt * group + g0 + ri;
                         float *o = O + (size_t)r * hd, *s = sc + (size_t)ri * ATT_KTS;
-                        float mx = -INFINITY;
-                        for (int j = 0; j < nj; j++) mx = s[j] > mx ? s[j] : mx;
+                        const float mx = k->row_max(s, nj);
                         double m = ml[2 * r];
                         if (mx > m) {
                             /* new running max: rescale what was accumulated */
@@ -949,7 +971,36 @@ typedef struct {
     uint64_t slot_row[CPU_MAX_MATS];
     int w_slot[CPU_MAX_MATS];        /* slot of each set */
     int64_t q_chunk;
+    /* rows relative to the run's first: those converted (n_uq), and the
+     * rest with the converted row of their token (n_dup pairs); NULL: every
+     * row converted */
+    const int32_t *uq, *dup, *dup_src;
+    int64_t n_uq, n_dup;
 } mmg_job;
+
+/* A token's rows of x are equal where g->row_tok says so: its first row in
+ * the run is converted, the others copy its bytes (the same conversion, so
+ * the same bits). A 30B-A3B prefill converted each token's gate/up input 8
+ * times (session 33: 2.5% of the capped prompt for all conversions). false
+ * (convert every row) without the lists' room or a token past max_tokens. */
+static bool mmg_dedup(cpu_stream *c, const ts_expert_groups *g, int64_t r0, int64_t nr, mmg_job *j) {
+    if (!g->row_tok || 3 * nr > c->mg_idx_n) return false;
+    int32_t *uq = c->mg_idx, *dup = uq + nr, *src = dup + nr, *first = src + nr;
+    const int64_t n_map = c->mg_idx_n - 3 * nr;
+    int64_t nu = 0, nd = 0;
+    for (int64_t i = 0; i < nr; i++) {
+        const int32_t t = g->row_tok[r0 + i];
+        if (t < 0 || t >= n_map) return false;
+        first[t] = -1;
+    }
+    for (int64_t i = 0; i < nr; i++) {
+        const int32_t t = g->row_tok[r0 + i];
+        if (first[t] < 0) first[t] = (int32_t)i, uq[nu++] = (int32_t)i;
+        else dup[nd] = (int32_t)i, src[nd++] = first[t];
+    }
+    j->uq = uq, j->dup = dup, j->dup_src = src, j->n_uq = nu, j->n_dup = nd;
+    return true;
+}
 
 static void mmg_worker(void *arg, int ith, int nth) {
     mmg_job *j = arg;
@@ -960,7 +1011,30 @@ static void mmg_worker(void *arg, int ith, int nth) {
     for (int s = 0; s < j->n_slots; s++) {
         if (j->slot_type[s] == TS_TYPE_F32) continue;
         any_q = true;
-        mm_quantize(j->slot_type[s], j->x + r0 * n_in, n_in, j->q_chunk, nr, j->slot_x[s], j->slot_row[s], ith, nth);
+        if (!j->uq) {
+            mm_quantize(j->slot_type[s], j->x + r0 * n_in, n_in, j->q_chunk, nr, j->slot_x[s], j->slot_row[s], ith, nth);
+            continue;
+        }
+        const int64_t chunks = n_in / j->q_chunk;
+        const uint64_t cbytes = ts_type_row_bytes(j->slot_type[s], (uint64_t)j->q_chunk);
+        int64_t lo, hi;
+        ts_pool_split(j->n_uq * chunks, 1, ith, nth, &lo, &hi);
+        for (int64_t u = lo; u < hi; u++) {
+            const int64_t i = j->uq[u / chunks], ch = u % chunks;
+            ts_quantize_row(j->slot_type[s], j->x + (r0 + i) * n_in + ch * j->q_chunk,
+                            j->slot_x[s] + (uint64_t)i * j->slot_row[s] + (uint64_t)ch * cbytes, j->q_chunk);
+        }
+    }
+    if (any_q && j->uq && j->n_dup > 0) {
+        if (nth > 1) ts_pool_barrier(j->c->pool);
+        int64_t lo, hi;
+        ts_pool_split(j->n_dup, 1, ith, nth, &lo, &hi);
+        for (int s = 0; s < j->n_slots; s++) {
+            if (j->slot_type[s] == TS_TYPE_F32) continue;
+            const uint64_t rb = ts_type_row_bytes(j->slot_type[s], (uint64_t)n_in), sr = j->slot_row[s];
+            for (int64_t d = lo; d < hi; d++)
+                memcpy(j->slot_x[s] + (uint64_t)j->dup[d] * sr, j->slot_x[s] + (uint64_t)j->dup_src[d] * sr, rb);
+        }
     }
     if (any_q && nth > 1) ts_pool_barrier(j->c->pool);
     for (int gi = j->g0; gi < j->g1; gi++)
@@ -997,6 +1071,7 @@ static void cpu_moe_matmul_grouped(ts_stream *be, int n_set, const ts_expert_mat
         while (g1 < g->n_group && rows + g->cnt[g1] <= cap) rows += g->cnt[g1++];
         j.g0 = g0;
         j.g1 = g1;
+        if (!mmg_dedup(c, g, g->off[g0], rows, &j)) j.uq = NULL;
         /* one group alone: cpu_matmul's thread rule; several: the whole pool */
         const int nth = g1 - g0 == 1 ? mm_threads(c, (double)w[0]->n_out * n_set * (double)n_in * (double)rows) : ts_pool_size(c->pool);
         ts_pool_run_n(c->pool, nth, mmg_worker, &j);

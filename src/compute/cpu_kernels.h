@@ -34,6 +34,10 @@ typedef struct ts_cpu_kernels {
      * 16, the columns past nk finite) */
     void (*qk_f32)(const float *q, int qs, int nr, const float *kt, int kts, int nk, int n, float scale, float *s, int ss);
     float (*exp_sum)(float *s, int n, float m); /* s[j] = exp(s[j] - m) (0 under the floor); returns sum */
+    /* max of s[0..n), NaNs passed over, -inf for none: the value of the
+     * serial s[j] > m ? s[j] : m (max is exact; only a zero's sign may
+     * differ, which no softmax step can see) */
+    float (*row_max)(const float *s, int n);
     /* pv: y[r*ys + i] += sum_j p[r*ps + j] V[j*n + i], each element's sum in
      * increasing j */
     void (*pv_f32)(const float *p, int ps, int nr, const float *V, int nk, int n, float *y, int ys);

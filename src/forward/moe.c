@@ -120,7 +120,9 @@ static void moe_groups(ts_session *s, int l, int g0, int ng, int n_rows, const m
     ts_expert_mat d = expert_set(s, l, t, EXPERT_PROJ_DOWN);
     const ts_expert_mat *gu[2] = {&g, &u}, *dn[1] = {&d};
     float *gu_out[2] = {s->exp_gate, s->exp_up}, *dn_out[1] = {s->exp_out};
-    op->moe_matmul_grouped(s->st, 2, gu, gu_out, &grp, s->exp_x);
+    ts_expert_groups in = grp;
+    in.row_tok = s->moe_tok; /* exp_x: the token rows gathered (a token's k rows are equal) */
+    op->moe_matmul_grouped(s->st, 2, gu, gu_out, &in, s->exp_x);
     op->act_mul(s->st, md->fam->act, s->exp_gate + r0 * FE, s->exp_up + r0 * FE, nr * FE, s->exp_gate + r0 * FE);
     op->moe_matmul_grouped(s->st, 1, dn, dn_out, &grp, s->exp_gate);
 }
