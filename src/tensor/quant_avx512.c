@@ -125,43 +125,11 @@ INLINE __m512i idx_rep(int a, int b, int c, int d, int per) {
         float r;                                                                                      \
         NAME##_k(n, w, x, 0, 1, &r, 0);                                                               \
         return r;                                                                                     \
-    }                                                                                                 \
-    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
-        NAME##_k(n, w, x, xs, nc, out, os);                                                           \
     }
 
 #define K512_STEP(Q, SC, OFF)                                                                          \
     for (int c = 0; c < nc; c++)                                                                      \
         si[c] = _mm512_add_epi32(si[c], _mm512_madd_epi16(_mm512_maddubs_epi16(Q, loadu512((xb[c] + offsetof(ts_block_q8_K, qs)) + (OFF))), SC));
-
-INLINE void k4_scales(const uint8_t *q, __m512i *sc, __m256i *corr) {
-    uint32_t u[3], s[2], m[2];
-    memcpy(u, q, 12);
-    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-    s[0] = u[0] & k1;
-    s[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
-    m[0] = u[1] & k1;
-    m[1] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
-    __m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)s[1], (int)s[0]));
-    __m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m[1], (int)m[0]));
-    *sc = _mm512_castsi128_si512(s16);
-    *corr = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-}
-
-K512_KERNEL(q4_K, 144, {
-    const uint8_t *b = blk; /* ts_block_q4_K */
-    __m512i sc;
-    k4_scales((b + offsetof(ts_block_q4_K, scales)), &sc, &corr);
-    d = h2f((b + offsetof(ts_block_q4_K, d)));
-    dcorr = h2f((b + offsetof(ts_block_q4_K, dmin)));
-    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-    for (int g = 0; g < 4; g++) {
-        __m512i q = _mm512_broadcast_i64x4(loadu256((b + offsetof(ts_block_q4_K, qs)) + 32 * g));
-        q = _mm512_and_si512(_mm512_srlv_epi16(q, shift), _mm512_set1_epi8(0x0f));
-        __m512i s = _mm512_permutexvar_epi16(idx_rep(2 * g, 2 * g + 1, 0, 0, 16), sc);
-        K512_STEP(q, s, 64 * g)
-    }
-})
 
 K512_KERNEL(q6_K, 210, {
     const uint8_t *b = blk; /* ts_block_q6_K */
@@ -226,9 +194,6 @@ INLINE float c_bf16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return ts_
         float r;                                                                                      \
         NAME##_k(n, w, x, 0, 1, &r, 0);                                                               \
         return r;                                                                                     \
-    }                                                                                                 \
-    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
-        NAME##_k(n, w, x, xs, nc, out, os);                                                           \
     }
 
 FLOAT512(f32, ld_f32, 4, c_f32)
@@ -236,16 +201,16 @@ FLOAT512(f16, ld_f16, 2, c_f16)
 FLOAT512(bf16, ld_bf16, 2, c_bf16)
 
 void ts_q_fill_avx512(ts_q_kernels *k) {
-#define SET(T, name) k->dot[TS_TYPE_##T] = name##_dot, k->dotc[TS_TYPE_##T] = name##_dotc
     /* Registered only where they beat AVX2 on the measuring machine (docs/KERNELS.md):
-     * Q4_0/Q8_0 at 512 bits were slower (mask/abs/insert overhead), and the
-     * Q4_K single-row dot lost to AVX2 while its 4-column tile won. */
-    SET(Q6_K, q6_K);
-    k->dotc[TS_TYPE_Q4_K] = q4_K_dotc;
-    (void)q4_K_dot;
-    SET(F32, f32);
-    SET(F16, f16);
-    SET(BF16, bf16);
-#undef SET
+     * the one-column dots of Q6_K and the float types. Their multi-column forms
+     * (dotc: ts_gemm_tile, a MoE expert's few tokens, the F32 router of a
+     * prefill) ran 1.2-1.9x slower than the AVX2 ones, which hold each column
+     * count's accumulators in registers (a 2-core Xeon, session 33); so did
+     * Q4_K's 4-column tile, whose 512-bit kernel is gone. Q4_0/Q8_0 at 512 bits
+     * were slower too (mask/abs/insert overhead). */
+    k->dot[TS_TYPE_Q6_K] = q6_K_dot;
+    k->dot[TS_TYPE_F32] = f32_dot;
+    k->dot[TS_TYPE_F16] = f16_dot;
+    k->dot[TS_TYPE_BF16] = bf16_dot;
 }
 #endif
