@@ -476,6 +476,17 @@ static void test_gemm_cols(ts_type t, int64_t n, int C0, int C, int isa, bufs *b
  * Q5_K, Q2_K: the same integer sums, the same float code after them; for
  * Q6_K and Q3_K the offset leaves the weights, so only test_gemm's tolerance
  * holds). Only where the CPU has both levels. */
+/* R weight rows of t and C partner activation rows, n elements each, for
+ * the bit-for-bit GEMM checks below; maxq: extreme quants in every 7th
+ * weight row and every 61st activation row. */
+static void gemm_rows(ts_type t, int R, int C, int64_t n, int maxq, bufs *b, uint8_t **w, uint8_t **x) {
+    const ts_type p = ts_type_dot_partner(t);
+    const uint64_t ws = ts_type_row_bytes(t, (uint64_t)n), xs = ts_type_row_bytes(p, (uint64_t)n);
+    *w = malloc(ws * (uint64_t)R), *x = malloc(xs * (uint64_t)C);
+    for (int r = 0; r < R; r++) make_weights(t, maxq && r % 7 == 3 ? SC_MAXQ : r % 2 ? SC_SANE : SC_RANDOM, *w + r * ws, n);
+    for (int c = 0; c < C; c++) make_acts(t, maxq && c % 61 == 5 ? SC_MAXQ : SC_RANDOM, *x + c * xs, n, b->tmp);
+}
+
 static void test_gemm_amx_bits(bufs *b) {
     if (ts_kernels_isa_max() < TS_ISA_AMX) {
         printf("%-60s not run: no AMX level on this CPU\n", "amx gemm = avx512 gemm, bit for bit");
@@ -487,9 +498,8 @@ static void test_gemm_amx_bits(bufs *b) {
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
         const ts_type t = ts[k], p = ts_type_dot_partner(t);
         const uint64_t ws = ts_type_row_bytes(t, N), xs = ts_type_row_bytes(p, N);
-        uint8_t *w = malloc(ws * R), *x = malloc(xs * C);
-        for (int r = 0; r < R; r++) make_weights(t, r % 7 == 3 ? SC_MAXQ : r % 2 ? SC_SANE : SC_RANDOM, w + r * ws, N);
-        for (int c = 0; c < C; c++) make_acts(t, c == 5 ? SC_MAXQ : SC_RANDOM, x + c * xs, N, b->tmp);
+        uint8_t *w, *x;
+        gemm_rows(t, R, C, N, 1, b, &w, &x);
         void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
         float *o[2] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C)};
         for (int l = 0; l < 2; l++) {
@@ -508,9 +518,8 @@ static void test_gemm_amx_bits(bufs *b) {
     {
         const ts_type t = TS_TYPE_Q6_K, p = ts_type_dot_partner(t);
         const uint64_t ws = ts_type_row_bytes(t, N), xs = ts_type_row_bytes(p, N);
-        uint8_t *w = malloc(ws * R), *x = malloc(xs * C);
-        for (int r = 0; r < R; r++) make_weights(t, r % 2 ? SC_SANE : SC_RANDOM, w + r * ws, N);
-        for (int c = 0; c < C; c++) make_acts(t, SC_RANDOM, x + c * xs, N, b->tmp);
+        uint8_t *w, *x;
+        gemm_rows(t, R, C, N, 0, b, &w, &x);
         void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
         float *o[2] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C)};
         int same[2];
@@ -546,9 +555,8 @@ static void test_gemm_avx2_sums(bufs *b) {
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
         const ts_type t = ts[k], p = ts_type_dot_partner(t);
         const uint64_t ws = ts_type_row_bytes(t, N), xs = ts_type_row_bytes(p, N);
-        uint8_t *w = malloc(ws * R), *x = malloc(xs * C);
-        for (int r = 0; r < R; r++) make_weights(t, r % 7 == 3 ? SC_MAXQ : r % 2 ? SC_SANE : SC_RANDOM, w + r * ws, N);
-        for (int c = 0; c < C; c++) make_acts(t, c % 61 == 5 ? SC_MAXQ : SC_RANDOM, x + c * xs, N, b->tmp);
+        uint8_t *w, *x;
+        gemm_rows(t, R, C, N, 1, b, &w, &x);
         void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
         float *o[2] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C)};
         ts_gemm(t, N, w, ws, R, x, xs, C, o[0], R, scratch);
