@@ -476,16 +476,27 @@ static void test_gemm_cols(ts_type t, int64_t n, int C0, int C, int isa, bufs *b
  * Q5_K, Q2_K: the same integer sums, the same float code after them; for
  * Q6_K and Q3_K the offset leaves the weights, so only test_gemm's tolerance
  * holds). Only where the CPU has both levels. */
-/* R weight rows of t and C partner activation rows, n elements each, for
- * the bit-for-bit GEMM checks below; maxq: extreme quants in every 7th
- * weight row and every 61st activation row. */
-static void gemm_rows(ts_type t, int R, int C, int64_t n, int maxq, bufs *b, uint8_t **w, uint8_t **x) {
-    const ts_type p = ts_type_dot_partner(t);
-    const uint64_t ws = ts_type_row_bytes(t, (uint64_t)n), xs = ts_type_row_bytes(p, (uint64_t)n);
-    *w = malloc(ws * (uint64_t)R), *x = malloc(xs * (uint64_t)C);
-    for (int r = 0; r < R; r++) make_weights(t, maxq && r % 7 == 3 ? SC_MAXQ : r % 2 ? SC_SANE : SC_RANDOM, *w + r * ws, n);
-    for (int c = 0; c < C; c++) make_acts(t, maxq && c % 61 == 5 ? SC_MAXQ : SC_RANDOM, *x + c * xs, n, b->tmp);
+/* R weight rows of t and C partner activation rows, n elements each, a
+ * GEMM scratch and two (C, R) outputs, for the bit-for-bit GEMM checks
+ * below; maxq: extreme quants in every 7th weight row and every 61st
+ * activation row. */
+typedef struct {
+    uint8_t *w, *x;
+    uint64_t ws, xs; /* row bytes of w, x */
+    void *scratch;
+    float *o[2];
+} gemm_case;
+static gemm_case gemm_case_new(ts_type t, int R, int C, int64_t n, int maxq, bufs *b) {
+    gemm_case g;
+    g.ws = ts_type_row_bytes(t, (uint64_t)n), g.xs = ts_type_row_bytes(ts_type_dot_partner(t), (uint64_t)n);
+    g.w = malloc(g.ws * (uint64_t)R), g.x = malloc(g.xs * (uint64_t)C);
+    for (int r = 0; r < R; r++) make_weights(t, maxq && r % 7 == 3 ? SC_MAXQ : r % 2 ? SC_SANE : SC_RANDOM, g.w + r * g.ws, n);
+    for (int c = 0; c < C; c++) make_acts(t, maxq && c % 61 == 5 ? SC_MAXQ : SC_RANDOM, g.x + c * g.xs, n, b->tmp);
+    g.scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
+    for (int l = 0; l < 2; l++) g.o[l] = malloc(sizeof(float) * (size_t)R * (size_t)C);
+    return g;
 }
+static void gemm_case_free(gemm_case *g) { free(g->o[0]), free(g->o[1]), free(g->scratch), free(g->w), free(g->x); }
 
 static void test_gemm_amx_bits(bufs *b) {
     if (ts_kernels_isa_max() < TS_ISA_AMX) {
@@ -496,45 +507,37 @@ static void test_gemm_amx_bits(bufs *b) {
     enum { R = 70, C = TS_GP_AMX_MIN_COLS + 21, N = 9 * 256 }; /* on the tiles: whole 16s, then vk */
     int diff = 0;
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
-        const ts_type t = ts[k], p = ts_type_dot_partner(t);
-        const uint64_t ws = ts_type_row_bytes(t, N), xs = ts_type_row_bytes(p, N);
-        uint8_t *w, *x;
-        gemm_rows(t, R, C, N, 1, b, &w, &x);
-        void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
-        float *o[2] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C)};
+        const ts_type t = ts[k];
+        gemm_case g = gemm_case_new(t, R, C, N, 1, b);
         for (int l = 0; l < 2; l++) {
             CHECK(ts_kernels_set_isa(l ? TS_ISA_AMX : TS_ISA_AVX512) == 0);
-            ts_gemm(t, N, w, ws, R, x, xs, C, o[l], R, scratch);
+            ts_gemm(t, N, g.w, g.ws, R, g.x, g.xs, C, g.o[l], R, g.scratch);
         }
-        int d = memcmp(o[0], o[1], sizeof(float) * R * C) != 0;
+        int d = memcmp(g.o[0], g.o[1], sizeof(float) * R * C) != 0;
         CHECKF(!d, "%s: the amx gemm's bits differ from the avx512 one's", ts_type_name(t));
         diff += d;
-        free(o[0]), free(o[1]), free(scratch), free(w), free(x);
+        gemm_case_free(&g);
     }
     printf("%-60s %s\n", "amx gemm = avx512 gemm, bit for bit (Q4_K, Q5_K, Q2_K)", diff ? "DIFFERS" : "same");
     /* which kernels ran: Q6_K's tiles round apart from the AVX-512 kernels
      * (the offset leaves the weights), so its bits differ from
      * TS_GP_AMX_MIN_COLS tokens and are the same below */
     {
-        const ts_type t = TS_TYPE_Q6_K, p = ts_type_dot_partner(t);
-        const uint64_t ws = ts_type_row_bytes(t, N), xs = ts_type_row_bytes(p, N);
-        uint8_t *w, *x;
-        gemm_rows(t, R, C, N, 0, b, &w, &x);
-        void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
-        float *o[2] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C)};
+        const ts_type t = TS_TYPE_Q6_K;
+        gemm_case g = gemm_case_new(t, R, C, N, 0, b);
         int same[2];
         for (int k = 0; k < 2; k++) {
             const int nc = k ? C : TS_GP_AMX_MIN_COLS - 1;
             for (int l = 0; l < 2; l++) {
                 CHECK(ts_kernels_set_isa(l ? TS_ISA_AMX : TS_ISA_AVX512) == 0);
-                ts_gemm(t, N, w, ws, R, x, xs, nc, o[l], R, scratch);
+                ts_gemm(t, N, g.w, g.ws, R, g.x, g.xs, nc, g.o[l], R, g.scratch);
             }
-            same[k] = memcmp(o[0], o[1], sizeof(float) * R * (size_t)nc) == 0;
+            same[k] = memcmp(g.o[0], g.o[1], sizeof(float) * R * (size_t)nc) == 0;
         }
         CHECKF(same[0] && !same[1], "Q6_K at the amx level: %d tokens %s the avx512 bits, %d tokens %s", TS_GP_AMX_MIN_COLS - 1,
                same[0] ? "gives" : "does not give", C, same[1] ? "gives them too (the tiles did not run)" : "does not");
         printf("%-60s %s\n", "amx level: avx512 kernels under TS_GP_AMX_MIN_COLS tokens", same[0] && !same[1] ? "yes" : "NO");
-        free(o[0]), free(o[1]), free(scratch), free(w), free(x);
+        gemm_case_free(&g);
     }
 }
 
@@ -553,18 +556,15 @@ static void test_gemm_avx2_sums(bufs *b) {
     CHECK(ts_kernels_set_isa(TS_ISA_AVX2) == 0);
     int diff = 0;
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
-        const ts_type t = ts[k], p = ts_type_dot_partner(t);
-        const uint64_t ws = ts_type_row_bytes(t, N), xs = ts_type_row_bytes(p, N);
-        uint8_t *w, *x;
-        gemm_rows(t, R, C, N, 1, b, &w, &x);
-        void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
-        float *o[2] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C)};
-        ts_gemm(t, N, w, ws, R, x, xs, C, o[0], R, scratch);
-        for (int c0 = 0; c0 < C; c0 += S) ts_gemm(t, N, w, ws, R, x + (uint64_t)c0 * xs, xs, S, o[1] + (size_t)c0 * R, R, scratch);
-        int d = memcmp(o[0], o[1], sizeof(float) * R * C) != 0;
+        const ts_type t = ts[k];
+        gemm_case g = gemm_case_new(t, R, C, N, 1, b);
+        ts_gemm(t, N, g.w, g.ws, R, g.x, g.xs, C, g.o[0], R, g.scratch);
+        for (int c0 = 0; c0 < C; c0 += S)
+            ts_gemm(t, N, g.w, g.ws, R, g.x + (uint64_t)c0 * g.xs, g.xs, S, g.o[1] + (size_t)c0 * R, R, g.scratch);
+        int d = memcmp(g.o[0], g.o[1], sizeof(float) * R * C) != 0;
         CHECKF(!d, "%s: the avx2 gemm differs between its two ways of taking the activation sums", ts_type_name(t));
         diff += d;
-        free(o[0]), free(o[1]), free(scratch), free(w), free(x);
+        gemm_case_free(&g);
     }
     printf("%-60s %s\n", "avx2 gemm: activation sums at once = per group (Q4_K, Q5_K)", diff ? "DIFFERS" : "same");
 }

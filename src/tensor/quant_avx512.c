@@ -85,12 +85,10 @@ INLINE __m256i q8_0_q(const uint8_t *p) { return loadu256(p + 2); }
 SMALL512(q4_0, q4_0_q, 18)
 SMALL512(q8_0, q8_0_q, 34)
 
-/* ---- Q4_K / Q6_K: two chunks (64 quants) per step ---- */
+/* ---- Q6_K: two chunks (64 quants) per step ---- */
 
-/* i16 index vector: 16 (Q4_K) or 8 (Q6_K) consecutive lanes per scale */
-INLINE __m512i idx_rep(int a, int b, int c, int d, int per) {
-    if (per == 16)
-        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
+/* i16 index vector: 8 consecutive lanes per scale */
+INLINE __m512i idx_rep(int a, int b, int c, int d) {
     __m256i lo = _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
     __m256i hi = _mm256_set_m128i(_mm_set1_epi16((short)d), _mm_set1_epi16((short)c));
     return cat256(lo, hi);
@@ -147,11 +145,11 @@ K512_KERNEL(q6_K, 210, {
         /* chunks 4h, 4h+1: low nibbles of ql[0..63]; qh bits 0-1 / 2-3 */
         __m512i h01 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), m3), 4);
         __m512i q01 = _mm512_or_si512(_mm512_and_si512(ql, m4), h01);
-        __m512i s01 = _mm512_permutexvar_epi16(idx_rep(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3, 8), sc);
+        __m512i s01 = _mm512_permutexvar_epi16(idx_rep(8 * h, 8 * h + 1, 8 * h + 2, 8 * h + 3), sc);
         K512_STEP(q01, s01, 128 * h)
         __m512i h23 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m3), 4);
         __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), h23);
-        __m512i s23 = _mm512_permutexvar_epi16(idx_rep(8 * h + 4, 8 * h + 5, 8 * h + 6, 8 * h + 7, 8), sc);
+        __m512i s23 = _mm512_permutexvar_epi16(idx_rep(8 * h + 4, 8 * h + 5, 8 * h + 6, 8 * h + 7), sc);
         K512_STEP(q23, s23, 128 * h + 64)
     }
 })
