@@ -636,16 +636,13 @@ static void test_self_check(bufs *b) {
     CHECK(!same_float(a, c));
 }
 
-/* The AVX2 packer (Q4_K, Q5_K, Q6_K vectorized) against the scalar one
- * (sc_pair 1): the same bytes for every row count a unit can have (rows past
- * nrows zero), 1..8 super-blocks from an offset, random block bytes (any
- * bytes are a block: the scales' and d's decodes are the shared ones). */
-static void test_pack_avx2(void) {
-#if defined(__x86_64__)
-    if (ts_kernels_isa_max() < TS_ISA_AVX2) {
-        printf("%-60s not run: no AVX2 on this CPU\n", "avx2 panel packer = scalar packer");
-        return;
-    }
+/* The vector packers (Q4_K, Q5_K, Q6_K vectorized) against the scalar one:
+ * the AVX2 kernels' (sc_pair 1) and the VNNI kernels' (sc_pair 0). The same
+ * bytes for every row count a unit can have (rows past nrows zero), 1..8
+ * super-blocks from an offset, random block bytes (any bytes are a block:
+ * the scales' and d's decodes are the shared ones). */
+typedef void (*pack_fn)(ts_type, const uint8_t *, uint64_t, int, int64_t, int, uint8_t *);
+static void test_pack_vec(const char *name, pack_fn pack, int sc_pair) {
     static const ts_type types[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K, TS_TYPE_Q3_K};
     static const int nrs[] = {1, 7, 8, 9, 15, 16, 17, 24, 31, 32};
     static const int nss[] = {1, 3, 8};
@@ -664,22 +661,36 @@ static void test_pack_avx2(void) {
             for (size_t j = 0; j < sizeof nss / sizeof *nss; j++)
                 for (int sb0 = 0; sb0 < 2; sb0++) {
                     memset(a, 0xab, len), memset(v, 0xab, len);
-                    ts_q_gemm_pack(t, w + 1, ws, nrs[k], sb0, nss[j], 1, a);
-                    ts_q_gemm_pack_avx2(t, w + 1, ws, nrs[k], sb0, nss[j], v);
+                    ts_q_gemm_pack(t, w + 1, ws, nrs[k], sb0, nss[j], sc_pair, a);
+                    pack(t, w + 1, ws, nrs[k], sb0, nss[j], v);
                     if (memcmp(a, v, len)) {
                         size_t o = 0;
                         while (a[o] == v[o]) o++;
                         if (bad < 3)
-                            fprintf(stderr, "  %s rows=%d ns=%d sb0=%d: panels differ first at byte %zu (%02x vs %02x)\n", ts_type_name(t),
-                                    nrs[k], nss[j], sb0, o, a[o], v[o]);
+                            fprintf(stderr, "  %s %s rows=%d ns=%d sb0=%d: panels differ first at byte %zu (%02x vs %02x)\n", name,
+                                    ts_type_name(t), nrs[k], nss[j], sb0, o, a[o], v[o]);
                         bad++;
                     }
                     cases++;
                 }
         free(w), free(a), free(v);
     }
-    CHECKF(bad == 0, "avx2 panel packer: %d of %d cases differ from the scalar packer", bad, cases);
-    printf("%-60s %d cases, %d differ\n", "avx2 panel packer = scalar packer (Q4_K, Q5_K, Q6_K; Q3_K)", cases, bad);
+    CHECKF(bad == 0, "%s panel packer: %d of %d cases differ from the scalar packer", name, bad, cases);
+    char what[96];
+    snprintf(what, sizeof what, "%s panel packer = scalar packer (Q4_K, Q5_K, Q6_K; Q3_K)", name);
+    printf("%-60s %d cases, %d differ\n", what, cases, bad);
+}
+
+static void test_pack_vecs(void) {
+#if defined(__x86_64__)
+    if (ts_kernels_isa_max() < TS_ISA_AVX2) printf("%-60s not run: no AVX2 on this CPU\n", "avx2 panel packer = scalar packer");
+    else test_pack_vec("avx2", ts_q_gemm_pack_avx2, 1);
+    /* the VNNI kernels' packer: where the dispatcher would run them (quant.c:
+     * the AVX-512 level and CPUID.(7,0):ECX[11]) */
+    unsigned a, b, c, d;
+    if (ts_kernels_isa_max() < TS_ISA_AVX512 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((c >> 11) & 1u))
+        printf("%-60s not run: no AVX-512 VNNI on this CPU\n", "avx512 panel packer = scalar packer");
+    else test_pack_vec("avx512", ts_q_gemm_pack_avx512, 0);
 #endif
 }
 
@@ -736,7 +747,7 @@ int main(void) {
            upper_checked ? "" : " (XGETBV(1) unavailable: not checked)");
     test_gemm_amx_bits(&b);
     test_gemm_avx2_sums(&b);
-    test_pack_avx2();
+    test_pack_vecs();
     CHECK(ts_kernels_set_isa(max_isa + 1) == -1);
     ts_kernels_set_isa(max_isa);
     CHECK(!ts_type_supported(TS_TYPE_IQ2_XXS) && ts_type_dot_partner(TS_TYPE_IQ2_XXS) == TS_TYPE_COUNT);

@@ -222,65 +222,6 @@ INLINE void tr8x8_rows(const uint8_t *const *q, __m256i *r) {
     }
 }
 
-/* ts_q_gemm_pack_heads for Q4_K and Q5_K (sc_pair 1), byte for byte, 8 rows
- * a vector: the rows' first 16 bytes (d, dmin, the 12 scale bytes) as 4
- * dwords each, transposed so that dword k of 8 rows is one ymm, then the
- * 6-bit scales and mins unpacked per lane. The scalar decoder of a row's head
- * cost a MoE prefill ~6% (the 30B-A3B synthetic on Zen 3; an expert's panels
- * serve only its tokens of the chunk). Rows without a block read zeros. */
-static void heads_q4_vec2(const uint8_t *const *rb, int lg, int s, int ns, int bb, uint8_t *P) {
-    static const _Alignas(16) uint8_t zero[16] = {0};
-    int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + 8 * 32;
-    float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
-    const __m256i b8 = _mm256_set1_epi32(0xff), m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15);
-    for (int h8 = 0; h8 < 2; h8++) {
-        const uint8_t *b[8];
-        for (int i = 0; i < 8; i++) {
-            b[i] = rb[8 * h8 + i] ? rb[8 * h8 + i] + (size_t)s * bb : zero;
-            if (rb[8 * h8 + i]) ts_q_gemm_prefetch_ahead(b[i], s, ns, (uint32_t)bb);
-        }
-        __m256i R[4];
-        for (int i = 0; i < 4; i++) /* rows i and i + 4 */
-            R[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b[i + 4]), _mm_loadu_si128((const __m128i *)b[i]));
-        const __m256i a0 = _mm256_unpacklo_epi32(R[0], R[1]), a1 = _mm256_unpackhi_epi32(R[0], R[1]);
-        const __m256i a2 = _mm256_unpacklo_epi32(R[2], R[3]), a3 = _mm256_unpackhi_epi32(R[2], R[3]);
-        const __m256i T0 = _mm256_unpacklo_epi64(a0, a2), T1 = _mm256_unpackhi_epi64(a0, a2); /* d|dmin; s0..s3 */
-        const __m256i T2 = _mm256_unpacklo_epi64(a1, a3), T3 = _mm256_unpackhi_epi64(a1, a3); /* s4..s7; s8..s11 */
-        __m256i sc[8], mn[8];
-        for (int j = 0; j < 4; j++) {
-            const __m256i c1 = _mm256_and_si256(_mm256_srli_epi32(T1, 8 * j), b8); /* s[j] */
-            const __m256i c2 = _mm256_and_si256(_mm256_srli_epi32(T2, 8 * j), b8); /* s[j + 4] */
-            const __m256i c3 = _mm256_and_si256(_mm256_srli_epi32(T3, 8 * j), b8); /* s[j + 8] */
-            sc[j] = _mm256_and_si256(c1, m6);
-            mn[j] = _mm256_and_si256(c2, m6);
-            sc[j + 4] = _mm256_or_si256(_mm256_and_si256(c3, m4), _mm256_slli_epi32(_mm256_srli_epi32(c1, 6), 4));
-            mn[j + 4] = _mm256_or_si256(_mm256_srli_epi32(c3, 4), _mm256_slli_epi32(_mm256_srli_epi32(c2, 6), 4));
-        }
-        for (int j = 0; j < 8; j++)
-            _mm256_storeu_si256((__m256i *)(psc + (j * 2 + lg) * 16 + 8 * h8), _mm256_or_si256(sc[j], _mm256_slli_epi32(sc[j], 16)));
-        for (int p = 0; p < 8; p++) /* (min_2p, min_2p+1), p < 4: gemm.c's gp_cr_pair at nsub 8 */
-            _mm256_storeu_si256((__m256i *)(pcr + (p * 2 + lg) * 16 + 8 * h8),
-                                p < 4 ? _mm256_or_si256(mn[2 * p], _mm256_slli_epi32(mn[2 * p + 1], 16)) : _mm256_setzero_si256());
-        /* d and dmin by vcvtph2ps, which is the scalar conversion's value for
-         * every half but a signalling NaN (it quiets it): a NaN or infinity
-         * among the 16 goes through the scalar one, so the panel is the scalar
-         * packer's, bit for bit */
-        const __m256i dd = _mm256_and_si256(T0, _mm256_set1_epi32(0xffff)), dmm = _mm256_srli_epi32(T0, 16);
-        const __m256i ex = _mm256_set1_epi32(0x7c00);
-        if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(dd, ex), ex),
-                                                 _mm256_cmpeq_epi32(_mm256_and_si256(dmm, ex), ex)))) {
-            _Alignas(32) uint16_t h[16];
-            _mm256_store_si256((__m256i *)h, T0);
-            for (int i = 0; i < 8; i++) d[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i]), dm[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i + 1]);
-        } else {
-            const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1));
-            const __m128i q16 = _mm_packus_epi32(_mm256_castsi256_si128(dmm), _mm256_extracti128_si256(dmm, 1));
-            _mm256_storeu_ps(d + lg * 16 + 8 * h8, _mm256_cvtph_ps(p16));
-            _mm256_storeu_ps(dm + lg * 16 + 8 * h8, _mm256_cvtph_ps(q16));
-        }
-    }
-}
-
 /* ts_q_gemm_pack for Q4_K, Q5_K and Q6_K with sc_pair 1, byte for byte (the
  * AVX-512 pack_vec's scheme on 256 bits): a row's 64 quants of a k-step are
  * two ymm (the low and the high 32 elements: Q4_K a 32-byte run's low then
@@ -289,7 +230,7 @@ static void heads_q4_vec2(const uint8_t *const *rb, int lg, int s, int ns, int b
  * transposed are 8 k-groups' 8 panel lanes. The scalar packer scatters 4
  * bytes at a time; with the ~16 tokens an expert gets in a MoE prefill chunk
  * it was most of the GEMM's time. Scales, corrections, d, dm: Q4_K and
- * Q5_K's heads_q4_vec2, Q6_K's the shared scalar decoder. */
+ * Q5_K's gp_heads_q4 (gemm_pack.h), Q6_K's the shared scalar decoder. */
 static void pack_vec2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
     const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, bb = (int)ts_type_get(t)->block_bytes;
     const size_t sbb = TS_GP_SB_BYTES(ts_q_gemm_nsub(t));
@@ -299,7 +240,7 @@ static void pack_vec2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64
         for (int s = 0; s < ns; s++) {
             uint8_t *P = panel + (size_t)s * sbb;
             if (q6) ts_q_gemm_pack_heads(t, rb, lg, s, ns, 1, P);
-            else heads_q4_vec2(rb, lg, s, ns, bb, P);
+            else gp_heads_q4(rb, lg, s, ns, bb, 1, P);
             for (int kk = 0; kk < 4; kk++)
                 for (int h8 = 0; h8 < 2; h8++) { /* rows 8 h8 .. 8 h8 + 7 of the lane group */
                     __m256i lo[8], hi[8];

@@ -5,6 +5,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "tensor/quant.h"
+
 /* rb[l]: row lg*16 + l's first packed block (super-block sb0 of a row of
  * bb-byte blocks, stride ws), NULL past nrows. */
 static inline void gp_row_blocks(const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int bb, int lg, const uint8_t **rb) {
@@ -41,6 +43,73 @@ static inline __attribute__((always_inline)) void gp_quants(int q6, int q5, cons
         const __m256i x = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * kk));
         *lo = _mm256_and_si256(x, m4);
         *hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+    }
+}
+
+/* ts_q_gemm_pack_heads for Q4_K and Q5_K, byte for byte, 8 rows
+ * a vector: the rows' first 16 bytes (d, dmin, the 12 scale bytes) as 4
+ * dwords each, transposed so that dword k of 8 rows is one ymm, then the
+ * 6-bit scales and mins unpacked per lane. The scalar decoder of a row's head
+ * cost a MoE prefill ~6% (the 30B-A3B synthetic on Zen 3; an expert's panels
+ * serve only its tokens of the chunk), and ~6.6% on the AVX-512 level's
+ * packer on Zen 4 (session 34). Rows without a block read zeros. sc_pair:
+ * the AVX2 kernels' layout (1: each scale twice as i16, the mins of two
+ * sub-blocks a correction pair, gemm.c's gp_cr_pair) or the VNNI one (0). */
+static inline void gp_heads_q4(const uint8_t *const *rb, int lg, int s, int ns, int bb, int sc_pair, uint8_t *P) {
+    static const _Alignas(16) uint8_t zero[16] = {0};
+    int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + 8 * 32;
+    float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
+    const __m256i b8 = _mm256_set1_epi32(0xff), m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15);
+    for (int h8 = 0; h8 < 2; h8++) {
+        const uint8_t *b[8];
+        for (int i = 0; i < 8; i++) {
+            b[i] = rb[8 * h8 + i] ? rb[8 * h8 + i] + (size_t)s * bb : zero;
+            if (rb[8 * h8 + i]) ts_q_gemm_prefetch_ahead(b[i], s, ns, (uint32_t)bb);
+        }
+        __m256i R[4];
+        for (int i = 0; i < 4; i++) /* rows i and i + 4 */
+            R[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b[i + 4]), _mm_loadu_si128((const __m128i *)b[i]));
+        const __m256i a0 = _mm256_unpacklo_epi32(R[0], R[1]), a1 = _mm256_unpackhi_epi32(R[0], R[1]);
+        const __m256i a2 = _mm256_unpacklo_epi32(R[2], R[3]), a3 = _mm256_unpackhi_epi32(R[2], R[3]);
+        const __m256i T0 = _mm256_unpacklo_epi64(a0, a2), T1 = _mm256_unpackhi_epi64(a0, a2); /* d|dmin; s0..s3 */
+        const __m256i T2 = _mm256_unpacklo_epi64(a1, a3), T3 = _mm256_unpackhi_epi64(a1, a3); /* s4..s7; s8..s11 */
+        __m256i sc[8], mn[8];
+        for (int j = 0; j < 4; j++) {
+            const __m256i c1 = _mm256_and_si256(_mm256_srli_epi32(T1, 8 * j), b8); /* s[j] */
+            const __m256i c2 = _mm256_and_si256(_mm256_srli_epi32(T2, 8 * j), b8); /* s[j + 4] */
+            const __m256i c3 = _mm256_and_si256(_mm256_srli_epi32(T3, 8 * j), b8); /* s[j + 8] */
+            sc[j] = _mm256_and_si256(c1, m6);
+            mn[j] = _mm256_and_si256(c2, m6);
+            sc[j + 4] = _mm256_or_si256(_mm256_and_si256(c3, m4), _mm256_slli_epi32(_mm256_srli_epi32(c1, 6), 4));
+            mn[j + 4] = _mm256_or_si256(_mm256_srli_epi32(c3, 4), _mm256_slli_epi32(_mm256_srli_epi32(c2, 6), 4));
+        }
+        for (int j = 0; j < 8; j++)
+            _mm256_storeu_si256((__m256i *)(psc + (j * 2 + lg) * 16 + 8 * h8),
+                                sc_pair ? _mm256_or_si256(sc[j], _mm256_slli_epi32(sc[j], 16)) : sc[j]);
+        /* gemm.c's gp_cr_pair at nsub 8: sc_pair (min_2p, min_2p+1) for p < 4,
+         * else the 16-groups 2p and 2p+1, both of sub-block p: (min_p, min_p) */
+        for (int p = 0; p < 8; p++)
+            _mm256_storeu_si256((__m256i *)(pcr + (p * 2 + lg) * 16 + 8 * h8),
+                                !sc_pair ? _mm256_or_si256(mn[p], _mm256_slli_epi32(mn[p], 16))
+                                : p < 4  ? _mm256_or_si256(mn[2 * p], _mm256_slli_epi32(mn[2 * p + 1], 16))
+                                         : _mm256_setzero_si256());
+        /* d and dmin by vcvtph2ps, which is the scalar conversion's value for
+         * every half but a signalling NaN (it quiets it): a NaN or infinity
+         * among the 16 goes through the scalar one, so the panel is the scalar
+         * packer's, bit for bit */
+        const __m256i dd = _mm256_and_si256(T0, _mm256_set1_epi32(0xffff)), dmm = _mm256_srli_epi32(T0, 16);
+        const __m256i ex = _mm256_set1_epi32(0x7c00);
+        if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(dd, ex), ex),
+                                                 _mm256_cmpeq_epi32(_mm256_and_si256(dmm, ex), ex)))) {
+            _Alignas(32) uint16_t h[16];
+            _mm256_store_si256((__m256i *)h, T0);
+            for (int i = 0; i < 8; i++) d[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i]), dm[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i + 1]);
+        } else {
+            const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1));
+            const __m128i q16 = _mm_packus_epi32(_mm256_castsi256_si128(dmm), _mm256_extracti128_si256(dmm, 1));
+            _mm256_storeu_ps(d + lg * 16 + 8 * h8, _mm256_cvtph_ps(p16));
+            _mm256_storeu_ps(dm + lg * 16 + 8 * h8, _mm256_cvtph_ps(q16));
+        }
     }
 }
 

@@ -231,6 +231,9 @@ static inline void ts_q_gemm_prefetch_ahead(const uint8_t *b, int s, int ns, uin
  * Q4_K, Q5_K and Q6_K vectorized (gemm_avx2.c); call only where AVX2 runs. */
 #if defined(__x86_64__)
 void ts_q_gemm_pack_avx2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel);
+/* The VNNI kernels' packer (sc_pair 0), the same bytes as ts_q_gemm_pack
+ * (gemm_avx512.c); call only where AVX-512 F/BW/VL/DQ and VNNI run. */
+void ts_q_gemm_pack_avx512(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel);
 #endif
 /* A Q4_K block's panel fields but its quants: the 8 sub-block scales, the 16
  * corrections (each sub-block's min, twice), d and dmin (the packers' shared
