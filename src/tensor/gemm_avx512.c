@@ -178,6 +178,27 @@ static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int
             uint8_t *P = panel + (size_t)s * sbb;
             if (q6) ts_q_gemm_pack_heads(t, rb, lg, s, ns, 0, P);
             else gp_heads_q4(rb, lg, s, ns, bb, 0, P);
+            if (!q6 && !q5) {
+                /* Q4_K: the nibble split keeps byte positions, so the rows'
+                 * raw bytes of two k-steps (64 contiguous: one load) are
+                 * transposed once and then split, half the transposes of
+                 * the path below (as gemm_avx2.c's pack_vec2). Dword i < 8
+                 * of the transposed rows is k-step 2 h's k-groups i (low
+                 * nibbles) and 8 + i (high); i >= 8 is k-step 2 h + 1's. */
+                const __m512i m4 = _mm512_set1_epi8(0x0f);
+                for (int h = 0; h < 2; h++) {
+                    __m512i r[16];
+                    for (int l = 0; l < 16; l++)
+                        r[l] = rb[l] ? _mm512_loadu_si512(rb[l] + (size_t)s * bb + 16 + 64 * h) : _mm512_setzero_si512();
+                    tr16x16(r);
+                    for (int i = 0; i < 16; i++) {
+                        const int kk = 2 * h + i / 8, g = i % 8;
+                        _mm512_store_si512(P + ((kk * 16 + g) * 2 + lg) * 64, _mm512_and_si512(r[i], m4));
+                        _mm512_store_si512(P + ((kk * 16 + 8 + g) * 2 + lg) * 64, _mm512_and_si512(_mm512_srli_epi16(r[i], 4), m4));
+                    }
+                }
+                continue;
+            }
             for (int kk = 0; kk < 4; kk++) {
                 __m512i r[16];
                 for (int l = 0; l < 16; l++) {
