@@ -2,7 +2,7 @@
  * (quant.c). Only the types where 512-bit lanes pay are here; the others
  * keep their AVX2 kernels (quant.c overlays this table on the AVX2 one).
  * Same arithmetic as quant_avx2.c (see its header for the int16 argument),
- * two 32-quant chunks or two blocks per instruction. */
+ * two 32-quant chunks per instruction. */
 #define TS_QUANT_INTERNAL
 #include "tensor/quant.h"
 
@@ -27,63 +27,6 @@ INLINE float hsum8(__m256 v) {
 INLINE __m256i loadu256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 INLINE __m512i loadu512(const void *p) { return _mm512_loadu_si512(p); }
 INLINE __m512i cat256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-INLINE __m512 two_scales(float a, float b) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
-}
-
-/* 64 signed w x 64 signed x -> 16 x i32 (|w| * (x negated where w < 0)) */
-INLINE __m512i dot_ss(__m512i w, __m512i x) {
-    __mmask64 neg = _mm512_movepi8_mask(w);
-    __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), xs), _mm512_set1_epi16(1));
-}
-
-/* ---- Q8_0 / Q4_0: two blocks per step ---- */
-INLINE __m256i nib32(const uint8_t *p) {
-    __m128i t = _mm_loadu_si128((const __m128i *)p);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-}
-INLINE __m256i q4_0_q(const uint8_t *p) { return _mm256_sub_epi8(nib32(p + 2), _mm256_set1_epi8(8)); }
-INLINE __m256i q8_0_q(const uint8_t *p) { return loadu256(p + 2); }
-
-#define SMALL512(NAME, QF, BYTES)                                                                      \
-    INLINE void NAME##_k(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
-        const uint8_t *pw = w, *px = x;                                                               \
-        __m512 acc[TS_Q_MAXCOLS];                                                                     \
-        for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();                                   \
-        int64_t nb = n / 32, i = 0;                                                                   \
-        for (; i + 1 < nb; i += 2) {                                                                  \
-            const uint8_t *wa = pw + i * BYTES, *wb = wa + BYTES;                                     \
-            __m512i q = cat256(QF(wa), QF(wb));                                                       \
-            float da = h2f(wa), db = h2f(wb);                                                         \
-            for (int c = 0; c < nc; c++) {                                                            \
-                const uint8_t *xa = px + c * xs + i * 34, *xb = xa + 34;                              \
-                __m512i xq = cat256(loadu256(xa + 2), loadu256(xb + 2));                              \
-                acc[c] = _mm512_fmadd_ps(two_scales(da * h2f(xa), db * h2f(xb)), _mm512_cvtepi32_ps(dot_ss(q, xq)), acc[c]); \
-            }                                                                                         \
-        }                                                                                             \
-        for (int c = 0; c < nc; c++) {                                                                \
-            float r = _mm512_reduce_add_ps(acc[c]);                                                   \
-            if (i < nb) {                                                                             \
-                const uint8_t *wa = pw + i * BYTES, *xa = px + c * xs + i * 34;                      \
-                __m512i q = cat256(QF(wa), _mm256_setzero_si256());                                   \
-                __m512i xq = cat256(loadu256(xa + 2), _mm256_setzero_si256());                        \
-                r += h2f(wa) * h2f(xa) * (float)_mm512_reduce_add_epi32(dot_ss(q, xq));               \
-            }                                                                                         \
-            out[c * os] = r;                                                                          \
-        }                                                                                             \
-    }                                                                                                 \
-    __attribute__((unused)) static float NAME##_dot(int64_t n, const void *w, const void *x) {         \
-        float r;                                                                                      \
-        NAME##_k(n, w, x, 0, 1, &r, 0);                                                               \
-        return r;                                                                                     \
-    }                                                                                                 \
-    __attribute__((unused)) static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
-        NAME##_k(n, w, x, xs, nc, out, os);                                                           \
-    }
-
-SMALL512(q4_0, q4_0_q, 18)
-SMALL512(q8_0, q8_0_q, 34)
 
 /* ---- Q6_K: two chunks (64 quants) per step ---- */
 
