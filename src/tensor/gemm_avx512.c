@@ -234,9 +234,9 @@ static void pack_units(ts_type t, int vec, const uint8_t *pw, uint64_t ws, int64
     for (int u = 0; u < nu; u++) {
         int64_t ru = nr - u * TS_GP_ROWS;
         const int rows = (int)(ru < TS_GP_ROWS ? ru : TS_GP_ROWS);
-        if (vec && (t == TS_TYPE_Q4_K || t == TS_TYPE_Q5_K || t == TS_TYPE_Q6_K))
-            pack_vec(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, rows, s0, ns, sp + u * unit);
-        else ts_q_gemm_pack(t, pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws, ws, rows, s0, ns, 0, sp + u * unit);
+        const uint8_t *w = pw + (uint64_t)(r0 + u * TS_GP_ROWS) * ws;
+        if (vec) ts_q_gemm_pack_avx512(t, w, ws, rows, s0, ns, sp + u * unit);
+        else ts_q_gemm_pack(t, w, ws, rows, s0, ns, 0, sp + u * unit);
     }
 }
 
