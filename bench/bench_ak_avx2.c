@@ -50,10 +50,22 @@ int main(void) {
     srand(1);
     for (size_t i = 0; i < sbb * TS_GP_KSEG; i++) panel[i] = (uint8_t)(rand() & 15); /* quants and scales: speed only */
     for (size_t i = 0; i < 3 * TS_GP_KSEG * QK_BYTES; i++) x[i] = (uint8_t)(rand() & 63);
+    /* but normal floats where the kernel reads floats (d, dm; each block's
+     * dx): random bytes there are ~1e-30, whose products are subnormal, and
+     * Intel cores take a microcode assist on each (session 35, the 2-core
+     * Xeon: 2.2-2.4x the kernel's time with them, so it read 42 GOPS) */
+    for (int s = 0; s < TS_GP_KSEG; s++) {
+        float *d = (float *)(panel + (size_t)s * sbb + TS_GP_Q + 8 * 128 + 8 * 128);
+        for (int i = 0; i < 64; i++) d[i] = 1e-3f * (float)(1 + (rand() & 7)); /* d[32], then dm[32] */
+    }
+    for (int b = 0; b < 3 * TS_GP_KSEG; b++) {
+        const float dx = 1e-2f * (float)(1 + (rand() & 7));
+        memcpy(x + (size_t)b * QK_BYTES, &dx, sizeof dx);
+    }
     for (int i = 0; i < 4096; i++) out[i] = 0;
     const uint8_t *xr[3] = {x, x + TS_GP_KSEG * QK_BYTES, x + 2 * TS_GP_KSEG * QK_BYTES};
     _Alignas(32) uint8_t bp[3 * TS_GP_KSEG * 16];
-    bs32_pairs(xr, 3, TS_GP_KSEG, bp);
+    bs32_pairs(xr, 3, TS_GP_KSEG, TS_GP_KSEG, bp);
     printf("maddubs+paddw register loop: %.1f GOPS\n", pair_gops());
     static const int nss[] = {1, TS_GP_KSEG};
     for (int k = 0; k < 2; k++) {
@@ -62,7 +74,7 @@ int main(void) {
         for (int rep = 0; rep < 3; rep++) {
             double t = now();
             for (long it = 0; it < iters; it++) {
-                ak_Q4_K_3(panel, ns, (int)(it & 1), xr, bp, out, 64, 16, 0);
+                ak_Q4_K_3(panel, ns, (int)(it & 1), xr, bp, TS_GP_KSEG, out, 64, 16, 0);
                 __asm__ volatile("" ::: "memory");
             }
             t = now() - t;
