@@ -12,7 +12,9 @@
 // whatever the kernel gives, normally 4 KiB pages like an mmap'ed model file.
 //
 // Prints one line per thread count: best and median GB/s (1 GB = 1e9 bytes).
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
