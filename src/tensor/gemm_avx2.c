@@ -230,7 +230,7 @@ INLINE void tr8x8_rows(const uint8_t *const *q, __m256i *r) {
  * transposed are 8 k-groups' 8 panel lanes. The scalar packer scatters 4
  * bytes at a time; with the ~16 tokens an expert gets in a MoE prefill chunk
  * it was most of the GEMM's time. Scales, corrections, d, dm: Q4_K and
- * Q5_K's gp_heads_q4 (gemm_pack.h), Q6_K's the shared scalar decoder. */
+ * Q5_K's gp_heads_q4, Q6_K's gp_heads_q6 (gemm_pack.h). */
 static void pack_vec2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
     const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, bb = (int)ts_type_get(t)->block_bytes;
     const size_t sbb = TS_GP_SB_BYTES(ts_q_gemm_nsub(t));
@@ -239,7 +239,7 @@ static void pack_vec2(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64
         gp_row_blocks(w, ws, nrows, sb0, bb, lg, rb);
         for (int s = 0; s < ns; s++) {
             uint8_t *P = panel + (size_t)s * sbb;
-            if (q6) ts_q_gemm_pack_heads(t, rb, lg, s, ns, 1, P);
+            if (q6) gp_heads_q6(rb, lg, s, ns, bb, 1, P);
             else gp_heads_q4(rb, lg, s, ns, bb, 1, P);
             for (int kk = 0; kk < 4; kk++)
                 for (int h8 = 0; h8 < 2; h8++) { /* rows 8 h8 .. 8 h8 + 7 of the lane group */

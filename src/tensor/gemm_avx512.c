@@ -166,8 +166,8 @@ VINL void tr16x16(__m512i r[16]) {
  * rows' zmm transposed are the panel's 16 lane-group rows of those k-groups.
  * The scalar packer spends ~700 cycles a row and super-block decoding and
  * scattering 4 bytes at a time (a quarter of the VNNI kernel's time).
- * Scales, corrections, d, dm: Q4_K and Q5_K's gp_heads_q4 (gemm_pack.h),
- * Q6_K's the scalar packer's own decode. */
+ * Scales, corrections, d, dm: Q4_K and Q5_K's gp_heads_q4, Q6_K's
+ * gp_heads_q6 (gemm_pack.h). */
 static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, uint8_t *panel) {
     const int q6 = t == TS_TYPE_Q6_K, q5 = t == TS_TYPE_Q5_K, bb = (int)ts_type_get(t)->block_bytes;
     const size_t sbb = TS_GP_SB_BYTES(ts_q_gemm_nsub(t));
@@ -176,7 +176,7 @@ static VN void pack_vec(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int
         gp_row_blocks(w, ws, nrows, sb0, bb, lg, rb);
         for (int s = 0; s < ns; s++) {
             uint8_t *P = panel + (size_t)s * sbb;
-            if (q6) ts_q_gemm_pack_heads(t, rb, lg, s, ns, 0, P);
+            if (q6) gp_heads_q6(rb, lg, s, ns, bb, 0, P);
             else gp_heads_q4(rb, lg, s, ns, bb, 0, P);
             if (!q6 && !q5) {
                 /* Q4_K: the nibble split keeps byte positions, so the rows'

@@ -4,6 +4,7 @@
 #define TS_GEMM_PACK_H
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tensor/quant.h"
 
@@ -46,6 +47,33 @@ static inline __attribute__((always_inline)) void gp_quants(int q6, int q5, cons
     }
 }
 
+/* The halves in the low 16 bits of h's 8 dwords as floats at dst, by
+ * vcvtph2ps, which is the scalar conversion's value for every half but a
+ * signalling NaN (it quiets it): where one of the 8 is a NaN or an infinity,
+ * all 8 go through the scalar one, so the panel is the scalar packer's, bit
+ * for bit. */
+static inline void gp_f16x8(__m256i h, float *dst) {
+    const __m256i lo = _mm256_and_si256(h, _mm256_set1_epi32(0xffff)), ex = _mm256_set1_epi32(0x7c00);
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_and_si256(lo, ex), ex))) {
+        _Alignas(32) uint32_t v[8];
+        _mm256_store_si256((__m256i *)v, lo);
+        for (int i = 0; i < 8; i++) dst[i] = ts_f16_to_f32((uint16_t)v[i]);
+    } else {
+        _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1))));
+    }
+}
+
+/* 8 rows' first 16 bytes from b[i] + off: dword k of rows 0..7 in out[k] */
+static inline void gp_dwords8(const uint8_t *const *b, int off, __m256i out[4]) {
+    __m256i R[4];
+    for (int i = 0; i < 4; i++) /* rows i and i + 4 */
+        R[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(b[i + 4] + off)), _mm_loadu_si128((const __m128i *)(b[i] + off)));
+    const __m256i a0 = _mm256_unpacklo_epi32(R[0], R[1]), a1 = _mm256_unpackhi_epi32(R[0], R[1]);
+    const __m256i a2 = _mm256_unpacklo_epi32(R[2], R[3]), a3 = _mm256_unpackhi_epi32(R[2], R[3]);
+    out[0] = _mm256_unpacklo_epi64(a0, a2), out[1] = _mm256_unpackhi_epi64(a0, a2);
+    out[2] = _mm256_unpacklo_epi64(a1, a3), out[3] = _mm256_unpackhi_epi64(a1, a3);
+}
+
 /* ts_q_gemm_pack_heads for Q4_K and Q5_K, byte for byte, 8 rows
  * a vector: the rows' first 16 bytes (d, dmin, the 12 scale bytes) as 4
  * dwords each, transposed so that dword k of 8 rows is one ymm, then the
@@ -66,13 +94,9 @@ static inline void gp_heads_q4(const uint8_t *const *rb, int lg, int s, int ns, 
             b[i] = rb[8 * h8 + i] ? rb[8 * h8 + i] + (size_t)s * bb : zero;
             if (rb[8 * h8 + i]) ts_q_gemm_prefetch_ahead(b[i], s, ns, (uint32_t)bb);
         }
-        __m256i R[4];
-        for (int i = 0; i < 4; i++) /* rows i and i + 4 */
-            R[i] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b[i + 4]), _mm_loadu_si128((const __m128i *)b[i]));
-        const __m256i a0 = _mm256_unpacklo_epi32(R[0], R[1]), a1 = _mm256_unpackhi_epi32(R[0], R[1]);
-        const __m256i a2 = _mm256_unpacklo_epi32(R[2], R[3]), a3 = _mm256_unpackhi_epi32(R[2], R[3]);
-        const __m256i T0 = _mm256_unpacklo_epi64(a0, a2), T1 = _mm256_unpackhi_epi64(a0, a2); /* d|dmin; s0..s3 */
-        const __m256i T2 = _mm256_unpacklo_epi64(a1, a3), T3 = _mm256_unpackhi_epi64(a1, a3); /* s4..s7; s8..s11 */
+        __m256i T[4];
+        gp_dwords8(b, 0, T);
+        const __m256i T0 = T[0], T1 = T[1], T2 = T[2], T3 = T[3]; /* d|dmin; s0..s3; s4..s7; s8..s11 */
         __m256i sc[8], mn[8];
         for (int j = 0; j < 4; j++) {
             const __m256i c1 = _mm256_and_si256(_mm256_srli_epi32(T1, 8 * j), b8); /* s[j] */
@@ -93,23 +117,47 @@ static inline void gp_heads_q4(const uint8_t *const *rb, int lg, int s, int ns, 
                                 !sc_pair ? _mm256_or_si256(mn[p], _mm256_slli_epi32(mn[p], 16))
                                 : p < 4  ? _mm256_or_si256(mn[2 * p], _mm256_slli_epi32(mn[2 * p + 1], 16))
                                          : _mm256_setzero_si256());
-        /* d and dmin by vcvtph2ps, which is the scalar conversion's value for
-         * every half but a signalling NaN (it quiets it): a NaN or infinity
-         * among the 16 goes through the scalar one, so the panel is the scalar
-         * packer's, bit for bit */
-        const __m256i dd = _mm256_and_si256(T0, _mm256_set1_epi32(0xffff)), dmm = _mm256_srli_epi32(T0, 16);
-        const __m256i ex = _mm256_set1_epi32(0x7c00);
-        if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(dd, ex), ex),
-                                                 _mm256_cmpeq_epi32(_mm256_and_si256(dmm, ex), ex)))) {
-            _Alignas(32) uint16_t h[16];
-            _mm256_store_si256((__m256i *)h, T0);
-            for (int i = 0; i < 8; i++) d[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i]), dm[lg * 16 + 8 * h8 + i] = ts_f16_to_f32(h[2 * i + 1]);
-        } else {
-            const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1));
-            const __m128i q16 = _mm_packus_epi32(_mm256_castsi256_si128(dmm), _mm256_extracti128_si256(dmm, 1));
-            _mm256_storeu_ps(d + lg * 16 + 8 * h8, _mm256_cvtph_ps(p16));
-            _mm256_storeu_ps(dm + lg * 16 + 8 * h8, _mm256_cvtph_ps(q16));
+        gp_f16x8(T0, d + lg * 16 + 8 * h8);
+        gp_f16x8(_mm256_srli_epi32(T0, 16), dm + lg * 16 + 8 * h8);
+    }
+}
+
+/* ts_q_gemm_pack_heads for Q6_K, byte for byte, 8 rows a vector: the rows'
+ * 16 scale bytes (at 192) transposed as gp_heads_q4's head, each sign-extended
+ * per lane; the corrections are 32 x scale (the offset of q_u = q + 32), two
+ * 16-groups a pair; d = dm = the block's d. Rows without a block read zeros.
+ * The scalar decoder of its 16 rows was ~1/3 of the vector packers' time on a
+ * Q6_K matrix (a 1.5B ffn_down, bench_pack_avx2). */
+static inline void gp_heads_q6(const uint8_t *const *rb, int lg, int s, int ns, int bb, int sc_pair, uint8_t *P) {
+    static const _Alignas(16) uint8_t zero[224] = {0};
+    int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + 16 * 32;
+    float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
+    for (int h8 = 0; h8 < 2; h8++) {
+        const uint8_t *b[8];
+        _Alignas(32) uint32_t hd[8];
+        for (int i = 0; i < 8; i++) {
+            b[i] = rb[8 * h8 + i] ? rb[8 * h8 + i] + (size_t)s * bb : zero;
+            if (rb[8 * h8 + i]) ts_q_gemm_prefetch_ahead(b[i], s, ns, (uint32_t)bb);
+            uint16_t h;
+            memcpy(&h, b[i] + 208, 2);
+            hd[i] = h;
         }
+        __m256i T[4];
+        gp_dwords8(b, 192, T); /* T[k]: scales 4k .. 4k + 3 */
+        __m256i prev = _mm256_setzero_si256();
+        for (int j = 0; j < 16; j++) {
+            const __m256i sc = _mm256_srai_epi32(_mm256_slli_epi32(T[j / 4], 24 - 8 * (j % 4)), 24);
+            _mm256_storeu_si256((__m256i *)(psc + (j * 2 + lg) * 16 + 8 * h8),
+                                sc_pair ? _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16)) : sc);
+            /* gemm.c's gp_cr_pair at nsub 16: (u16)(32 sc_2p) | (u16)(32 sc_2p+1) << 16 */
+            if (j % 2)
+                _mm256_storeu_si256((__m256i *)(pcr + ((j / 2) * 2 + lg) * 16 + 8 * h8),
+                                    _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(prev, 5), _mm256_set1_epi32(0xffff)),
+                                                    _mm256_slli_epi32(sc, 21)));
+            prev = sc;
+        }
+        gp_f16x8(_mm256_load_si256((const __m256i *)hd), d + lg * 16 + 8 * h8);
+        memcpy(dm + lg * 16 + 8 * h8, d + lg * 16 + 8 * h8, 8 * sizeof(float));
     }
 }
 
