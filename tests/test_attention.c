@@ -34,8 +34,10 @@ static float kv_at(const void *buf, ts_type type, size_t i) {
     return type == TS_TYPE_F16 ? ts_f16_to_f32(((const uint16_t *)buf)[i]) : ((const float *)buf)[i];
 }
 
-/* out (n_tok, n_head, hd) in double from the cache contents */
-static void naive(const acase *c, int n_ctx, const void *K, const void *V, const float *q, float scale, int window,
+/* out (n_tok, n_head, hd) in double from the cache contents; ahead > 0
+ * lets each token see that many keys past its own position (a broken causal
+ * mask, for the self-check) */
+static void naive(const acase *c, int n_ctx, const void *K, const void *V, const float *q, float scale, int window, int ahead,
                   double *out) {
     int group = c->n_head / c->n_head_kv;
     double *s = malloc(sizeof(double) * (size_t)n_ctx);
@@ -43,19 +45,20 @@ static void naive(const acase *c, int n_ctx, const void *K, const void *V, const
         for (int h = 0; h < c->n_head; h++) {
             int pos = c->pos0 + t, kvh = h / group;
             int start = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+            const int last = pos + ahead < c->pos0 + c->n_tok ? pos + ahead : c->pos0 + c->n_tok - 1;
             const float *qv = q + ((size_t)t * c->n_head + h) * c->hd;
             double mx = -INFINITY, sum = 0;
-            for (int j = start; j <= pos; j++) {
+            for (int j = start; j <= last; j++) {
                 double d = 0;
                 for (int i = 0; i < c->hd; i++) d += (double)qv[i] * kv_at(K, c->kv_type, ((size_t)kvh * n_ctx + j) * c->hd + i);
                 s[j] = d * scale;
                 if (s[j] > mx) mx = s[j];
             }
-            for (int j = start; j <= pos; j++) sum += s[j] = exp(s[j] - mx);
+            for (int j = start; j <= last; j++) sum += s[j] = exp(s[j] - mx);
             double *o = out + ((size_t)t * c->n_head + h) * c->hd;
             for (int i = 0; i < c->hd; i++) {
                 double v = 0;
-                for (int j = start; j <= pos; j++) v += s[j] * kv_at(V, c->kv_type, ((size_t)kvh * n_ctx + j) * c->hd + i);
+                for (int j = start; j <= last; j++) v += s[j] * kv_at(V, c->kv_type, ((size_t)kvh * n_ctx + j) * c->hd + i);
                 o[i] = v / sum;
             }
         }
@@ -142,7 +145,7 @@ static void test_case(const acase *c) {
     CHECK(tiled1 && tiled2 && tiled3 && dec && K);
     if (!(tiled1 && tiled2 && tiled3 && dec && K)) return;
     double *want = malloc(qn * sizeof(double)), *other = malloc(qn * sizeof(double));
-    naive(c, n_ctx, K, V, q, scale, c->window, want);
+    naive(c, n_ctx, K, V, q, scale, c->window, 0, want);
     /* the float paths: scores rounded to float, exp in float, sums of up to
      * total terms; V in [-1, 1) */
     double tol = 2e-6 * sqrt((double)total) + 1e-6;
@@ -154,9 +157,17 @@ static void test_case(const acase *c) {
     CHECKF(ed <= tol, "%s: decode path max error %.3g (tol %.3g)", name, ed, tol);
     CHECKF(!memcmp(tiled1, tiled2, qn * sizeof(float)) && !memcmp(tiled1, tiled3, qn * sizeof(float)),
            "%s: tiled result depends on the thread count", name);
-    /* the comparison can fail: a window one position off is far outside tol */
-    naive(c, n_ctx, K, V, q, scale, c->window > 0 ? c->window + 1 : total - 1, other);
-    CHECKF(max_err(tiled1, other, qn) > 10 * tol, "%s: an off-by-one window went unnoticed", name);
+    /* the comparison can fail: a window one position off, or a causal mask
+     * one key late, is far outside tol. (Without a window, a window of total - 1
+     * moved only the last token, by key 0's weight, which the drift above can
+     * make as small as tol: the causal edge moves every token but the last,
+     * the first by half its output or so.) */
+    if (c->window > 0) {
+        naive(c, n_ctx, K, V, q, scale, c->window + 1, 0, other);
+        CHECKF(max_err(tiled1, other, qn) > 10 * tol, "%s: an off-by-one window went unnoticed", name);
+    }
+    naive(c, n_ctx, K, V, q, scale, c->window, 1, other);
+    CHECKF(max_err(tiled1, other, qn) > 10 * tol, "%s: a causal mask one key late went unnoticed", name);
     free(want);
     free(other);
     free(tiled1);
