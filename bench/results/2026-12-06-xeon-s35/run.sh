@@ -30,6 +30,10 @@ capa) # capa TAG BUILD ISA ROUNDS: the prompt and the one-token path at one leve
     if [ $((r % 2)) = 1 ]; then cap1 $t-$isa-pp512-r$r $isa $b -p 512 -n 0 -r 1; cap1 $t-$isa-tg32-r$r $isa $b -p 0 -n 32 -r 1
     else cap1 $t-$isa-tg32-r$r $isa $b -p 0 -n 32 -r 1; cap1 $t-$isa-pp512-r$r $isa $b -p 512 -n 0 -r 1; fi
   done ;;
+d7) # the 7B synthetic against llama.cpp b11434 (native build, out of the tree), 5 rotating groups, membw before and after
+  gcc -O3 -march=native -pthread -o /tmp/membw bench/membw.c && /tmp/membw -t 1,2 > $O/membw-d7-before.txt 2>&1
+  bench/pair_bench.sh -o $O/sbs-7b.tsv -L /work/peer/b-native/bin/llama-bench -e turbospark=build-rel/turbospark -t 2 -k 5 -p 512 -n 128 --pp-reps 1 --tg-reps 1 /var/tmp/ts-bench-io/7b-synth-q4km.gguf > $O/sbs-7b.log 2>&1
+  /tmp/membw -t 1,2 > $O/membw-d7-after.txt 2>&1 ;;
 perf) # perf TAG BUILD ISA: perf record of one capped prompt (warm-up included), the report by symbol
   drop; f=/tmp/perf-$2-$4.data
   bench/run_capped.sh -m 4325446616 -r /dev/null -- env TURBOSPARK_EXPERT_NOCACHE=1 TURBOSPARK_PHASES=1 TS_FORCE_ISA=$4 perf record -o $f -D 4000 -F 1999 -g $3/turbospark bench -m $M30 -t 2 --expert-residency streamed --expert-cache-slots 16 -p 512 -n 0 -r 1 > $O/perf-cap-$4-$2-run.txt 2>&1
