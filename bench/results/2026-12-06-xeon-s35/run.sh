@@ -32,7 +32,7 @@ capa) # capa TAG BUILD ISA ROUNDS: the prompt and the one-token path at one leve
   done ;;
 d7) # the 7B synthetic against llama.cpp b11434 (native build, out of the tree), 5 rotating groups, membw before and after
   gcc -O3 -march=native -pthread -o /tmp/membw bench/membw.c && /tmp/membw -t 1,2 > $O/membw-d7-before.txt 2>&1
-  bench/pair_bench.sh -o $O/sbs-7b.tsv -L /work/peer/b-native/bin/llama-bench -e turbospark=build-rel/turbospark -t 2 -k 5 -p 512 -n 128 --pp-reps 1 --tg-reps 1 /var/tmp/ts-bench-io/7b-synth-q4km.gguf > $O/sbs-7b.log 2>&1
+  bench/pair_bench.sh -o $O/sbs-7b-tg.tsv -L /work/peer/b-native/bin/llama-bench -e turbospark=build-rel/turbospark -t 2 -k 5 -n 128 --tg-reps 1 --tests tg /var/tmp/ts-bench-io/7b-synth-q4km.gguf > $O/sbs-7b-tg.log 2>&1
   /tmp/membw -t 1,2 > $O/membw-d7-after.txt 2>&1 ;;
 perf) # perf TAG BUILD ISA: perf record of one capped prompt (warm-up included), the report by symbol
   drop; f=/tmp/perf-$2-$4.data
