@@ -63,6 +63,16 @@ static inline void gp_f16x8(__m256i h, float *dst) {
     }
 }
 
+/* Rows 8 h8 .. 8 h8 + 7 of rb: their block of super-block s in b[] (zeros,
+ * as long as a Q6_K block, past nrows), the block two ahead prefetched */
+static inline void gp_rows8(const uint8_t *const *rb, int h8, int s, int ns, int bb, const uint8_t **b) {
+    static const _Alignas(16) uint8_t zero[224] = {0};
+    for (int i = 0; i < 8; i++) {
+        b[i] = rb[8 * h8 + i] ? rb[8 * h8 + i] + (size_t)s * bb : zero;
+        if (rb[8 * h8 + i]) ts_q_gemm_prefetch_ahead(b[i], s, ns, (uint32_t)bb);
+    }
+}
+
 /* 8 rows' first 16 bytes from b[i] + off: dword k of rows 0..7 in out[k] */
 static inline void gp_dwords8(const uint8_t *const *b, int off, __m256i out[4]) {
     __m256i R[4];
@@ -84,16 +94,12 @@ static inline void gp_dwords8(const uint8_t *const *b, int off, __m256i out[4]) 
  * the AVX2 kernels' layout (1: each scale twice as i16, the mins of two
  * sub-blocks a correction pair, gemm.c's gp_cr_pair) or the VNNI one (0). */
 static inline void gp_heads_q4(const uint8_t *const *rb, int lg, int s, int ns, int bb, int sc_pair, uint8_t *P) {
-    static const _Alignas(16) uint8_t zero[16] = {0};
     int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + 8 * 32;
     float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
     const __m256i b8 = _mm256_set1_epi32(0xff), m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15);
     for (int h8 = 0; h8 < 2; h8++) {
         const uint8_t *b[8];
-        for (int i = 0; i < 8; i++) {
-            b[i] = rb[8 * h8 + i] ? rb[8 * h8 + i] + (size_t)s * bb : zero;
-            if (rb[8 * h8 + i]) ts_q_gemm_prefetch_ahead(b[i], s, ns, (uint32_t)bb);
-        }
+        gp_rows8(rb, h8, s, ns, bb, b);
         __m256i T[4];
         gp_dwords8(b, 0, T);
         const __m256i T0 = T[0], T1 = T[1], T2 = T[2], T3 = T[3]; /* d|dmin; s0..s3; s4..s7; s8..s11 */
@@ -129,15 +135,13 @@ static inline void gp_heads_q4(const uint8_t *const *rb, int lg, int s, int ns, 
  * The scalar decoder of its 16 rows was ~1/3 of the vector packers' time on a
  * Q6_K matrix (a 1.5B ffn_down, bench_pack_avx2). */
 static inline void gp_heads_q6(const uint8_t *const *rb, int lg, int s, int ns, int bb, int sc_pair, uint8_t *P) {
-    static const _Alignas(16) uint8_t zero[224] = {0};
     int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + 16 * 32;
     float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
     for (int h8 = 0; h8 < 2; h8++) {
         const uint8_t *b[8];
         _Alignas(32) uint32_t hd[8];
+        gp_rows8(rb, h8, s, ns, bb, b);
         for (int i = 0; i < 8; i++) {
-            b[i] = rb[8 * h8 + i] ? rb[8 * h8 + i] + (size_t)s * bb : zero;
-            if (rb[8 * h8 + i]) ts_q_gemm_prefetch_ahead(b[i], s, ns, (uint32_t)bb);
             uint16_t h;
             memcpy(&h, b[i] + 208, 2);
             hd[i] = h;
