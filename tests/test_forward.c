@@ -15,11 +15,13 @@
  *    prefill == token-by-token decode, 1 thread == 2 == 3 threads bit for
  *    bit, context overflow and bad ids refused, bad files refused by name.
  * 3. Every kernel ISA this CPU has: started without TS_FORCE_ISA, the program
- *    runs 1 and 2 at the best ISA, then re-runs itself once per lower ISA
- *    (TS_FORCE_ISA=avx2, scalar) and adds the children's counts to its own,
- *    so every code path meets the same bars. */
+ *    runs 1 and 2 at the best ISA and re-runs itself once per lower ISA
+ *    (TS_FORCE_ISA=avx512, avx2, scalar), up to one process a CPU at once,
+ *    then adds the children's counts to its own, so every code path meets
+ *    the same bars. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <sched.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -712,12 +714,18 @@ static void test_refusals(void) {
 
 extern char **environ;
 
-/* Re-runs this program with TS_FORCE_ISA=isa (which the quant dispatcher and
- * the CPU backend's float kernels both read at start), echoes its output
- * with an [isa] prefix and adds its counts to ours. */
-static void run_child_isa(int isa, char **argv) {
+/* One lower ISA level: this program again with TS_FORCE_ISA=isa (which the
+ * quant dispatcher and the CPU backend's float kernels both read at start),
+ * its output in an unlinked temporary file until it is echoed. */
+typedef struct {
+    int isa;   /* ts_isa level the child runs */
+    pid_t pid; /* > 0 while it runs or has not been reaped */
+    FILE *out; /* its stdout and stderr */
+} isa_child;
+
+static void start_child_isa(isa_child *c, char **argv) {
     char force[64];
-    snprintf(force, sizeof force, "TS_FORCE_ISA=%s", ts_isa_name(isa));
+    snprintf(force, sizeof force, "TS_FORCE_ISA=%s", ts_isa_name(c->isa));
     size_t ne = 0;
     while (environ[ne]) ne++;
     char **env = malloc(sizeof *env * (ne + 2));
@@ -726,54 +734,83 @@ static void run_child_isa(int isa, char **argv) {
         if (strncmp(environ[i], "TS_FORCE_ISA=", 13)) env[k++] = environ[i];
     env[k++] = force;
     env[k] = NULL;
-    int fd[2];
-    CHECK(pipe(fd) == 0);
+    c->pid = -1;
+    c->out = tmpfile();
+    CHECKF(c->out != NULL, "TS_FORCE_ISA=%s run: no temporary file", ts_isa_name(c->isa));
+    if (!c->out) {
+        free(env);
+        return;
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
-        dup2(fd[1], 1);
-        dup2(fd[1], 2);
-        close(fd[0]);
-        close(fd[1]);
+        dup2(fileno(c->out), 1);
+        dup2(fileno(c->out), 2);
         execve("/proc/self/exe", argv, env);
         execve(argv[0], argv, env);
         _exit(127);
     }
-    close(fd[1]);
     free(env);
-    CHECKF(pid > 0, "fork failed");
-    if (pid <= 0) {
-        close(fd[0]);
-        return;
+    CHECKF(pid > 0, "TS_FORCE_ISA=%s run: fork failed", ts_isa_name(c->isa));
+    c->pid = pid;
+}
+
+/* Waits for the child, echoes its output with an [isa] prefix and adds its
+ * counts to ours. */
+static void finish_child_isa(isa_child *c) {
+    if (!c->out) return;
+    int status = 0;
+    bool exited = false;
+    if (c->pid > 0) {
+        waitpid(c->pid, &status, 0);
+        exited = WIFEXITED(status);
     }
-    FILE *in = fdopen(fd[0], "r");
+    rewind(c->out);
     char line[4096];
     int cp = -1, cf = -1;
-    while (in && fgets(line, sizeof line, in)) {
+    while (fgets(line, sizeof line, c->out)) {
         int a, b;
         char rest[8];
         /* the child's summary: "P passed, F failed" (+ ", S skipped (...)") */
         if (sscanf(line, "%d passed, %d failed%1[,\n]", &a, &b, rest) == 3) cp = a, cf = b;
-        printf("[%s] %s", ts_isa_name(isa), line);
+        printf("[%s] %s", ts_isa_name(c->isa), line);
     }
-    if (in) fclose(in);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    bool exited = WIFEXITED(status);
-    CHECKF(exited && cp >= 0, "TS_FORCE_ISA=%s run: no summary line (exit status %d, signal %d)", ts_isa_name(isa),
+    fclose(c->out);
+    c->out = NULL;
+    if (c->pid <= 0) return;
+    CHECKF(exited && cp >= 0, "TS_FORCE_ISA=%s run: no summary line (exit status %d, signal %d)", ts_isa_name(c->isa),
            exited ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     if (!exited || cp < 0) return;
-    CHECKF((WEXITSTATUS(status) != 0) == (cf > 0), "TS_FORCE_ISA=%s run: exit status %d with %d failures", ts_isa_name(isa),
+    CHECKF((WEXITSTATUS(status) != 0) == (cf > 0), "TS_FORCE_ISA=%s run: exit status %d with %d failures", ts_isa_name(c->isa),
            WEXITSTATUS(status), cf);
     tu_passed += cp;
     tu_failed += cf;
+}
+
+/* CPUs this process may run on: the lower levels run beside each other and
+ * beside this level's own tests, up to one process a CPU (under ASan on a
+ * 2-CPU AMX machine the four levels one after another took 2097 s of the
+ * 2400 s timeout, session 35). */
+static int cpus_allowed(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 int main(int argc, char **argv) {
     (void)argc;
     const char *forced = getenv("TS_FORCE_ISA");
     printf("kernels: %s%s\n", ts_kernels_isa(), forced ? " (TS_FORCE_ISA)" : "");
+    /* TS_FORCE_ISA given: that path only (and it is how the children run);
+     * otherwise every lower level in a child, as many at once as CPUs, one
+     * of them taken by this level's own tests until they end */
+    isa_child kids[8];
+    int nk = 0, started = 0, jobs = cpus_allowed();
+    if (!forced)
+        for (int isa = ts_kernels_isa_max() - 1; isa >= TS_ISA_SCALAR; isa--) kids[nk++] = (isa_child){.isa = isa, .pid = -1};
+    for (; started < nk && started < jobs - 1; started++) start_child_isa(&kids[started], argv);
     test_fixtures();
 
     ts_type types[] = {TS_TYPE_F32, TS_TYPE_F16, TS_TYPE_BF16, TS_TYPE_Q8_0, TS_TYPE_Q4_0, TS_TYPE_Q4_1, TS_TYPE_Q5_0,
@@ -785,8 +822,10 @@ int main(int argc, char **argv) {
     test_generated("gemma3", TS_TYPE_F32, 5);
     test_limits();
     test_refusals();
-    /* TS_FORCE_ISA given: that path only (and it is how the children run) */
-    if (!forced)
-        for (int isa = ts_kernels_isa_max() - 1; isa >= TS_ISA_SCALAR; isa--) run_child_isa(isa, argv);
+    /* in level order, each reaped child's CPU going to the next */
+    for (int i = 0; i < nk; i++) {
+        for (; started < nk && started < i + jobs; started++) start_child_isa(&kids[started], argv);
+        finish_child_isa(&kids[i]);
+    }
     return tu_finish();
 }
