@@ -5,7 +5,7 @@
 # trained context warns with the KV size, an unknown --chat-template fails
 # with --prompt, input caps on -f / --messages-file, --save-logits over -f
 # refused, bench --logits' values, and SIGINT mid-run writes the captures
-# marked partial.
+# marked partial; TS_FORCE_ISA that cannot be applied refused.
 cli=$1; fix=$2
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
@@ -52,6 +52,18 @@ TURBOSPARK_ROUTER_HIST="$tmp/l.json" TURBOSPARK_ROUTER_LOGITS_LAYER=1 TURBOSPARK
 # bench --logits takes auto, device or host, and nothing else
 expect_err "bench --logits bogus" "expected auto, device or host" -- "$cli" bench -m "$M" -p 0 -n 2 -r 1 --logits bogus
 "$cli" bench -m "$M" -p 0 -n 2 -r 1 --logits host >/dev/null 2>&1 && ok || bad "bench --logits host on the cpu (ignored there)"
+
+# TS_FORCE_ISA: a name that is no kernel level refuses to start, as does a
+# level above the CPU's (read from the backend line); a lower one runs it
+expect_err "TS_FORCE_ISA typo" "TS_FORCE_ISA=native: not one of" -- env TS_FORCE_ISA=native "$cli" run -m "$M" -p hi --max-new 2
+best=$(env -u TS_FORCE_ISA "$cli" bench -m "$M" -p 0 -n 2 -r 1 2>&1 >/dev/null | sed -n 's/^bench: backend cpu: \([a-z0-9]*\),.*/\1/p')
+case $best in
+  scalar|avx2|avx512) above=$([ $best = scalar ] && echo avx2 || { [ $best = avx2 ] && echo avx512 || echo amx; })
+    expect_err "TS_FORCE_ISA above the CPU" "TS_FORCE_ISA=$above: this CPU's best kernel level is $best" -- env TS_FORCE_ISA=$above "$cli" run -m "$M" -p hi --max-new 2 ;;
+  amx) : ;; # nothing above it to ask for: not counted
+  *) bad "bench named no cpu level: [$best]" ;;
+esac
+TS_FORCE_ISA=scalar "$cli" bench -m "$M" -p 0 -n 2 -r 1 2>&1 >/dev/null | grep -q "^bench: backend cpu: scalar," && ok || bad "TS_FORCE_ISA=scalar not applied"
 
 # unknown --chat-template with --prompt fails as with --messages-file
 expect_err "unknown template with --prompt" "unknown chat template" -- "$cli" run -m "$M" -p hi --chat-template nosuch

@@ -1199,6 +1199,7 @@ static const ts_backend_ops cpu_ops = {
 
 ts_status ts_backend_cpu_new(int n_threads, ts_backend **out) {
     *out = NULL;
+    if (ts_kernels_force_error()) return ts_fail(TS_ERR_ARG, "cpu backend: %s", ts_kernels_force_error());
     cpu_backend *c = ts_calloc(1, sizeof *c);
     if (!c) return TS_ERR_NOMEM;
     c->base.ops = &cpu_ops;

@@ -7,6 +7,7 @@
 #include "tensor/quant.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) && defined(__linux__)
@@ -17,6 +18,7 @@
 static ts_q_kernels q_tables[TS_ISA_COUNT];
 static int q_max_isa;   /* what the CPU (and the build) can run */
 static int q_isa;       /* what the dispatcher uses */
+static char q_force_err[160]; /* why TS_FORCE_ISA was not applied, "" when it was or is unset */
 static const ts_q_kernels *q_k;
 static pthread_once_t q_once = PTHREAD_ONCE_INIT;
 
@@ -117,11 +119,17 @@ static void q_init(void) {
     const char *f = getenv("TS_FORCE_ISA");
     if (f) {
         int want = -1;
-        if (!strcmp(f, "scalar")) want = TS_ISA_SCALAR;
-        else if (!strcmp(f, "avx2")) want = TS_ISA_AVX2;
-        else if (!strcmp(f, "avx512")) want = TS_ISA_AVX512;
-        else if (!strcmp(f, "amx")) want = TS_ISA_AMX;
-        if (want >= 0 && want < q_isa) q_isa = want; /* downwards only */
+        for (int i = TS_ISA_SCALAR; i < TS_ISA_COUNT; i++)
+            if (!strcmp(f, ts_isa_name(i))) want = i;
+        /* a typo or a level this CPU lacks would otherwise run the best
+         * kernels under a name that says otherwise: kept for the backend to
+         * refuse (ts_kernels_force_error) */
+        if (want < 0)
+            snprintf(q_force_err, sizeof q_force_err, "TS_FORCE_ISA=%.32s: not one of scalar, avx2, avx512, amx", f);
+        else if (want > q_max_isa)
+            snprintf(q_force_err, sizeof q_force_err, "TS_FORCE_ISA=%s: this CPU's best kernel level is %s (the variable only lowers it)", f,
+                     ts_isa_name(q_max_isa));
+        else q_isa = want;
     }
     q_k = &q_tables[q_isa];
 }
@@ -149,6 +157,11 @@ const char *ts_kernels_isa(void) {
 int ts_kernels_isa_max(void) {
     q_get();
     return q_max_isa;
+}
+
+const char *ts_kernels_force_error(void) {
+    q_get();
+    return q_force_err[0] ? q_force_err : NULL;
 }
 
 int ts_kernels_set_isa(int isa) {

@@ -105,10 +105,14 @@ enum { TS_ISA_SCALAR = 0, TS_ISA_AVX2 = 1, TS_ISA_AVX512 = 2, TS_ISA_AMX = 3 };
  * amx is avx512 plus the AMX-INT8 prefill GEMM, where the CPU has AMX-INT8,
  * AVX512_VNNI and the kernel grants the tile state);
  * TS_FORCE_ISA=scalar|avx2|avx512|amx in the environment overrides detection
- * (downwards only), for tests and benchmarks. */
+ * (downwards only; another value makes the CPU backend refuse to start:
+ * ts_kernels_force_error), for tests and benchmarks. */
 const char *ts_kernels_isa(void);
 /* Highest level this CPU (and build) supports. */
 int ts_kernels_isa_max(void);
+/* NULL, or why TS_FORCE_ISA was not applied (not a level's name, or above
+ * this CPU's best): the CPU backend refuses to start with it. */
+const char *ts_kernels_force_error(void);
 /* For tests and benchmarks, not thread-safe: switch the dispatcher to level
  * isa. Returns 0, or -1 (nothing changed) when the CPU lacks it. */
 int ts_kernels_set_isa(int isa);
