@@ -2,7 +2,7 @@
 # Session 36: issue 13's table on the 2-core Emerald Rapids Xeon (AVX-512 + AMX) at this tree, against llama.cpp
 # b11434 built out of the tree with GGML_NATIVE=ON and its AMX code off (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16:
 # its native build stops with SIGILL in prompt processing on this VM, checked this session), and the capped prompt.
-# Parts: ./run.sh machine | d15 | d7 | moe | capa TAG BUILD ISA ROUNDS
+# Parts: ./run.sh machine | d15 | d7 | moe | capa TAG BUILD ISA ROUNDS | amxvs
 set -u
 cd /work/main
 O=bench/results/2026-12-06-xeon-s36
@@ -37,4 +37,10 @@ capa) # capa TAG BUILD ISA ROUNDS: the capped prompt and the one-token path at o
     if [ $((r % 2)) = 1 ]; then cap1 $t-$isa-pp512-r$r $isa $b -p 512 -n 0 -r 1; cap1 $t-$isa-tg32-r$r $isa $b -p 0 -n 32 -r 1
     else cap1 $t-$isa-tg32-r$r $isa $b -p 0 -n 32 -r 1; cap1 $t-$isa-pp512-r$r $isa $b -p 512 -n 0 -r 1; fi
   done ;;
+amxvs) # the amx level against the avx512 (VNNI) level on this VM: the dense prompts and bench_gemm, alternating
+  for r in 1 2 3; do for isa in avx512 amx; do
+    echo "7B $isa r$r $(TS_FORCE_ISA=$isa $TS bench -m $M7 -t 2 -p 512 -n 0 -r 1 2>/dev/null | grep pp512 | cut -c80-)"
+    echo "1.5B $isa r$r $(TS_FORCE_ISA=$isa $TS bench -m $M15 -t 2 -p 512 -n 0 -r 2 2>/dev/null | grep pp512 | cut -c80-)"
+  done; done > $O/amx-vs-avx512-pp512.txt
+  for r in 1 2; do for isa in avx512 amx; do TS_FORCE_ISA=$isa build-rel/bench-cpu/bench_gemm 512; done; done > $O/amx-vs-avx512-bench_gemm-512.txt 2>&1 ;;
 esac
