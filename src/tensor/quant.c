@@ -117,7 +117,7 @@ static void q_init(void) {
 #endif
     q_isa = q_max_isa;
     const char *f = getenv("TS_FORCE_ISA");
-    if (f) {
+    if (f && *f) { /* set but empty reads as unset */
         int want = -1;
         for (int i = TS_ISA_SCALAR; i < TS_ISA_COUNT; i++)
             if (!strcmp(f, ts_isa_name(i))) want = i;

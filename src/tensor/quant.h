@@ -105,7 +105,8 @@ enum { TS_ISA_SCALAR = 0, TS_ISA_AVX2 = 1, TS_ISA_AVX512 = 2, TS_ISA_AMX = 3 };
  * amx is avx512 plus the AMX-INT8 prefill GEMM, where the CPU has AMX-INT8,
  * AVX512_VNNI and the kernel grants the tile state);
  * TS_FORCE_ISA=scalar|avx2|avx512|amx in the environment overrides detection
- * (downwards only; another value makes the CPU backend refuse to start:
+ * (downwards only; set and empty reads as unset; another value makes the
+ * CPU backend refuse to start:
  * ts_kernels_force_error), for tests and benchmarks. */
 const char *ts_kernels_isa(void);
 /* Highest level this CPU (and build) supports. */
