@@ -802,6 +802,7 @@ static int cpus_allowed(void) {
 int main(int argc, char **argv) {
     (void)argc;
     const char *forced = getenv("TS_FORCE_ISA");
+    if (forced && !*forced) forced = NULL; /* set but empty: unset, as the dispatcher reads it */
     printf("kernels: %s%s\n", ts_kernels_isa(), forced ? " (TS_FORCE_ISA)" : "");
     /* TS_FORCE_ISA given: that path only (and it is how the children run);
      * otherwise every lower level in a child, as many at once as CPUs, one
