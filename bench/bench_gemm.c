@@ -3,7 +3,8 @@
  * with bench/peak_ops.c (the core's vpdpbusd / maddubs peak).
  * Build (library in build/):
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude bench/bench_gemm.c build/libturbospark.a -lm -lpthread -o build/bench_gemm
- * Run: build/bench_gemm [tokens, default 512] [cold]; TS_FORCE_ISA=avx2 for the AVX2 kernels.
+ * Run: build/bench_gemm [tokens, default 512] [cold]; TS_FORCE_ISA=avx2 for the AVX2 kernels;
+ * BENCH_GEMM_SHAPE=text runs only the shapes whose name contains it (to profile one).
  * cold: each call gets another copy of the weights, ~600 MB of copies in
  * turn (more than the L3s here), so every call reads its weights from
  * memory, as a MoE prefill reads each expert from its slot once a chunk;
@@ -55,7 +56,9 @@ int main(int argc, char **argv) {
     void *scratch = aligned_alloc(64, ts_gemm_scratch_bytes());
     printf("isa %s, %d tokens, 1 thread%s\n%-18s %-5s %7s %7s %9s %8s\n", ts_kernels_isa(), ntok, cold ? ", weights cold (a copy a call)" : "", "shape", "type", "rows", "n_in",
            "ms", "GOPS");
+    const char *only = getenv("BENCH_GEMM_SHAPE");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        if (only && !strstr(shapes[s].name, only)) continue;
         uint32_t t = shapes[s].t;
         int64_t rows = shapes[s].rows, n = shapes[s].n;
         /* a 512-row slice: what one thread of a split matmul gets */

@@ -504,7 +504,8 @@ static void test_gemm_amx_bits(bufs *b) {
         return;
     }
     static const ts_type ts[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q2_K};
-    enum { R = 70, C = TS_GP_AMX_MIN_COLS + 21, N = 9 * 256 }; /* on the tiles: whole 16s, then vk */
+    /* on the tiles: a block of TS_GP_AMX_TOK tokens and one of 16, then 5 to vk */
+    enum { R = 70, C = TS_GP_AMX_TOK + 21, N = 9 * 256 };
     int diff = 0;
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
         const ts_type t = ts[k];
@@ -738,6 +739,10 @@ int main(void) {
              * ones below) take whole 16s of tokens on the tiles, then vk */
             if (ts_q_gemm_nsub(t)) test_gemm(t, 9 * 256, 53, isa, &b);
             if (ts_q_gemm_nsub(t) && isa == TS_ISA_AMX) test_gemm_cols(t, 9 * 256, TS_GP_AMX_MIN_COLS - 2, TS_GP_AMX_MIN_COLS + 21, isa, &b);
+            /* and past one block of gathered activations (TS_GP_AMX_TOK):
+             * one block and 14 or 15 tokens to vk, then a second block of 16
+             * with none or one */
+            if (ts_q_gemm_nsub(t) && isa == TS_ISA_AMX) test_gemm_cols(t, 9 * 256, TS_GP_AMX_TOK + 14, TS_GP_AMX_TOK + 17, isa, &b);
         }
         test_quantize_acts(isa, &b);
         test_self_check(&b);

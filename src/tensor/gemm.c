@@ -156,6 +156,6 @@ void ts_q_gemm_pack_heads(ts_type t, const uint8_t *const *rb, int lg, int s, in
  * and those sums are never used by one call together) */
 size_t ts_gemm_scratch_bytes(void) {
     size_t panels = 2 * (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(16);
-    size_t amx = ts_kernels_isa_max() >= TS_ISA_AMX ? 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES : 0;
+    size_t amx = ts_kernels_isa_max() >= TS_ISA_AMX ? 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES + TS_GP_AMX_A_BYTES : 0;
     return panels + (amx > TS_GP_BP_BYTES ? amx : TS_GP_BP_BYTES);
 }

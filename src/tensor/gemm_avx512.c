@@ -223,12 +223,11 @@ void ts_q_gemm_pack_avx512(ts_type t, const uint8_t *w, uint64_t ws, int nrows, 
 }
 
 /* Packs rows [r0, r0 + nr) (nr <= 64: nu units), super-blocks [s0, s0 + ns);
- * vec: Q4_K, Q5_K and Q6_K through pack_vec. Only the VNNI kernel asks for it: in the 7B
- * prefill on the 2-core Xeon it made that path ~10% faster (5 pairs) but the
- * AMX one ~5% slower (8 pairs; perf: the AMX kernel's own A-tile loads
- * waited longer, the pack itself went from 24% to 11% of the run; the cause
- * not found, the VM has no hardware counters), though bench_gemm (weights in
- * cache) gains 20-50% on both. */
+ * vec: Q4_K, Q5_K and Q6_K through pack_vec. In the 7B prefill on the 2-core
+ * Xeon it made the VNNI path ~10% faster (5 pairs). The AMX path took the
+ * scalar packer until session 37: with the A rows read in place, pack_vec
+ * measured ~5% slower there (its A-tile loads waited longer); since their
+ * gather (amx_gather) the vector packer is the faster one there too. */
 static void pack_units(ts_type t, int vec, const uint8_t *pw, uint64_t ws, int64_t r0, int64_t nr, int nu, int64_t s0, int ns,
                        uint8_t *sp, size_t unit) {
     for (int u = 0; u < nu; u++) {
@@ -242,7 +241,7 @@ static void pack_units(ts_type t, int vec, const uint8_t *pw, uint64_t ws, int64
 
 /* ---- AMX-INT8 ----
  * The tile unit multiplies 16 tokens x 64 elements (A: the Q8_K activation
- * rows, read in place) by 64 elements x 16 weight rows (B: 16 k-groups of
+ * rows' quants, gathered per K segment: amx_gather) by 64 elements x 16 weight rows (B: 16 k-groups of
  * the rows' 4 consecutive quants, the panel's lane layout) into 16 x 16 i32
  * in one instruction, 7.5x the vpdpbusd rate on the Xeons measured here
  * (bench/peak_ops.c: 6.3 against 0.84 int8 TOPS a core), but
@@ -259,12 +258,15 @@ static void pack_units(ts_type t, int vec, const uint8_t *pw, uint64_t ws, int64
  * offset is gone from w and the result is d * sb, which differs from vk's
  * d * sb_u - d * c by its rounding only. Everything after the tiles is per
  * super-block, 16 rows x 1 token per zmm (~13 instructions). The split costs
- * one pass over the panel per chunk. Far from the tile unit's rate still
- * (bench_gemm, 7B ffn_down Q4_K, 512 tokens: ~23 ms, where the tile
- * instructions alone would take ~4.4): a third is the scalar panel pack and
- * the split, and most of the rest waits on the A rows (16 tokens, 16 pages);
- * prefetching them, two A tiles in turn and A reused by both lane groups
- * each gained in bench_gemm and lost in the 7B prefill (2 threads). */
+ * one pass over the panel per chunk. Until session 37 the A tiles were
+ * loaded from the activation rows in place, 16 rows a row's length apart,
+ * and the tile loads waited on them (perf: over half of amx_segment_min's
+ * samples on the load after them; bench_gemm, 7B ffn_down Q4_K, 512 tokens,
+ * ~95 ms against the VNNI kernel's ~54 on the Emerald Rapids VM); prefetching
+ * them, two A tiles in turn and A reused by both lane groups had each gained
+ * in bench_gemm and lost in the 7B prefill (2 threads). Gathered once a
+ * segment into runs of 16 tokens (4 KiB), the same call took ~42 ms, and
+ * ~23-29 with pack_vec (VNNI ~31-40 in the same runs; the VM's speed moves). */
 #define AMX_FN static __attribute__((target("avx512vnni,amx-tile,amx-int8")))
 #define AMX_INL static inline __attribute__((always_inline, target("avx512vnni,amx-tile,amx-int8")))
 /* the tile instructions are asm the compiler cannot see into: memory they
@@ -343,11 +345,13 @@ AMX_INL void amx_sb(const uint8_t *T, const uint8_t *xa, uint64_t xs, int mins, 
 }
 
 /* One row block's K segment on the tile unit, packed units at sp: tokens
- * [0, c_amx) (whole 16s); per super-block, then lane group, then tokens, so
+ * [0, c_amx) (whole 16s; their quants gathered at ab by amx_gather, their
+ * rows at px for the scales); per super-block, then lane group, then tokens, so
  * the lane group's B tiles (12 KiB) stay in L1 while the tokens pass. The
  * caller has loaded the tile configuration (agemm_*). */
 AMX_INL void amx_segment_body(ts_type t, const int mins, const uint8_t *sp, size_t unit, int64_t r0, int64_t nr, int nu,
-                              int64_t s0, int ns, const uint8_t *px, uint64_t xs, int64_t c_amx, float *out, int64_t os) {
+                              int64_t s0, int ns, const uint8_t *ab, const uint8_t *px, uint64_t xs, int64_t c_amx, float *out,
+                              int64_t os) {
     const int nsub = ts_q_gemm_nsub(t);
     const size_t sbb = TS_GP_SB_BYTES(nsub);
     uint8_t *tp = (uint8_t *)sp + 2 * unit; /* the scratch after the two units (ts_gemm_scratch_bytes) */
@@ -367,7 +371,7 @@ AMX_INL void amx_segment_body(ts_type t, const int mins, const uint8_t *sp, size
                 float *o = out + r0 + u * TS_GP_ROWS + lg * 16;
                 for (int64_t c0 = 0; c0 < c_amx; c0 += 16) {
                     const uint8_t *xq = px + (uint64_t)c0 * xs + (uint64_t)(s0 + s) * QK_BYTES;
-                    amx_sb(T, xq + QK_QS, xs, mins, cb);
+                    amx_sb(T, ab + ((size_t)s * (size_t)c_amx + (size_t)c0) * 256, 256, mins, cb);
                     for (int i = 0; i < 16; i++) {
                         const __m512i sb = _mm512_add_epi32(_mm512_load_si512(cb[0][i]), _mm512_slli_epi32(_mm512_load_si512(cb[1][i]), 8));
                         const __m512 dx = _mm512_set1_ps(ldf(xq + (uint64_t)i * xs));
@@ -382,13 +386,29 @@ AMX_INL void amx_segment_body(ts_type t, const int mins, const uint8_t *sp, size
 }
 /* the two instances: the types with a min (a third tile), the offset types */
 #define AMX_SEG_ARGS                                                                                             \
-    ts_type t, const uint8_t *sp, size_t unit, int64_t r0, int64_t nr, int nu, int64_t s0, int ns, const uint8_t *px, \
-        uint64_t xs, int64_t c_amx, float *out, int64_t os
+    ts_type t, const uint8_t *sp, size_t unit, int64_t r0, int64_t nr, int nu, int64_t s0, int ns, const uint8_t *ab,  \
+        const uint8_t *px, uint64_t xs, int64_t c_amx, float *out, int64_t os
 AMX_FN __attribute__((noinline)) void amx_segment_min(AMX_SEG_ARGS) {
-    amx_segment_body(t, 1, sp, unit, r0, nr, nu, s0, ns, px, xs, c_amx, out, os);
+    amx_segment_body(t, 1, sp, unit, r0, nr, nu, s0, ns, ab, px, xs, c_amx, out, os);
 }
 AMX_FN __attribute__((noinline)) void amx_segment_off(AMX_SEG_ARGS) {
-    amx_segment_body(t, 0, sp, unit, r0, nr, nu, s0, ns, px, xs, c_amx, out, os);
+    amx_segment_body(t, 0, sp, unit, r0, nr, nu, s0, ns, ab, px, xs, c_amx, out, os);
+}
+
+/* The A operand of a K segment: the quants of super-blocks [s0, s0 + ns) of
+ * nc activation rows, gathered as [ns][nc][256] bytes, so that a tile's 16
+ * tokens are 4 KiB in one run (stride 256), not 16 rows a row's length apart
+ * (xs: 21 KiB for a 7B ffn_down), which the tile loads waited on: on the
+ * 2-core Emerald Rapids VM the tiles ran a 7B ffn_down Q4_K (bench_gemm 512)
+ * in ~95 ms against the VNNI kernel's ~54 before. Once a segment and token
+ * block, for all the call's row blocks. */
+VINL void amx_gather(const uint8_t *px, uint64_t xs, int64_t s0, int ns, int64_t nc, uint8_t *ab) {
+    for (int s = 0; s < ns; s++)
+        for (int64_t c = 0; c < nc; c++) {
+            const uint8_t *q = px + (uint64_t)c * xs + (uint64_t)(s0 + s) * QK_BYTES + QK_QS;
+            uint8_t *o = ab + ((size_t)s * (size_t)nc + (size_t)c) * 256;
+            for (int i = 0; i < 4; i++) _mm512_store_si512(o + 64 * i, _mm512_loadu_si512(q + 64 * i));
+        }
 }
 
 /* Rows in blocks of two units (64 rows); per block, K in segments of
@@ -401,17 +421,38 @@ VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_
     const vk_fn *kf = nsub == 8 ? vk8 : vk16;
     const int64_t nsb = n / TS_QK_K, c_amx = amx ? ncols / 16 * 16 : 0;
     const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
-    for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
-        int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
-        int nu = nr > TS_GP_ROWS ? 2 : 1;
+    if (!c_amx) {
+        for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
+            int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
+            int nu = nr > TS_GP_ROWS ? 2 : 1;
+            for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
+                int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
+                pack_units(t, 1, w, ws, r0, nr, nu, s0, ns, scratch, unit);
+                vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, 0, ncols, out + r0, os);
+            }
+        }
+        return;
+    }
+    /* On the tiles: per block of up to TS_GP_AMX_TOK tokens and K segment,
+     * the segment's A gathered once, then every row block packed and run
+     * against it; the last block's pass also runs the tokens past the whole
+     * 16s through vk. Each (row, token) still sums its super-blocks in
+     * order, one segment after the other. */
+    uint8_t *ab = (uint8_t *)scratch + 2 * unit + 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES;
+    for (int64_t cb = 0; cb < c_amx; cb += TS_GP_AMX_TOK) {
+        const int64_t nc = c_amx - cb < TS_GP_AMX_TOK ? c_amx - cb : TS_GP_AMX_TOK;
+        const uint8_t *pxb = (const uint8_t *)x + (uint64_t)cb * xs;
         for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
             int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
-            pack_units(t, !amx, w, ws, r0, nr, nu, s0, ns, scratch, unit);
-            if (c_amx) {
-                if (ts_q_gemm_offset(t)) amx_segment_off(t, scratch, unit, r0, nr, nu, s0, ns, x, xs, c_amx, out, os);
-                else amx_segment_min(t, scratch, unit, r0, nr, nu, s0, ns, x, xs, c_amx, out, os);
+            amx_gather(pxb, xs, s0, ns, nc, ab);
+            for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
+                int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
+                int nu = nr > TS_GP_ROWS ? 2 : 1;
+                pack_units(t, 1, w, ws, r0, nr, nu, s0, ns, scratch, unit);
+                if (ts_q_gemm_offset(t)) amx_segment_off(t, scratch, unit, r0, nr, nu, s0, ns, ab, pxb, xs, nc, out + cb * os, os);
+                else amx_segment_min(t, scratch, unit, r0, nr, nu, s0, ns, ab, pxb, xs, nc, out + cb * os, os);
+                if (cb + nc == c_amx) vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, c_amx, ncols, out + r0, os);
             }
-            vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, c_amx, ncols, out + r0, os);
         }
     }
 }

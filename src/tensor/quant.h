@@ -206,6 +206,11 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
  * even at 192 tokens Q4_K, or 128 Q6_K, the tiles were not faster; a dense
  * prefill's 512 tokens gain 1.2-1.5x). */
 #define TS_GP_AMX_MIN_COLS 192
+/* Tokens per block of the AMX kernels' gathered activations (gemm_avx512.c,
+ * amx_gather): TS_GP_KSEG super-blocks x 256 bytes each, after the tiles in
+ * the scratch; a call over more tokens packs its weights once a block. */
+#define TS_GP_AMX_TOK 512
+#define TS_GP_AMX_A_BYTES ((size_t)TS_GP_KSEG * TS_GP_AMX_TOK * 256)
 /* The AVX2 kernels' activation sums per 32 elements (i16 pairs, 16 bytes a
  * row and super-block), for every token of a call at once where they fit:
  * per row block they were recomputed, ~2% of a MoE prefill. After the units
