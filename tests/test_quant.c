@@ -522,22 +522,22 @@ static void test_gemm_amx_bits(bufs *b) {
     printf("%-60s %s\n", "amx gemm = avx512 gemm, bit for bit (Q4_K, Q5_K, Q2_K)", diff ? "DIFFERS" : "same");
     /* which kernels ran: Q6_K's tiles round apart from the AVX-512 kernels
      * (the offset leaves the weights), so its bits differ from
-     * TS_GP_AMX_MIN_COLS tokens and are the same below */
+     * TS_GP_AMX_MIN_COLS_OFF tokens and are the same below */
     {
         const ts_type t = TS_TYPE_Q6_K;
         gemm_case g = gemm_case_new(t, R, C, N, 0, b);
         int same[2];
         for (int k = 0; k < 2; k++) {
-            const int nc = k ? C : TS_GP_AMX_MIN_COLS - 1;
+            const int nc = k ? TS_GP_AMX_MIN_COLS_OFF : TS_GP_AMX_MIN_COLS_OFF - 1;
             for (int l = 0; l < 2; l++) {
                 CHECK(ts_kernels_set_isa(l ? TS_ISA_AMX : TS_ISA_AVX512) == 0);
                 ts_gemm(t, N, g.w, g.ws, R, g.x, g.xs, nc, g.o[l], R, g.scratch);
             }
             same[k] = memcmp(g.o[0], g.o[1], sizeof(float) * R * (size_t)nc) == 0;
         }
-        CHECKF(same[0] && !same[1], "Q6_K at the amx level: %d tokens %s the avx512 bits, %d tokens %s", TS_GP_AMX_MIN_COLS - 1,
-               same[0] ? "gives" : "does not give", C, same[1] ? "gives them too (the tiles did not run)" : "does not");
-        printf("%-60s %s\n", "amx level: avx512 kernels under TS_GP_AMX_MIN_COLS tokens", same[0] && !same[1] ? "yes" : "NO");
+        CHECKF(same[0] && !same[1], "Q6_K at the amx level: %d tokens %s the avx512 bits, %d tokens %s", TS_GP_AMX_MIN_COLS_OFF - 1,
+               same[0] ? "gives" : "does not give", TS_GP_AMX_MIN_COLS_OFF, same[1] ? "gives them too (the tiles did not run)" : "does not");
+        printf("%-60s %s\n", "amx level: avx512 kernels under TS_GP_AMX_MIN_COLS_OFF tokens", same[0] && !same[1] ? "yes" : "NO");
         gemm_case_free(&g);
     }
 }
@@ -735,10 +735,13 @@ int main(void) {
              * packed segment; 32-element types at n not a multiple of 256 */
             test_gemm(t, be == 1 ? 37 : be, 17, isa, &b);
             test_gemm(t, be == 1 ? 300 : be == 32 ? 37 * 32 : 9 * 256, 17, isa, &b);
-            /* the AMX kernels (from TS_GP_AMX_MIN_COLS tokens, the AVX-512
+            /* the AMX kernels (from TS_GP_AMX_MIN_COLS(_OFF) tokens, the AVX-512
              * ones below) take whole 16s of tokens on the tiles, then vk */
             if (ts_q_gemm_nsub(t)) test_gemm(t, 9 * 256, 53, isa, &b);
-            if (ts_q_gemm_nsub(t) && isa == TS_ISA_AMX) test_gemm_cols(t, 9 * 256, TS_GP_AMX_MIN_COLS - 2, TS_GP_AMX_MIN_COLS + 21, isa, &b);
+            if (ts_q_gemm_nsub(t) && isa == TS_ISA_AMX) {
+                const int c0 = ts_q_gemm_offset(t) ? TS_GP_AMX_MIN_COLS_OFF : TS_GP_AMX_MIN_COLS;
+                test_gemm_cols(t, 9 * 256, c0 - 2, c0 + 21, isa, &b);
+            }
             /* and past one block of gathered activations (TS_GP_AMX_TOK):
              * one block and 14 or 15 tokens to vk, then a second block of 16
              * with none or one */

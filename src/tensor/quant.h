@@ -200,12 +200,17 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
  * [2 lg][4 k-steps of 64][lo, hi, min][16 k-groups][16 rows][4] i8 */
 #define TS_GP_AMX_SB_BYTES (2 * 4 * 3 * 1024)
 /* Fewer tokens than this go to the AVX-512 panel kernels at the AMX level:
- * the split into tiles costs a pass over the panel per call, which a MoE
- * expert's tens of tokens do not repay (a 2-core Xeon, session 33: a
- * 30B-A3B expert gate at 32 tokens 0.73 ms on the tiles, 0.39 without;
- * even at 192 tokens Q4_K, or 128 Q6_K, the tiles were not faster; a dense
- * prefill's 512 tokens gain 1.2-1.5x). */
-#define TS_GP_AMX_MIN_COLS 192
+ * the split into tiles costs a pass over the panel per call, which a few
+ * tokens do not repay. Session 33 (A rows read in place) put it at 192 (a
+ * 30B-A3B expert gate at 32 tokens 0.73 ms on the tiles, 0.39 without).
+ * Session 37, with the A gather (bench/results/2026-12-06-xeon-s37,
+ * amx_threshold.c, one thread, interleaved): the tiles against the VNNI
+ * kernel at 16 / 32 / 48 / 64 tokens, Q4_K 384 x 2048 1.32 / 1.05 / 0.96 /
+ * 0.89, Q4_K 512 x 3584 1.30 / 1.06 / 0.89 / 0.88, Q6_K 256 x 8960 1.07 /
+ * 0.83 / 0.68 / 0.61: 48 for the types with a min (a third tile), 32 for
+ * the offset types. */
+#define TS_GP_AMX_MIN_COLS 48
+#define TS_GP_AMX_MIN_COLS_OFF 32 /* Q6_K, Q3_K */
 /* Tokens per block of the AMX kernels' gathered activations (gemm_avx512.c,
  * amx_gather): TS_GP_KSEG super-blocks x 256 bytes each, after the tiles in
  * the scratch; a call over more tokens packs its weights once a block. */
