@@ -413,8 +413,10 @@ VINL void amx_gather(const uint8_t *px, uint64_t xs, int64_t s0, int ns, int64_t
 
 /* Rows in blocks of two units (64 rows); per block, K in segments of
  * TS_GP_KSEG super-blocks: pack both units, then every token passes over
- * them: with amx the tile unit takes the whole 16s of tokens (amx_segment_*,
- * the AMX level's kernels, which hold the tile configuration), vk the rest. */
+ * them through vk. With amx (the AMX level's kernels, which hold the tile
+ * configuration) the segments go outside the row blocks instead, so that a
+ * segment's gathered A serves them all: the tile unit takes the whole 16s
+ * of tokens (amx_segment_*), vk the rest. */
 VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
                      int64_t ncols, float *out, int64_t os, void *scratch) {
     const int nsub = ts_q_gemm_nsub(t);
