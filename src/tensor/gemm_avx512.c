@@ -266,7 +266,11 @@ static void pack_units(ts_type t, int vec, const uint8_t *pw, uint64_t ws, int64
  * them, two A tiles in turn and A reused by both lane groups had each gained
  * in bench_gemm and lost in the 7B prefill (2 threads). Gathered once a
  * segment into runs of 16 tokens (4 KiB), the same call took ~42 ms, and
- * ~23-29 with pack_vec (VNNI ~31-40 in the same runs; the VM's speed moves). */
+ * ~23-29 with pack_vec (VNNI ~31-40 in the same runs; the VM's speed moves).
+ * Then the time is the tile loads and products themselves, and ~25% the
+ * epilogue after them; A double-buffered in the spare tile, and for the
+ * offset types two token tiles against shared B tiles, measured no faster
+ * (session 37, bench_gemm, alternating). */
 #define AMX_FN static __attribute__((target("avx512vnni,amx-tile,amx-int8")))
 #define AMX_INL static inline __attribute__((always_inline, target("avx512vnni,amx-tile,amx-int8")))
 /* the tile instructions are asm the compiler cannot see into: memory they
