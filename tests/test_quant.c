@@ -528,15 +528,15 @@ static void test_gemm_amx_bits(bufs *b) {
         gemm_case g = gemm_case_new(t, R, C, N, 0, b);
         int same[2];
         for (int k = 0; k < 2; k++) {
-            const int nc = k ? TS_GP_AMX_MIN_COLS_OFF : TS_GP_AMX_MIN_COLS_OFF - 1;
+            const int nc = ts_q_gemm_amx_min_cols(t) - 1 + k;
             for (int l = 0; l < 2; l++) {
                 CHECK(ts_kernels_set_isa(l ? TS_ISA_AMX : TS_ISA_AVX512) == 0);
                 ts_gemm(t, N, g.w, g.ws, R, g.x, g.xs, nc, g.o[l], R, g.scratch);
             }
             same[k] = memcmp(g.o[0], g.o[1], sizeof(float) * R * (size_t)nc) == 0;
         }
-        CHECKF(same[0] && !same[1], "Q6_K at the amx level: %d tokens %s the avx512 bits, %d tokens %s", TS_GP_AMX_MIN_COLS_OFF - 1,
-               same[0] ? "gives" : "does not give", TS_GP_AMX_MIN_COLS_OFF, same[1] ? "gives them too (the tiles did not run)" : "does not");
+        CHECKF(same[0] && !same[1], "Q6_K at the amx level: %d tokens %s the avx512 bits, %d tokens %s", ts_q_gemm_amx_min_cols(t) - 1,
+               same[0] ? "gives" : "does not give", ts_q_gemm_amx_min_cols(t), same[1] ? "gives them too (the tiles did not run)" : "does not");
         printf("%-60s %s\n", "amx level: avx512 kernels under TS_GP_AMX_MIN_COLS_OFF tokens", same[0] && !same[1] ? "yes" : "NO");
         gemm_case_free(&g);
     }
@@ -739,7 +739,7 @@ int main(void) {
              * ones below) take whole 16s of tokens on the tiles, then vk */
             if (ts_q_gemm_nsub(t)) test_gemm(t, 9 * 256, 53, isa, &b);
             if (ts_q_gemm_nsub(t) && isa == TS_ISA_AMX) {
-                const int c0 = ts_q_gemm_offset(t) ? TS_GP_AMX_MIN_COLS_OFF : TS_GP_AMX_MIN_COLS;
+                const int c0 = ts_q_gemm_amx_min_cols(t);
                 test_gemm_cols(t, 9 * 256, c0 - 2, c0 + 21, isa, &b);
             }
             /* and past one block of gathered activations (TS_GP_AMX_TOK):

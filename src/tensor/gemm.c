@@ -18,6 +18,8 @@ int ts_q_gemm_nsub(ts_type t) {
 
 int ts_q_gemm_offset(ts_type t) { return t == TS_TYPE_Q6_K ? 32 : t == TS_TYPE_Q3_K ? 4 : 0; }
 
+int ts_q_gemm_amx_min_cols(ts_type t) { return ts_q_gemm_offset(t) ? TS_GP_AMX_MIN_COLS_OFF : TS_GP_AMX_MIN_COLS; }
+
 /* Direct decoders for the two types of Q4_K_M files (the generic path goes
  * through the references' ts_q_kblock): q_u[256] in element order, the
  * sub-block scales (per 32 for Q4_K, per 16 for Q6_K), the 16 corrections,

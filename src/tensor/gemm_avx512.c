@@ -415,6 +415,11 @@ VINL void amx_gather(const uint8_t *px, uint64_t xs, int64_t s0, int ns, int64_t
         }
 }
 
+/* rows of the block at r0 (two units, up to 64), super-blocks of the K
+ * segment at s0 (up to TS_GP_KSEG): panel_gemm's two loop orders share them */
+static inline int64_t row_block(int64_t nrows, int64_t r0) { return nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS; }
+static inline int segment(int64_t nsb, int64_t s0) { return (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG); }
+
 /* Rows in blocks of two units (64 rows); per block, K in segments of
  * TS_GP_KSEG super-blocks: pack both units, then every token passes over
  * them through vk. With amx (the AMX level's kernels, which hold the tile
@@ -429,10 +434,10 @@ VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_
     const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
     if (!c_amx) {
         for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
-            int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
-            int nu = nr > TS_GP_ROWS ? 2 : 1;
+            const int64_t nr = row_block(nrows, r0);
+            const int nu = nr > TS_GP_ROWS ? 2 : 1;
             for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
-                int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
+                const int ns = segment(nsb, s0);
                 pack_units(t, 1, w, ws, r0, nr, nu, s0, ns, scratch, unit);
                 vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, 0, ncols, out + r0, os);
             }
@@ -449,11 +454,11 @@ VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_
         const int64_t nc = c_amx - cb < TS_GP_AMX_TOK ? c_amx - cb : TS_GP_AMX_TOK;
         const uint8_t *pxb = (const uint8_t *)x + (uint64_t)cb * xs;
         for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
-            int ns = (int)(nsb - s0 < TS_GP_KSEG ? nsb - s0 : TS_GP_KSEG);
+            const int ns = segment(nsb, s0);
             amx_gather(pxb, xs, s0, ns, nc, ab);
             for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
-                int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
-                int nu = nr > TS_GP_ROWS ? 2 : 1;
+                const int64_t nr = row_block(nrows, r0);
+                const int nu = nr > TS_GP_ROWS ? 2 : 1;
                 pack_units(t, 1, w, ws, r0, nr, nu, s0, ns, scratch, unit);
                 if (ts_q_gemm_offset(t)) amx_segment_off(t, scratch, unit, r0, nr, nu, s0, ns, ab, pxb, xs, nc, out + cb * os, os);
                 else amx_segment_min(t, scratch, unit, r0, nr, nu, s0, ns, ab, pxb, xs, nc, out + cb * os, os);
@@ -480,7 +485,7 @@ VG(Q6_K)
 #define AG(T)                                                                                                    \
     AMX_FN void agemm_##T(int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,         \
                           int64_t ncols, float *out, int64_t os, void *scratch) {                              \
-        if (ncols < (ts_q_gemm_offset(TS_TYPE_##T) ? TS_GP_AMX_MIN_COLS_OFF : TS_GP_AMX_MIN_COLS)) {             \
+        if (ncols < ts_q_gemm_amx_min_cols(TS_TYPE_##T)) {                                                     \
             vgemm_##T(n, w, ws, nrows, x, xs, ncols, out, os, scratch);                                         \
             return;                                                                                              \
         }                                                                                                        \

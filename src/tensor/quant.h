@@ -227,6 +227,9 @@ int ts_q_gemm_nsub(ts_type t);
 /* off of q_u = q + off, the unsigned operand of maddubs / vpdpbusd (Q6_K 32,
  * Q3_K 4; 0 for the types with a min, whose correction is cr = min) */
 int ts_q_gemm_offset(ts_type t);
+/* tokens from which the AMX level runs type t on the tiles
+ * (TS_GP_AMX_MIN_COLS, or TS_GP_AMX_MIN_COLS_OFF for the offset types) */
+int ts_q_gemm_amx_min_cols(ts_type t);
 /* Packs rows [0, nrows) (nrows <= 32) of w (row stride ws bytes), super-blocks
  * [sb0, sb0+ns), into panel. sc_pair: scales as (s, s) i16 pairs. */
 void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t sb0, int ns, int sc_pair,
