@@ -65,7 +65,7 @@ int main(void) {
     for (int i = 0; i < 4096; i++) out[i] = 0;
     const uint8_t *xr[3] = {x, x + TS_GP_KSEG * QK_BYTES, x + 2 * TS_GP_KSEG * QK_BYTES};
     _Alignas(32) uint8_t bp[3 * TS_GP_KSEG * 16];
-    bs32_pairs(xr, 3, TS_GP_KSEG, TS_GP_KSEG, bp);
+    gp_bs32_pairs(xr, 3, TS_GP_KSEG, TS_GP_KSEG, bp);
     printf("maddubs+paddw register loop: %.1f GOPS\n", pair_gops());
     static const int nss[] = {1, TS_GP_KSEG};
     for (int k = 0; k < 2; k++) {

@@ -542,32 +542,51 @@ static void test_gemm_amx_bits(bufs *b) {
     }
 }
 
-/* The AVX2 Q4_K/Q5_K kernels take the activation sums of a call's tokens
- * computed at once where they fit TS_GP_BP_BYTES, else per token group and
- * segment: a call over 480 tokens (past the room) against the same columns
- * 16 at a time (within it), bit for bit. test_gemm's calls all fit. */
-static void test_gemm_avx2_sums(bufs *b) {
-    if (ts_kernels_isa_max() < TS_ISA_AVX2) {
-        printf("%-60s not run: no AVX2 level on this CPU\n", "avx2 gemm: activation sums at once = per group");
+/* The panel kernels for Q4_K/Q5_K (AVX2, and VNNI since session 38) take
+ * the activation sums per 32 of a call's tokens computed at once where they
+ * fit TS_GP_BP_BYTES, else per token group and segment: a call over 487
+ * tokens (past the room) against the same columns 16 at a time and 53 at a
+ * time (within it), bit for bit, at every panel level of the CPU. At the
+ * AMX level the 487 run 480 on the tiles and a tail of 7 through the VNNI
+ * kernel (sums per group), the 16s the VNNI kernel alone (under
+ * TS_GP_AMX_MIN_COLS), the 53s 48 on the tiles and 5 through the VNNI
+ * kernel (sums at once); the min types' tiles give the VNNI kernel's bits.
+ * test_gemm's other calls all fit. */
+static void test_gemm_sums(bufs *b) {
+    static const ts_type ts[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K};
+    enum { R = 40, C = 487, N = 9 * 256 };
+    static const int chunk[2] = {16, 53};
+    CHECK((uint64_t)C * (N / 256) * 16 > TS_GP_BP_BYTES && (uint64_t)53 * (N / 256) * 16 <= TS_GP_BP_BYTES);
+    CHECK(53 > TS_GP_AMX_MIN_COLS && 16 < TS_GP_AMX_MIN_COLS && C % 16 != 0);
+    const int max_isa = ts_kernels_isa_max();
+    char levels[64] = "";
+    int diff = 0;
+    for (int isa = TS_ISA_AVX2; isa <= max_isa; isa++) {
+        CHECK(ts_kernels_set_isa(isa) == 0);
+        snprintf(levels + strlen(levels), sizeof levels - strlen(levels), "%s%s", *levels ? ", " : "", ts_isa_name(isa));
+        for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
+            const ts_type t = ts[k];
+            gemm_case g = gemm_case_new(t, R, C, N, 1, b);
+            ts_gemm(t, N, g.w, g.ws, R, g.x, g.xs, C, g.o[0], R, g.scratch);
+            for (int h = 0; h < 2; h++) {
+                for (int c0 = 0; c0 < C; c0 += chunk[h]) {
+                    const int nc = C - c0 < chunk[h] ? C - c0 : chunk[h];
+                    ts_gemm(t, N, g.w, g.ws, R, g.x + (uint64_t)c0 * g.xs, g.xs, nc, g.o[1] + (size_t)c0 * R, R, g.scratch);
+                }
+                int d = memcmp(g.o[0], g.o[1], sizeof(float) * R * C) != 0;
+                CHECKF(!d, "%s at %s: the gemm differs between its two ways of taking the activation sums (%d a call)",
+                       ts_type_name(t), ts_isa_name(isa), chunk[h]);
+                diff += d;
+            }
+            gemm_case_free(&g);
+        }
+    }
+    ts_kernels_set_isa(max_isa);
+    if (!*levels) {
+        printf("%-60s not run: no AVX2 level on this CPU\n", "gemm: activation sums at once = per group");
         return;
     }
-    static const ts_type ts[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K};
-    enum { R = 40, C = 480, N = 9 * 256, S = 16 };
-    CHECK((uint64_t)C * (N / 256) * 16 > TS_GP_BP_BYTES && (uint64_t)S * (N / 256) * 16 <= TS_GP_BP_BYTES);
-    CHECK(ts_kernels_set_isa(TS_ISA_AVX2) == 0);
-    int diff = 0;
-    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
-        const ts_type t = ts[k];
-        gemm_case g = gemm_case_new(t, R, C, N, 1, b);
-        ts_gemm(t, N, g.w, g.ws, R, g.x, g.xs, C, g.o[0], R, g.scratch);
-        for (int c0 = 0; c0 < C; c0 += S)
-            ts_gemm(t, N, g.w, g.ws, R, g.x + (uint64_t)c0 * g.xs, g.xs, S, g.o[1] + (size_t)c0 * R, R, g.scratch);
-        int d = memcmp(g.o[0], g.o[1], sizeof(float) * R * C) != 0;
-        CHECKF(!d, "%s: the avx2 gemm differs between its two ways of taking the activation sums", ts_type_name(t));
-        diff += d;
-        gemm_case_free(&g);
-    }
-    printf("%-60s %s\n", "avx2 gemm: activation sums at once = per group (Q4_K, Q5_K)", diff ? "DIFFERS" : "same");
+    printf("%-60s %s (%s)\n", "gemm: activation sums at once = per group (Q4_K, Q5_K)", diff ? "DIFFERS" : "same", levels);
 }
 
 static void test_quantize_acts(int isa, bufs *b) {
@@ -754,7 +773,7 @@ int main(void) {
     printf("upper ymm/zmm state after the kernels: %d checks, %d dirty%s\n", upper_checked, upper_bad,
            upper_checked ? "" : " (XGETBV(1) unavailable: not checked)");
     test_gemm_amx_bits(&b);
-    test_gemm_avx2_sums(&b);
+    test_gemm_sums(&b);
     test_pack_vecs();
     CHECK(ts_kernels_set_isa(max_isa + 1) == -1);
     ts_kernels_set_isa(max_isa);

@@ -78,12 +78,14 @@ static void gp_generic(ts_type t, const uint8_t *b, uint8_t *q, int *sc, int *cr
 }
 
 /* Correction pair p of a row (quant.h, "GEMM panels"): the 16-groups 2p and
- * 2p+1, or, packed for the AVX2 kernels (sc_pair) with a min per 32-element
- * sub-block (nsub 8: cr[2j] = cr[2j+1] = min_j), the sub-blocks 2p and 2p+1
- * for p < 4 and 0 after: one madd then covers 64 elements, not 32. */
-static int32_t gp_cr_pair(const int *cr, int p, int nsub, int sc_pair) {
+ * 2p+1, or, at nsub 8 (a min per 32-element sub-block: cr[2j] = cr[2j+1] =
+ * min_j), the sub-blocks 2p and 2p+1 for p < 4 and 0 after: one madd or
+ * vpdpwssd then covers 64 elements, not 32. Until session 38 the VNNI
+ * kernels took the 16-group pairs (min_p, min_p) here, 8 vpdpwssd a
+ * super-block where 4 now do. sc_pair no longer changes it. */
+static int32_t gp_cr_pair(const int *cr, int p, int nsub) {
     int a = cr[2 * p], b = cr[2 * p + 1];
-    if (sc_pair && nsub == 8) a = p < 4 ? cr[4 * p] : 0, b = p < 4 ? cr[4 * p + 2] : 0;
+    if (nsub == 8) a = p < 4 ? cr[4 * p] : 0, b = p < 4 ? cr[4 * p + 2] : 0;
     return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)b << 16);
 }
 
@@ -121,7 +123,7 @@ void ts_q_gemm_pack(ts_type t, const uint8_t *w, uint64_t ws, int nrows, int64_t
             for (int g = 0; g < 64; g++) memcpy(&q32[(g * 2 + lg) * 16 + l], q + 4 * g, 4);
             for (int j = 0; j < nsub; j++)
                 psc[(j * 2 + lg) * 16 + l] = sc_pair ? (int32_t)((uint32_t)(uint16_t)sc[j] * 0x10001u) : sc[j];
-            for (int p = 0; p < 8; p++) pcr[(p * 2 + lg) * 16 + l] = gp_cr_pair(cr, p, nsub, sc_pair);
+            for (int p = 0; p < 8; p++) pcr[(p * 2 + lg) * 16 + l] = gp_cr_pair(cr, p, nsub);
             d[r] = dd;
             dm[r] = ddm;
         }
@@ -145,7 +147,7 @@ void ts_q_gemm_pack_heads(ts_type t, const uint8_t *const *rb, int lg, int s, in
             memset(sc, 0, sizeof sc), memset(cr, 0, sizeof cr);
         }
         for (int j = 0; j < nsub; j++) psc[(j * 2 + lg) * 16 + l] = sc_pair ? (int32_t)((uint32_t)(uint16_t)sc[j] * 0x10001u) : sc[j];
-        for (int p = 0; p < 8; p++) pcr[(p * 2 + lg) * 16 + l] = gp_cr_pair(cr, p, nsub, sc_pair);
+        for (int p = 0; p < 8; p++) pcr[(p * 2 + lg) * 16 + l] = gp_cr_pair(cr, p, nsub);
         d[lg * 16 + l] = dd;
         dm[lg * 16 + l] = ddm;
     }
@@ -159,5 +161,5 @@ void ts_q_gemm_pack_heads(ts_type t, const uint8_t *const *rb, int lg, int s, in
 size_t ts_gemm_scratch_bytes(void) {
     size_t panels = 2 * (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(16);
     size_t amx = ts_kernels_isa_max() >= TS_ISA_AMX ? 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES + TS_GP_AMX_A_BYTES : 0;
-    return panels + (amx > TS_GP_BP_BYTES ? amx : TS_GP_BP_BYTES);
+    return panels + amx + TS_GP_BP_BYTES; /* the activation sums after the AMX area (gemm_avx512.c's bp_all) */
 }

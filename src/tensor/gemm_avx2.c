@@ -9,7 +9,7 @@
  * i32 sum per (row, token). The micro-kernel holds 16 rows x NT tokens; per super-block the correction (madd of cr with the
  * token's bsums), conversion and one FMA into the output. The types with a
  * min per 32 elements (Q4_K, Q5_K) take their correction a pair of
- * sub-blocks a madd, against sums per 32 (bs32_pairs), not per 16: half the
+ * sub-blocks a madd, against sums per 32 (gp_bs32_pairs), not per 16: half the
  * madds and loads of the correction, the same integer. */
 #define TS_QUANT_INTERNAL
 #include "tensor/quant.h"
@@ -162,22 +162,6 @@ AK_T(Q5_K, 8, 4)
 AK_T(Q6_K, 16, 2)
 typedef void (*ak_fn)(const uint8_t *, int, int, const uint8_t *const *, const uint8_t *, int, float *, int64_t, int64_t, int);
 
-/* The sums per 32 elements of nt activation rows over ns super-blocks, as
- * the i16 pairs (bs32_2p, bs32_2p+1), p < 4, of the Q4_K/Q5_K kernels'
- * correction: bp[((t * bst + s) * 4 + p) * 4]. |bs32| <= 32 * 128 fits i16.
- * Once per call for all its tokens where they fit TS_GP_BP_BYTES (bst the
- * super-blocks of a row), else once per token group and segment (bst
- * TS_GP_KSEG), shared by its 2-4 calls. */
-static void bs32_pairs(const uint8_t *const *xr, int nt, int ns, int bst, uint8_t *bp) {
-    const __m256i one = _mm256_set1_epi16(1);
-    for (int t = 0; t < nt; t++)
-        for (int s = 0; s < ns; s++) {
-            const __m256i b16 = _mm256_loadu_si256((const __m256i *)(xr[t] + (size_t)s * QK_BYTES + QK_BSUMS));
-            const __m256i b32 = _mm256_madd_epi16(b16, one);
-            const __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1));
-            _mm_storeu_si128((__m128i *)(bp + (size_t)(t * bst + s) * 16), p);
-        }
-}
 static const ak_fn ak_q2[AK_NT + 1] = AK_TAB(Q2_K), ak_q3[AK_NT + 1] = AK_TAB(Q3_K), ak_q4[AK_NT + 1] = AK_TAB(Q4_K),
                    ak_q5[AK_NT + 1] = AK_TAB(Q5_K), ak_q6[AK_NT + 1] = AK_TAB(Q6_K);
 
@@ -294,7 +278,7 @@ static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
     uint8_t *ball = nsub == 8 && (uint64_t)ncols * (uint64_t)nsb * 16 <= TS_GP_BP_BYTES ? sp + 2 * unit : NULL;
     for (int64_t c = 0; ball && c < ncols; c++) {
         const uint8_t *xc = px + (uint64_t)c * xs;
-        bs32_pairs(&xc, 1, (int)nsb, (int)nsb, ball + (size_t)c * (size_t)nsb * 16);
+        gp_bs32_pairs(&xc, 1, (int)nsb, (int)nsb, ball + (size_t)c * (size_t)nsb * 16);
     }
     for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
         int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
@@ -313,7 +297,7 @@ static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
                 const uint8_t *b = bp;
                 int bst = TS_GP_KSEG;
                 if (ball) b = ball + (size_t)(c0 * nsb + s0) * 16, bst = (int)nsb;
-                else if (nsub == 8) bs32_pairs(xr, nt, ns, TS_GP_KSEG, bp);
+                else if (nsub == 8) gp_bs32_pairs(xr, nt, ns, TS_GP_KSEG, bp);
                 for (int u = 0; u < nu; u++)
                     for (int lg = 0; lg < 2; lg++) {
                         int64_t ru = nr - u * TS_GP_ROWS - 16 * lg;

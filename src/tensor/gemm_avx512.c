@@ -38,12 +38,31 @@ VINL float ldf(const uint8_t *p) {
     return v;
 }
 
-/* sum_g cr_g * bsum_g(x) of 16 rows: C at their lane group's corrections,
- * xq at the activation row's super-block */
-VINL __m512i sb_corr(const uint8_t *C, const uint8_t *xq) {
+/* A zeroed accumulator as the zeroing idiom, which the core resolves at
+ * rename: from _mm512_setzero_si512 GCC copies one zero register into each,
+ * a move an accumulator (12 a chunk at 6 tokens). */
+VINL __m512i zero_idiom(void) {
+    __m512i z;
+    __asm__("vpxord %0, %0, %0" : "=v"(z));
+    return z;
+}
+
+/* sum_g cr_g * bsum_g(x) of 16 rows: C at their lane group's corrections;
+ * at nsub 8 the pairs of two sub-blocks' mins against the token's sums per
+ * 32 at bp (gp_bs32_pairs), 4 vpdpwssd; at nsub 16 the pairs of 16-groups
+ * against the Q8_K row's sums per 16 at xq's super-block, 8. Session 38
+ * (bench_gemm, avx512 level, Emerald Rapids VM, alternating): with 4 in
+ * place of 8 the Q4_K kernel ran ~9-15% faster; two chains of 4 instead of
+ * one of 8 gained ~0-3%. */
+VINL __m512i sb_corr(const int NSUB, const uint8_t *C, const uint8_t *xq, const uint8_t *bp) {
     __m512i c = _mm512_setzero_si512();
+    if (NSUB == 8) {
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) c = _mm512_dpwssd_epi32(c, _mm512_load_si512(C + p * 128), bc32(bp + 4 * p));
+    } else {
 #pragma GCC unroll 8
-    for (int p = 0; p < 8; p++) c = _mm512_dpwssd_epi32(c, _mm512_load_si512(C + p * 128), bc32(xq + QK_BSUMS + 4 * p));
+        for (int p = 0; p < 8; p++) c = _mm512_dpwssd_epi32(c, _mm512_load_si512(C + p * 128), bc32(xq + QK_BSUMS + 4 * p));
+    }
     return c;
 }
 
@@ -57,9 +76,22 @@ VINL void sb_out(float *o, __mmask16 m, __m512i sb, __m512i c, __m512 d, __m512 
 
 /* NT activation rows xr[] (Q8_K, at the segment's first super-block) against
  * one packed unit of ns super-blocks: out[t*os + r] += value, rows masked by
- * m0 (rows 0..15) and m1 (16..31). */
-VINL void vk(const uint8_t *panel, int ns, const int NSUB, const int NT, const uint8_t *const *xr, float *out, int64_t os,
-             __mmask16 m0, __mmask16 m1, int first) {
+ * m0 (rows 0..15) and m1 (16..31); at nsub 8 the rows' sums per 32 at
+ * bp[((t * bst + s) * 4 + p) * 4] (gp_bs32_pairs).
+ *
+ * The sub-block scale: DP = 0 multiplies the sub-block's i32 partial by it
+ * (vpmulld, two uops on one port on Intel's cores, and vpaddd); DP = k > 0
+ * sums the sub-block in k chunks and adds each chunk's partial times the
+ * scale with one vpdpwssd, the partial as the low i16 of its dword and the
+ * scale as the low i16 of its own (the high halves: the partial's sign and
+ * 0, whose product is 0). Exact where every chunk's partial fits i16 and
+ * the scale is in [0, 32767]: Q4_K in halves (16 x 15 x 128 = 30720, scales
+ * 0..63), Q2_K whole (16 x 3 x 128, 0..15); the same integer as DP = 0, so
+ * the same bits. Not Q5_K (31: chunks of 8 elements, more uops than the
+ * multiply), Q3_K and Q6_K (signed scales). Session 38 (bench_gemm, 7B Q4_K
+ * shapes, avx512 level, alternating): ~7-15% faster than the multiply. */
+VINL void vk(const uint8_t *panel, int ns, const int NSUB, const int DP, const int NT, const uint8_t *const *xr, const uint8_t *bp,
+             int bst, float *out, int64_t os, __mmask16 m0, __mmask16 m1, int first) {
     const size_t sbb = TS_GP_SB_BYTES(NSUB);
     const int GPS = 64 / NSUB; /* k-groups of 4 per sub-block */
     for (int s = 0; s < ns; s++) {
@@ -71,25 +103,34 @@ VINL void vk(const uint8_t *panel, int ns, const int NSUB, const int NT, const u
 #pragma GCC unroll 6
         for (int t = 0; t < NT; t++) sb0[t] = sb1[t] = _mm512_setzero_si512();
         for (int j = 0; j < NSUB; j++) {
-            __m512i a0[6], a1[6];
+            const __m512i s0 = _mm512_load_si512(P + TS_GP_Q + j * 128), s1 = _mm512_load_si512(P + TS_GP_Q + j * 128 + 64);
+            const int CH = DP ? DP : 1, GPC = GPS / CH; /* chunks of the sub-block; k-groups a chunk */
+#pragma GCC unroll 2
+            for (int ch = 0; ch < CH; ch++) {
+                __m512i a0[6], a1[6];
 #pragma GCC unroll 6
-            for (int t = 0; t < NT; t++) a0[t] = a1[t] = _mm512_setzero_si512();
+                for (int t = 0; t < NT; t++) a0[t] = zero_idiom(), a1[t] = zero_idiom();
 #pragma GCC unroll 8
-            for (int g = 0; g < GPS; g++) {
-                const int gg = j * GPS + g;
-                const __m512i w0 = _mm512_load_si512(P + gg * 128), w1 = _mm512_load_si512(P + gg * 128 + 64);
+                for (int g = 0; g < GPC; g++) {
+                    const int gg = j * GPS + ch * GPC + g;
+                    const __m512i w0 = _mm512_load_si512(P + gg * 128), w1 = _mm512_load_si512(P + gg * 128 + 64);
+#pragma GCC unroll 6
+                    for (int t = 0; t < NT; t++) {
+                        const __m512i xb = bc32(xq[t] + QK_QS + 4 * gg);
+                        a0[t] = _mm512_dpbusd_epi32(a0[t], w0, xb);
+                        a1[t] = _mm512_dpbusd_epi32(a1[t], w1, xb);
+                    }
+                }
 #pragma GCC unroll 6
                 for (int t = 0; t < NT; t++) {
-                    const __m512i xb = bc32(xq[t] + QK_QS + 4 * gg);
-                    a0[t] = _mm512_dpbusd_epi32(a0[t], w0, xb);
-                    a1[t] = _mm512_dpbusd_epi32(a1[t], w1, xb);
+                    if (DP) {
+                        sb0[t] = _mm512_dpwssd_epi32(sb0[t], a0[t], s0);
+                        sb1[t] = _mm512_dpwssd_epi32(sb1[t], a1[t], s1);
+                    } else {
+                        sb0[t] = _mm512_add_epi32(sb0[t], _mm512_mullo_epi32(a0[t], s0));
+                        sb1[t] = _mm512_add_epi32(sb1[t], _mm512_mullo_epi32(a1[t], s1));
+                    }
                 }
-            }
-            const __m512i s0 = _mm512_load_si512(P + TS_GP_Q + j * 128), s1 = _mm512_load_si512(P + TS_GP_Q + j * 128 + 64);
-#pragma GCC unroll 6
-            for (int t = 0; t < NT; t++) {
-                sb0[t] = _mm512_add_epi32(sb0[t], _mm512_mullo_epi32(a0[t], s0));
-                sb1[t] = _mm512_add_epi32(sb1[t], _mm512_mullo_epi32(a1[t], s1));
             }
         }
         const uint8_t *C = P + TS_GP_Q + NSUB * 128, *D = C + 8 * 128;
@@ -100,38 +141,55 @@ VINL void vk(const uint8_t *panel, int ns, const int NSUB, const int NT, const u
         for (int t = 0; t < NT; t++) {
             const __m512 dx = _mm512_set1_ps(ldf(xq[t]));
             float *o = out + t * os;
-            sb_out(o, m0, sb0[t], sb_corr(C, xq[t]), d0, dm0, dx, init);
-            sb_out(o + 16, m1, sb1[t], sb_corr(C + 64, xq[t]), d1, dm1, dx, init);
+            const uint8_t *b = bp + (size_t)(t * bst + s) * 16;
+            sb_out(o, m0, sb0[t], sb_corr(NSUB, C, xq[t], b), d0, dm0, dx, init);
+            sb_out(o + 16, m1, sb1[t], sb_corr(NSUB, C + 64, xq[t], b), d1, dm1, dx, init);
         }
     }
 }
 
 #define VK_NT 6 /* tokens per micro-kernel call: 4*NT + 5 zmm live */
-#define VK_FN(NSUB, NT)                                                                                          \
-    static VN void vk_##NSUB##_##NT(const uint8_t *panel, int ns, const uint8_t *const *xr, float *out, int64_t os, \
-                                   __mmask16 m0, __mmask16 m1, int first) {                                     \
-        vk(panel, ns, NSUB, NT, xr, out, os, m0, m1, first);                                                           \
+#define VK_FN(NAME, NSUB, DP, NT)                                                                                \
+    static VN void vk_##NAME##_##NT(const uint8_t *panel, int ns, const uint8_t *const *xr, const uint8_t *bp, int bst, \
+                                    float *out, int64_t os, __mmask16 m0, __mmask16 m1, int first) {             \
+        vk(panel, ns, NSUB, DP, NT, xr, bp, bst, out, os, m0, m1, first);                                        \
     }
-#define VK_ALL(NSUB) VK_FN(NSUB, 1) VK_FN(NSUB, 2) VK_FN(NSUB, 3) VK_FN(NSUB, 4) VK_FN(NSUB, 5) VK_FN(NSUB, 6)
-VK_ALL(8)
-VK_ALL(16)
-typedef void (*vk_fn)(const uint8_t *, int, const uint8_t *const *, float *, int64_t, __mmask16, __mmask16, int);
-static const vk_fn vk8[VK_NT + 1] = {NULL, vk_8_1, vk_8_2, vk_8_3, vk_8_4, vk_8_5, vk_8_6};
-static const vk_fn vk16[VK_NT + 1] = {NULL, vk_16_1, vk_16_2, vk_16_3, vk_16_4, vk_16_5, vk_16_6};
+#define VK_ALL(NAME, NSUB, DP)                                                                                  \
+    VK_FN(NAME, NSUB, DP, 1) VK_FN(NAME, NSUB, DP, 2) VK_FN(NAME, NSUB, DP, 3) VK_FN(NAME, NSUB, DP, 4)          \
+    VK_FN(NAME, NSUB, DP, 5) VK_FN(NAME, NSUB, DP, 6)
+#define VK_TAB(NAME) {NULL, vk_##NAME##_1, vk_##NAME##_2, vk_##NAME##_3, vk_##NAME##_4, vk_##NAME##_5, vk_##NAME##_6}
+VK_ALL(q4, 8, 2)  /* Q4_K */
+VK_ALL(q5, 8, 0)  /* Q5_K */
+VK_ALL(q2, 16, 1) /* Q2_K */
+VK_ALL(off, 16, 0) /* Q3_K, Q6_K */
+typedef void (*vk_fn)(const uint8_t *, int, const uint8_t *const *, const uint8_t *, int, float *, int64_t, __mmask16, __mmask16,
+                      int);
+static const vk_fn vk_q4[VK_NT + 1] = VK_TAB(q4), vk_q5[VK_NT + 1] = VK_TAB(q5), vk_q2[VK_NT + 1] = VK_TAB(q2),
+                   vk_off[VK_NT + 1] = VK_TAB(off);
+static const vk_fn *vk_for(ts_type t) {
+    return t == TS_TYPE_Q4_K ? vk_q4 : t == TS_TYPE_Q5_K ? vk_q5 : t == TS_TYPE_Q2_K ? vk_q2 : vk_off;
+}
 
 static __mmask16 rmask(int64_t nr) { return nr >= 16 ? (__mmask16)0xffff : nr <= 0 ? 0 : (__mmask16)((1u << nr) - 1); }
 
 /* Tokens [c0, ncols) against the packed units of one row block and K
- * segment, NT tokens per micro-kernel call. */
-static VN void vk_cols(const vk_fn *kf, const uint8_t *sp, size_t unit, int nu, int64_t nr, int ns, const uint8_t *px,
-                       uint64_t xs, int64_t s0, int64_t c0, int64_t ncols, float *out, int64_t os) {
+ * segment, NT tokens per micro-kernel call. At nsub 8 the tokens' sums per
+ * 32: from bp_all (every token of the call, nsb super-blocks a row) when
+ * the caller has them, else summed here for each token group. */
+static VN void vk_cols(const vk_fn *kf, int nsub, const uint8_t *sp, size_t unit, int nu, int64_t nr, int ns, const uint8_t *px,
+                       uint64_t xs, int64_t s0, int64_t c0, int64_t ncols, const uint8_t *bp_all, int64_t nsb, float *out, int64_t os) {
+    _Alignas(64) uint8_t bpg[VK_NT * TS_GP_KSEG * 16];
     for (; c0 < ncols; c0 += VK_NT) {
         int nt = (int)(ncols - c0 < VK_NT ? ncols - c0 : VK_NT);
         const uint8_t *xr[VK_NT];
         for (int i = 0; i < nt; i++) xr[i] = px + (uint64_t)(c0 + i) * xs + (uint64_t)s0 * QK_BYTES;
+        const uint8_t *bp = bpg;
+        int bst = TS_GP_KSEG;
+        if (bp_all) bp = bp_all + (size_t)(c0 * nsb + s0) * 16, bst = (int)nsb;
+        else if (nsub == 8) gp_bs32_pairs(xr, nt, ns, TS_GP_KSEG, bpg);
         for (int u = 0; u < nu; u++) {
             int64_t ru = nr - u * TS_GP_ROWS;
-            kf[nt](sp + u * unit, ns, xr, out + c0 * os + u * TS_GP_ROWS, os, rmask(ru), rmask(ru - 16), s0 == 0);
+            kf[nt](sp + u * unit, ns, xr, bp, bst, out + c0 * os + u * TS_GP_ROWS, os, rmask(ru), rmask(ru - 16), s0 == 0);
         }
     }
 }
@@ -313,9 +371,11 @@ AMX_INL void amx_split(const uint8_t *panel, int ns, int nsub, int off, uint8_t 
                     _mm256_store_si256((__m256i *)(o + 32), _mm512_cvtepi16_epi8(w1));
                     _mm256_store_si256((__m256i *)(o + 1024), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w0, 8)));
                     _mm256_store_si256((__m256i *)(o + 1056), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w1, 8)));
-                    if (!off) { /* cr of the 16-group g/4: half g/4 % 2 of the pair p = g/8 */
-                        __m512i m = _mm512_load_si512(cr + ((g / 8) * 2 + lg) * 16);
-                        m = (g / 4) % 2 ? _mm512_srli_epi32(m, 16) : _mm512_and_si512(m, lo16);
+                    if (!off) { /* cr of the 16-group g/4: at nsub 8 the min of sub-block g/8, half
+                                 * g/8 % 2 of the pair g/16; at nsub 16 half g/4 % 2 of the pair g/8 */
+                        const int pr = nsub == 8 ? g / 16 : g / 8, hi = nsub == 8 ? (g / 8) % 2 : (g / 4) % 2;
+                        __m512i m = _mm512_load_si512(cr + (pr * 2 + lg) * 16);
+                        m = hi ? _mm512_srli_epi32(m, 16) : _mm512_and_si512(m, lo16);
                         _mm512_store_si512(o + 2048, _mm512_mullo_epi32(m, rep));
                     }
                 }
@@ -429,9 +489,20 @@ static inline int segment(int64_t nsb, int64_t s0) { return (int)(nsb - s0 < TS_
 VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,
                      int64_t ncols, float *out, int64_t os, void *scratch) {
     const int nsub = ts_q_gemm_nsub(t);
-    const vk_fn *kf = nsub == 8 ? vk8 : vk16;
+    const vk_fn *kf = vk_for(t);
     const int64_t nsb = n / TS_QK_K, c_amx = amx ? ncols / 16 * 16 : 0;
     const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
+    uint8_t *ab = (uint8_t *)scratch + 2 * unit + 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES;
+    /* every token's sums per 32 at once where they fit (ts_gemm_scratch_bytes:
+     * after the AMX area, or after the units without the tiles) */
+    uint8_t *bp_all = NULL;
+    if (nsub == 8 && (uint64_t)ncols * (uint64_t)nsb * 16 <= TS_GP_BP_BYTES) {
+        bp_all = c_amx ? ab + TS_GP_AMX_A_BYTES : (uint8_t *)scratch + 2 * (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(16);
+        for (int64_t c = 0; c < ncols; c++) {
+            const uint8_t *xc = (const uint8_t *)x + (uint64_t)c * xs;
+            gp_bs32_pairs(&xc, 1, (int)nsb, (int)nsb, bp_all + (size_t)c * (size_t)nsb * 16);
+        }
+    }
     if (!c_amx) {
         for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
             const int64_t nr = row_block(nrows, r0);
@@ -439,7 +510,7 @@ VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_
             for (int64_t s0 = 0; s0 < nsb; s0 += TS_GP_KSEG) {
                 const int ns = segment(nsb, s0);
                 pack_units(t, 1, w, ws, r0, nr, nu, s0, ns, scratch, unit);
-                vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, 0, ncols, out + r0, os);
+                vk_cols(kf, nsub, scratch, unit, nu, nr, ns, x, xs, s0, 0, ncols, bp_all, nsb, out + r0, os);
             }
         }
         return;
@@ -449,7 +520,6 @@ VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_
      * against it; the last block's pass also runs the tokens past the whole
      * 16s through vk. Each (row, token) still sums its super-blocks in
      * order, one segment after the other. */
-    uint8_t *ab = (uint8_t *)scratch + 2 * unit + 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES;
     for (int64_t cb = 0; cb < c_amx; cb += TS_GP_AMX_TOK) {
         const int64_t nc = c_amx - cb < TS_GP_AMX_TOK ? c_amx - cb : TS_GP_AMX_TOK;
         const uint8_t *pxb = (const uint8_t *)x + (uint64_t)cb * xs;
@@ -462,7 +532,7 @@ VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_
                 pack_units(t, 1, w, ws, r0, nr, nu, s0, ns, scratch, unit);
                 if (ts_q_gemm_offset(t)) amx_segment_off(t, scratch, unit, r0, nr, nu, s0, ns, ab, pxb, xs, nc, out + cb * os, os);
                 else amx_segment_min(t, scratch, unit, r0, nr, nu, s0, ns, ab, pxb, xs, nc, out + cb * os, os);
-                if (cb + nc == c_amx) vk_cols(kf, scratch, unit, nu, nr, ns, x, xs, s0, c_amx, ncols, out + r0, os);
+                if (cb + nc == c_amx) vk_cols(kf, nsub, scratch, unit, nu, nr, ns, x, xs, s0, c_amx, ncols, bp_all, nsb, out + r0, os);
             }
         }
     }

@@ -91,8 +91,9 @@ static inline void gp_dwords8(const uint8_t *const *b, int off, __m256i out[4]) 
  * cost a MoE prefill ~6% (the 30B-A3B synthetic on Zen 3; an expert's panels
  * serve only its tokens of the chunk), and ~6.6% on the AVX-512 level's
  * packer on Zen 4 (session 34). Rows without a block read zeros. sc_pair:
- * the AVX2 kernels' layout (1: each scale twice as i16, the mins of two
- * sub-blocks a correction pair, gemm.c's gp_cr_pair) or the VNNI one (0). */
+ * the AVX2 kernels' scales (1: each scale twice as i16) or the VNNI ones (0:
+ * i32); the corrections are the mins of two sub-blocks a pair for both
+ * (gemm.c's gp_cr_pair). */
 static inline void gp_heads_q4(const uint8_t *const *rb, int lg, int s, int ns, int bb, int sc_pair, uint8_t *P) {
     int32_t *psc = (int32_t *)(P + TS_GP_Q), *pcr = psc + 8 * 32;
     float *d = (float *)(pcr + 8 * 32), *dm = d + 32;
@@ -116,13 +117,10 @@ static inline void gp_heads_q4(const uint8_t *const *rb, int lg, int s, int ns, 
         for (int j = 0; j < 8; j++)
             _mm256_storeu_si256((__m256i *)(psc + (j * 2 + lg) * 16 + 8 * h8),
                                 sc_pair ? _mm256_or_si256(sc[j], _mm256_slli_epi32(sc[j], 16)) : sc[j]);
-        /* gemm.c's gp_cr_pair at nsub 8: sc_pair (min_2p, min_2p+1) for p < 4,
-         * else the 16-groups 2p and 2p+1, both of sub-block p: (min_p, min_p) */
+        /* gemm.c's gp_cr_pair at nsub 8: (min_2p, min_2p+1) for p < 4, 0 after */
         for (int p = 0; p < 8; p++)
             _mm256_storeu_si256((__m256i *)(pcr + (p * 2 + lg) * 16 + 8 * h8),
-                                !sc_pair ? _mm256_or_si256(mn[p], _mm256_slli_epi32(mn[p], 16))
-                                : p < 4  ? _mm256_or_si256(mn[2 * p], _mm256_slli_epi32(mn[2 * p + 1], 16))
-                                         : _mm256_setzero_si256());
+                                p < 4 ? _mm256_or_si256(mn[2 * p], _mm256_slli_epi32(mn[2 * p + 1], 16)) : _mm256_setzero_si256());
         gp_f16x8(T0, d + lg * 16 + 8 * h8);
         gp_f16x8(_mm256_srli_epi32(T0, 16), dm + lg * 16 + 8 * h8);
     }
@@ -163,6 +161,24 @@ static inline void gp_heads_q6(const uint8_t *const *rb, int lg, int s, int ns, 
         gp_f16x8(_mm256_load_si256((const __m256i *)hd), d + lg * 16 + 8 * h8);
         memcpy(dm + lg * 16 + 8 * h8, d + lg * 16 + 8 * h8, 8 * sizeof(float));
     }
+}
+
+/* The sums per 32 elements of nt activation rows (Q8_K, xr[t] at a
+ * segment's first super-block) over ns super-blocks, as the i16 pairs
+ * (bs32_2p, bs32_2p+1), p < 4, that the nsub-8 corrections (min_2p,
+ * min_2p+1) multiply: bp[((t * bst + s) * 4 + p) * 4], bst the super-blocks
+ * a token's row of bp. |bs32| <= 32 * 128 fits i16. Both panel kernels
+ * (gemm_avx2.c, gemm_avx512.c) compute them once a call where they fit
+ * TS_GP_BP_BYTES, else once a token group and segment. */
+static inline void gp_bs32_pairs(const uint8_t *const *xr, int nt, int ns, int bst, uint8_t *bp) {
+    const __m256i one = _mm256_set1_epi16(1);
+    for (int t = 0; t < nt; t++)
+        for (int s = 0; s < ns; s++) {
+            const __m256i b16 = _mm256_loadu_si256((const __m256i *)(xr[t] + (size_t)s * sizeof(ts_block_q8_K) + offsetof(ts_block_q8_K, bsums)));
+            const __m256i b32 = _mm256_madd_epi16(b16, one);
+            const __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1));
+            _mm_storeu_si128((__m128i *)(bp + (size_t)(t * bst + s) * 16), p);
+        }
 }
 
 #endif

@@ -184,8 +184,8 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
  *                                          elements); as an i16 pair (s, s)
  *                                          when packed for maddubs/madd
  *   cr [8][2 lg][16 rows] 2 x i16          correction of the 16-groups 2p, 2p+1;
- *                                          packed with sc_pair at nsub 8, that of
- *                                          the sub-blocks 2p, 2p+1 (p < 4; 0 after)
+ *                                          at nsub 8, that of the sub-blocks
+ *                                          2p, 2p+1 (p < 4; 0 after)
  *   d  [2 lg][16 rows] f32, dm [2 lg][16 rows] f32
  * and the super-block's value for an activation row x (Q8_K, scale dx) is
  *   dx * (d * sum_j sc_j * sum_{i in j} q_u[i] x[i]  -  dm * sum_g cr_g * bsum_g(x))
@@ -216,10 +216,11 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
  * the scratch; a call over more tokens packs its weights once a block. */
 #define TS_GP_AMX_TOK 512
 #define TS_GP_AMX_A_BYTES ((size_t)TS_GP_KSEG * TS_GP_AMX_TOK * 256)
-/* The AVX2 kernels' activation sums per 32 elements (i16 pairs, 16 bytes a
- * row and super-block), for every token of a call at once where they fit:
- * per row block they were recomputed, ~2% of a MoE prefill. After the units
- * in the scratch (ts_gemm_scratch_bytes). */
+/* The panel kernels' activation sums per 32 elements (i16 pairs, 16 bytes a
+ * row and super-block: gemm_pack.h's gp_bs32_pairs), for every token of a
+ * call at once where they fit: per row block they were recomputed, ~2% of a
+ * MoE prefill. In the scratch after the units (AVX2) or after the AMX area
+ * (the VNNI kernels; ts_gemm_scratch_bytes). */
 #define TS_GP_BP_BYTES (64 * 1024)
 /* sub-blocks per super-block the panel uses for type t (8: scales per 32
  * elements; 16: per 16), 0 when t has no panel form */
