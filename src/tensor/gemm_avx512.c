@@ -493,12 +493,13 @@ VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_
     const int64_t nsb = n / TS_QK_K, c_amx = amx ? ncols / 16 * 16 : 0;
     const size_t unit = (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(nsub);
     uint8_t *ab = (uint8_t *)scratch + 2 * unit + 2 * (size_t)TS_GP_KSEG * TS_GP_AMX_SB_BYTES;
-    /* every token's sums per 32 at once where they fit (ts_gemm_scratch_bytes:
-     * after the AMX area, or after the units without the tiles) */
+    /* the sums per 32 of the tokens vk takes (those past the tiles' whole
+     * 16s), at once where they fit (ts_gemm_scratch_bytes: after the AMX
+     * area, or after the units without the tiles); indexed by column */
     uint8_t *bp_all = NULL;
-    if (nsub == 8 && (uint64_t)ncols * (uint64_t)nsb * 16 <= TS_GP_BP_BYTES) {
+    if (nsub == 8 && ncols > c_amx && (uint64_t)ncols * (uint64_t)nsb * 16 <= TS_GP_BP_BYTES) {
         bp_all = c_amx ? ab + TS_GP_AMX_A_BYTES : (uint8_t *)scratch + 2 * (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(16);
-        for (int64_t c = 0; c < ncols; c++) {
+        for (int64_t c = c_amx; c < ncols; c++) {
             const uint8_t *xc = (const uint8_t *)x + (uint64_t)c * xs;
             gp_bs32_pairs(&xc, 1, (int)nsb, (int)nsb, bp_all + (size_t)c * (size_t)nsb * 16);
         }
