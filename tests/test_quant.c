@@ -548,16 +548,17 @@ static void test_gemm_amx_bits(bufs *b) {
  * tokens (past the room) against the same columns 16 at a time and 53 at a
  * time (within it), bit for bit, at every panel level of the CPU. At the
  * AMX level the 487 run 480 on the tiles and a tail of 7 through the VNNI
- * kernel (sums per group), the 16s the VNNI kernel alone (under
- * TS_GP_AMX_MIN_COLS), the 53s 48 on the tiles and 5 through the VNNI
- * kernel (sums at once); the min types' tiles give the VNNI kernel's bits.
+ * kernel (sums per group), the 16s the VNNI kernel alone (under the
+ * threshold), the 101s 96 on the tiles and 5 through the VNNI kernel (sums
+ * at once); the min types' tiles give the VNNI kernel's bits.
  * test_gemm's other calls all fit. */
 static void test_gemm_sums(bufs *b) {
     static const ts_type ts[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K};
     enum { R = 40, C = 487, N = 9 * 256 };
-    static const int chunk[2] = {16, 53};
-    CHECK((uint64_t)C * (N / 256) * 16 > TS_GP_BP_BYTES && (uint64_t)53 * (N / 256) * 16 <= TS_GP_BP_BYTES);
-    CHECK(53 > TS_GP_AMX_MIN_COLS && 16 < TS_GP_AMX_MIN_COLS && C % 16 != 0);
+    static const int chunk[2] = {16, 101};
+    CHECK((uint64_t)C * (N / 256) * 16 > TS_GP_BP_BYTES && (uint64_t)101 * (N / 256) * 16 <= TS_GP_BP_BYTES);
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
+        CHECK(101 % 16 && 101 >= ts_q_gemm_amx_min_cols(ts[k]) && 16 < ts_q_gemm_amx_min_cols(ts[k]) && C % 16 != 0);
     const int max_isa = ts_kernels_isa_max();
     char levels[64] = "";
     int diff = 0;
@@ -756,7 +757,7 @@ int main(void) {
             test_gemm(t, be == 1 ? 300 : be == 32 ? 37 * 32 : 9 * 256, 17, isa, &b);
             /* the AMX kernels (from TS_GP_AMX_MIN_COLS(_OFF) tokens, the AVX-512
              * ones below) take whole 16s of tokens on the tiles, then vk */
-            if (ts_q_gemm_nsub(t)) test_gemm(t, 9 * 256, 53, isa, &b);
+            if (ts_q_gemm_nsub(t)) test_gemm(t, 9 * 256, ts_q_gemm_amx_min_cols(t) + 5, isa, &b);
             if (ts_q_gemm_nsub(t) && isa == TS_ISA_AMX) {
                 const int c0 = ts_q_gemm_amx_min_cols(t);
                 test_gemm_cols(t, 9 * 256, c0 - 2, c0 + 21, isa, &b);

@@ -18,7 +18,9 @@ int ts_q_gemm_nsub(ts_type t) {
 
 int ts_q_gemm_offset(ts_type t) { return t == TS_TYPE_Q6_K ? 32 : t == TS_TYPE_Q3_K ? 4 : 0; }
 
-int ts_q_gemm_amx_min_cols(ts_type t) { return ts_q_gemm_offset(t) ? TS_GP_AMX_MIN_COLS_OFF : TS_GP_AMX_MIN_COLS; }
+int ts_q_gemm_amx_min_cols(ts_type t) {
+    return ts_q_gemm_offset(t) ? TS_GP_AMX_MIN_COLS_OFF : t == TS_TYPE_Q4_K ? TS_GP_AMX_MIN_COLS_Q4K : TS_GP_AMX_MIN_COLS;
+}
 
 /* Direct decoders for the two types of Q4_K_M files (the generic path goes
  * through the references' ts_q_kblock): q_u[256] in element order, the

@@ -551,8 +551,8 @@ VG(Q5_K)
 VG(Q6_K)
 
 /* The AMX level: the tile configuration (7 tiles of 16 x 64 bytes) held for
- * the call, released on return; under TS_GP_AMX_MIN_COLS tokens
- * (TS_GP_AMX_MIN_COLS_OFF for the offset types) the AVX-512 kernels. */
+ * the call, released on return; under ts_q_gemm_amx_min_cols(t) tokens
+ * the AVX-512 kernels. */
 #define AG(T)                                                                                                    \
     AMX_FN void agemm_##T(int64_t n, const void *w, uint64_t ws, int64_t nrows, const void *x, uint64_t xs,         \
                           int64_t ncols, float *out, int64_t os, void *scratch) {                              \

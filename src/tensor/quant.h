@@ -208,8 +208,17 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
  * kernel at 16 / 32 / 48 / 64 tokens, Q4_K 384 x 2048 1.32 / 1.05 / 0.96 /
  * 0.89, Q4_K 512 x 3584 1.30 / 1.06 / 0.89 / 0.88, Q6_K 256 x 8960 1.07 /
  * 0.83 / 0.68 / 0.61: 48 for the types with a min (a third tile), 32 for
- * the offset types. */
-#define TS_GP_AMX_MIN_COLS 48
+ * the offset types. Session 38 made the VNNI kernel faster for Q4_K (its
+ * scale step by vpdpwssd, the correction per 32) and Q5_K (the correction);
+ * the same harness (bench/results/2026-12-06-xeon-s38/amx_threshold.c, two
+ * runs) at 32 / 48 / 64 / 96 / 128 tokens: Q4_K 384 x 2048 1.32 / 1.20 /
+ * 1.10 / 0.99 / 0.91, Q4_K 512 x 3584 1.30 / 1.17 / 1.09 / 0.97 / 0.91,
+ * Q5_K 512 x 3584 1.18 / 1.04 / 0.94 / 0.87 / 0.80, Q6_K 256 x 8960 0.92 /
+ * 0.76 / 0.67 / 0.60 / 0.54: Q4_K from 96, Q5_K from 64, the offset types
+ * still from 32. Q2_K (not measured; its VNNI kernel gained the scale step)
+ * goes with Q5_K. */
+#define TS_GP_AMX_MIN_COLS 64     /* Q5_K, Q2_K */
+#define TS_GP_AMX_MIN_COLS_Q4K 96 /* Q4_K */
 #define TS_GP_AMX_MIN_COLS_OFF 32 /* Q6_K, Q3_K */
 /* Tokens per block of the AMX kernels' gathered activations (gemm_avx512.c,
  * amx_gather): TS_GP_KSEG super-blocks x 256 bytes each, after the tiles in
@@ -229,7 +238,8 @@ int ts_q_gemm_nsub(ts_type t);
  * Q3_K 4; 0 for the types with a min, whose correction is cr = min) */
 int ts_q_gemm_offset(ts_type t);
 /* tokens from which the AMX level runs type t on the tiles
- * (TS_GP_AMX_MIN_COLS, or TS_GP_AMX_MIN_COLS_OFF for the offset types) */
+ * (TS_GP_AMX_MIN_COLS_Q4K for Q4_K, TS_GP_AMX_MIN_COLS_OFF for the offset
+ * types, TS_GP_AMX_MIN_COLS for the other types with a min) */
 int ts_q_gemm_amx_min_cols(ts_type t);
 /* Packs rows [0, nrows) (nrows <= 32) of w (row stride ws bytes), super-blocks
  * [sb0, sb0+ns), into panel. sc_pair: scales as (s, s) i16 pairs. */

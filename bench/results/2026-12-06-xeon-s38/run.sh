@@ -1,0 +1,33 @@
+#!/bin/bash
+# Session 38's measurements on the 2-core Emerald Rapids VM (README here).
+# BASE: turbospark at c77968b (before the VNNI kernel's vpdpwssd scale step
+# and correction per 32) built at /tmp/wexp/build; NEW: this tree's build-rel.
+# Parts: ./run.sh machine | gemm ROUNDS TOKENS | ppab ROUNDS | moeab ROUNDS | peer
+set -u
+cd /work/main
+O=bench/results/2026-12-06-xeon-s38
+M15=$HOME/.cache/turbospark/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+M7=/var/tmp/ts-bench-io/7b-synth-q4km.gguf
+M30=/var/tmp/ts-bench-io/qwen3moe-synth-q4k.gguf
+BASE=/tmp/wexp/build
+LB=/work/peer/b-noamx/bin/llama-bench # b11434 without its AMX code (its native build dies with SIGILL here)
+pp() { TS_FORCE_ISA=$2 $1/turbospark bench -m $3 -t 2 -p 512 -n 0 -r $4 2>/dev/null | awk -F'|' '/pp512/{print $8}'; }
+bin() { [ ${1%%:*} = base ] && echo $BASE || echo build-rel; }
+case $1 in
+gemm) # bench_gemm, one thread, the avx512 (VNNI) level, base and new alternating, the order flipping by round
+  for r in $(seq $2); do vs="base new"; [ $((r % 2)) = 0 ] && vs="new base"
+    for v in $vs; do echo "== $v r$r"; TS_FORCE_ISA=avx512 $(bin $v)/bench-cpu/bench_gemm $3; done; done ;;
+ppab) # dense pp512 at the avx512 and amx levels, base and new rotating
+  for r in $(seq $2); do for v in base:avx512 new:avx512 base:amx new:amx; do
+    echo "$v r$r 7B $(pp $(bin $v) ${v#*:} $M7 1) 1.5B $(pp $(bin $v) ${v#*:} $M15 2)"; done; done ;;
+moeab) # the 30B-A3B synthetic warm (resident) pp512, the same rotation
+  cat $M30 > /dev/null
+  for r in $(seq $2); do for v in base:avx512 new:avx512 base:amx new:amx; do
+    echo "$v r$r 30B-A3B $(pp $(bin $v) ${v#*:} $M30 1)"; done; done ;;
+machine)
+  { lscpu | grep -E 'Model name|CPU family|Model:|^CPU\(s\)|L2|L3|Flags' | cut -c1-600; uname -r; git log --oneline -1; } > $O/machine.txt ;;
+peer) # issue 13's dense prompts against llama.cpp at the avx512 level (the Zen 4 path), base and new rotating, 5 groups
+  for m in 1.5b:$M15 7b:$M7; do
+    TS_FORCE_ISA=avx512 bench/pair_bench.sh -o $O/sbs-avx512-${m%%:*}.tsv -L $LB -e base=$BASE/turbospark -e turbospark=build-rel/turbospark -t 2 -k 5 -p 512 \
+      --tests pp --pp-reps $([ ${m%%:*} = 7b ] && echo 1 || echo 3) ${m#*:} > $O/sbs-avx512-${m%%:*}.log 2>&1; done ;;
+esac
