@@ -2,7 +2,7 @@
 # Session 38's measurements on the 2-core Emerald Rapids VM (README here).
 # BASE: turbospark at c77968b (before the VNNI kernel's vpdpwssd scale step
 # and correction per 32) built at /tmp/wexp/build; NEW: this tree's build-rel.
-# Parts: ./run.sh machine | gemm ROUNDS TOKENS | ppab ROUNDS | moeab ROUNDS | peer
+# Parts: ./run.sh machine | gemm ROUNDS TOKENS | ppab ROUNDS | moeab ROUNDS | pairs ROUNDS | peer
 set -u
 cd /work/main
 O=bench/results/2026-12-06-xeon-s38
@@ -24,6 +24,12 @@ moeab) # the 30B-A3B synthetic warm (resident) pp512, the same rotation
   cat $M30 > /dev/null
   for r in $(seq $2); do for v in base:avx512 new:avx512 base:amx new:amx; do
     echo "$v r$r 30B-A3B $(pp $(bin $v) ${v#*:} $M30 1)"; done; done ;;
+pairs) # base and new back to back for each file and level, the order flipping by round (the VM's slow phases last minutes)
+  cat $M30 > /dev/null
+  for r in $(seq $2); do for fl in 30B-A3B:amx 30B-A3B:avx512 1.5B:avx512 7B:avx512; do
+    f=${fl%%:*} l=${fl#*:}; m=$M7 reps=1; [ $f = 1.5B ] && m=$M15 reps=2; [ $f = 30B-A3B ] && m=$M30
+    vs="base new"; [ $((r % 2)) = 0 ] && vs="new base"
+    for v in $vs; do echo "$v:$l r$r $f $(pp $(bin $v:) $l $m $reps)"; done; done; done ;;
 machine)
   { lscpu | grep -E 'Model name|CPU family|Model:|^CPU\(s\)|L2|L3|Flags' | cut -c1-600; uname -r; git log --oneline -1; } > $O/machine.txt ;;
 peer) # issue 13's dense prompts against llama.cpp at the avx512 level (the Zen 4 path), base and new rotating, 5 groups
