@@ -51,9 +51,9 @@ VINL __m512i zero_idiom(void) {
  * at nsub 8 the pairs of two sub-blocks' mins against the token's sums per
  * 32 at bp (gp_bs32_pairs), 4 vpdpwssd; at nsub 16 the pairs of 16-groups
  * against the Q8_K row's sums per 16 at xq's super-block, 8. Session 38
- * (bench_gemm, avx512 level, Emerald Rapids VM, alternating): with 4 in
- * place of 8 the Q4_K kernel ran ~9-15% faster; two chains of 4 instead of
- * one of 8 gained ~0-3%. */
+ * (bench_gemm, avx512 level, Emerald Rapids VM, alternating): a timing copy
+ * with 4 of the 8 ran the Q4_K kernel ~14% faster; two chains of 4 instead
+ * of one of 8 measured 0-7%, within the VM's noise, and was not kept. */
 VINL __m512i sb_corr(const int NSUB, const uint8_t *C, const uint8_t *xq, const uint8_t *bp) {
     __m512i c = _mm512_setzero_si512();
     if (NSUB == 8) {
