@@ -2,7 +2,7 @@
 # Session 38's measurements on the 2-core Emerald Rapids VM (README here).
 # BASE: turbospark at c77968b (before the VNNI kernel's vpdpwssd scale step
 # and correction per 32) built at /tmp/wexp/build; NEW: this tree's build-rel.
-# Parts: ./run.sh machine | gemm ROUNDS TOKENS | ppab ROUNDS | moeab ROUNDS | pairs ROUNDS | peer
+# Parts: ./run.sh machine | gemm ROUNDS TOKENS | ppab ROUNDS | moeab ROUNDS | pairs ROUNDS | thr | peer
 set -u
 cd /work/main
 O=bench/results/2026-12-06-xeon-s38
@@ -30,6 +30,13 @@ pairs) # base and new back to back for each file and level, the order flipping b
     f=${fl%%:*} l=${fl#*:}; m=$M7 reps=1; [ $f = 1.5B ] && m=$M15 reps=2; [ $f = 30B-A3B ] && m=$M30
     vs="base new"; [ $((r % 2)) = 0 ] && vs="new base"
     for v in $vs; do echo "$v:$l r$r $f $(pp $(bin $v:) $l $m $reps)"; done; done; done ;;
+thr) # the AMX threshold: session 37's harness with a Q5_K shape added, against this tree with the thresholds at 16
+  rm -rf /tmp/wthr && git worktree add -f --detach /tmp/wthr HEAD > /dev/null && cd /tmp/wthr &&
+  sed -i 's/^#define TS_GP_AMX_MIN_COLS\( \| \)[ ]*[0-9]*/#define TS_GP_AMX_MIN_COLS 16/; s/^#define TS_GP_AMX_MIN_COLS_OFF [0-9]*/#define TS_GP_AMX_MIN_COLS_OFF 16/; s/^#define TS_GP_AMX_MIN_COLS_Q4K [0-9]*/#define TS_GP_AMX_MIN_COLS_Q4K 16/' src/tensor/quant.h &&
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTS_CUDA=OFF > /dev/null && cmake --build build -j2 --target turbospark > /dev/null &&
+  sed -e 's|{TS_TYPE_Q6_K, 256, 8960, "Q6_K 256x8960"}};|{TS_TYPE_Q6_K, 256, 8960, "Q6_K 256x8960"}, {TS_TYPE_Q5_K, 512, 3584, "Q5_K 512x3584"}};|' \
+      -e 's/for (int k = 0; k < 3; k++)/for (int k = 0; k < 4; k++)/' /work/main/bench/results/2026-12-06-xeon-s37/amx_threshold.c > /tmp/amx_threshold_s38.c &&
+  gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude /tmp/amx_threshold_s38.c build/libturbospark.a -lm -lpthread -o /tmp/amxt && /tmp/amxt ;;
 machine)
   { lscpu | grep -E 'Model name|CPU family|Model:|^CPU\(s\)|L2|L3|Flags' | cut -c1-600; uname -r; git log --oneline -1; } > $O/machine.txt ;;
 peer) # issue 13's dense prompts against llama.cpp at the avx512 level (the Zen 4 path), base and new rotating, 5 groups
