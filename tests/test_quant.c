@@ -545,8 +545,8 @@ static void test_gemm_amx_bits(bufs *b) {
 /* The panel kernels for Q4_K/Q5_K (AVX2, and VNNI since session 38) take
  * the activation sums per 32 of a call's tokens computed at once where they
  * fit TS_GP_BP_BYTES, else per token group and segment: a call over 487
- * tokens (past the room) against the same columns 16 at a time and 53 at a
- * time (within it), bit for bit, at every panel level of the CPU. At the
+ * tokens (past the room) against the same columns 16 at a time and 101 at
+ * a time (within it), bit for bit, at every panel level of the CPU. At the
  * AMX level the 487 run 480 on the tiles and a tail of 7 through the VNNI
  * kernel (sums per group), the 16s the VNNI kernel alone (under the
  * threshold), the 101s 96 on the tiles and 5 through the VNNI kernel (sums
@@ -556,9 +556,9 @@ static void test_gemm_sums(bufs *b) {
     static const ts_type ts[] = {TS_TYPE_Q4_K, TS_TYPE_Q5_K};
     enum { R = 40, C = 487, N = 9 * 256 };
     static const int chunk[2] = {16, 101};
-    CHECK((uint64_t)C * (N / 256) * 16 > TS_GP_BP_BYTES && (uint64_t)101 * (N / 256) * 16 <= TS_GP_BP_BYTES);
+    CHECK((uint64_t)C * (N / 256) * 16 > TS_GP_BP_BYTES && (uint64_t)chunk[1] * (N / 256) * 16 <= TS_GP_BP_BYTES);
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
-        CHECK(101 % 16 && 101 >= ts_q_gemm_amx_min_cols(ts[k]) && 16 < ts_q_gemm_amx_min_cols(ts[k]) && C % 16 != 0);
+        CHECK(chunk[1] % 16 && chunk[1] >= ts_q_gemm_amx_min_cols(ts[k]) && chunk[0] < ts_q_gemm_amx_min_cols(ts[k]) && C % 16);
     const int max_isa = ts_kernels_isa_max();
     char levels[64] = "";
     int diff = 0;

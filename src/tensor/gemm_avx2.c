@@ -276,10 +276,7 @@ static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
     uint8_t *sp = scratch;
     /* every token's sums at once, after the two units, where they fit */
     uint8_t *ball = nsub == 8 && (uint64_t)ncols * (uint64_t)nsb * 16 <= TS_GP_BP_BYTES ? sp + 2 * unit : NULL;
-    for (int64_t c = 0; ball && c < ncols; c++) {
-        const uint8_t *xc = px + (uint64_t)c * xs;
-        gp_bs32_pairs(&xc, 1, (int)nsb, (int)nsb, ball + (size_t)c * (size_t)nsb * 16);
-    }
+    if (ball) gp_bs32_all(px, xs, 0, ncols, nsb, ball);
     for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {
         int64_t nr = nrows - r0 < 2 * TS_GP_ROWS ? nrows - r0 : 2 * TS_GP_ROWS;
         int nu = nr > TS_GP_ROWS ? 2 : 1;
@@ -294,10 +291,8 @@ static void agemm(ts_type t, int64_t n, const void *w, uint64_t ws, int64_t nrow
                 int nt = (int)(ncols - c0 < AK_NT ? ncols - c0 : AK_NT);
                 const uint8_t *xr[AK_NT];
                 for (int i = 0; i < nt; i++) xr[i] = px + (uint64_t)(c0 + i) * xs + (uint64_t)s0 * QK_BYTES;
-                const uint8_t *b = bp;
-                int bst = TS_GP_KSEG;
-                if (ball) b = ball + (size_t)(c0 * nsb + s0) * 16, bst = (int)nsb;
-                else if (nsub == 8) gp_bs32_pairs(xr, nt, ns, TS_GP_KSEG, bp);
+                int bst;
+                const uint8_t *b = gp_bs32_group(ball, nsb, c0, s0, nsub, xr, nt, ns, bp, &bst);
                 for (int u = 0; u < nu; u++)
                     for (int lg = 0; lg < 2; lg++) {
                         int64_t ru = nr - u * TS_GP_ROWS - 16 * lg;

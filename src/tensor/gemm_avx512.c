@@ -183,10 +183,8 @@ static VN void vk_cols(const vk_fn *kf, int nsub, const uint8_t *sp, size_t unit
         int nt = (int)(ncols - c0 < VK_NT ? ncols - c0 : VK_NT);
         const uint8_t *xr[VK_NT];
         for (int i = 0; i < nt; i++) xr[i] = px + (uint64_t)(c0 + i) * xs + (uint64_t)s0 * QK_BYTES;
-        const uint8_t *bp = bpg;
-        int bst = TS_GP_KSEG;
-        if (bp_all) bp = bp_all + (size_t)(c0 * nsb + s0) * 16, bst = (int)nsb;
-        else if (nsub == 8) gp_bs32_pairs(xr, nt, ns, TS_GP_KSEG, bpg);
+        int bst;
+        const uint8_t *bp = gp_bs32_group(bp_all, nsb, c0, s0, nsub, xr, nt, ns, bpg, &bst);
         for (int u = 0; u < nu; u++) {
             int64_t ru = nr - u * TS_GP_ROWS;
             kf[nt](sp + u * unit, ns, xr, bp, bst, out + c0 * os + u * TS_GP_ROWS, os, rmask(ru), rmask(ru - 16), s0 == 0);
@@ -499,10 +497,7 @@ VINL void panel_gemm(ts_type t, const int amx, int64_t n, const void *w, uint64_
     uint8_t *bp_all = NULL;
     if (nsub == 8 && ncols > c_amx && (uint64_t)ncols * (uint64_t)nsb * 16 <= TS_GP_BP_BYTES) {
         bp_all = c_amx ? ab + TS_GP_AMX_A_BYTES : (uint8_t *)scratch + 2 * (size_t)TS_GP_KSEG * TS_GP_SB_BYTES(16);
-        for (int64_t c = c_amx; c < ncols; c++) {
-            const uint8_t *xc = (const uint8_t *)x + (uint64_t)c * xs;
-            gp_bs32_pairs(&xc, 1, (int)nsb, (int)nsb, bp_all + (size_t)c * (size_t)nsb * 16);
-        }
+        gp_bs32_all(x, xs, c_amx, ncols, nsb, bp_all);
     }
     if (!c_amx) {
         for (int64_t r0 = 0; r0 < nrows; r0 += 2 * TS_GP_ROWS) {

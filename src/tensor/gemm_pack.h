@@ -181,4 +181,29 @@ static inline void gp_bs32_pairs(const uint8_t *const *xr, int nt, int ns, int b
         }
 }
 
+/* Columns [c0, c1) of the activations x (row stride xs), all nsb
+ * super-blocks each, into all: column c's sums at all + c * nsb * 16 (a
+ * call's sums at once; the caller has checked they fit TS_GP_BP_BYTES). */
+static inline void gp_bs32_all(const uint8_t *x, uint64_t xs, int64_t c0, int64_t c1, int64_t nsb, uint8_t *all) {
+    for (int64_t c = c0; c < c1; c++) {
+        const uint8_t *xc = x + (uint64_t)c * xs;
+        gp_bs32_pairs(&xc, 1, (int)nsb, (int)nsb, all + (size_t)c * (size_t)nsb * 16);
+    }
+}
+
+/* The sums of a token group (columns c0.. of all, or xr[0..nt) at segment
+ * s0 of ns super-blocks): from all where the call has them, else summed
+ * into buf (nt x TS_GP_KSEG x 16 bytes) at nsub 8; *bst their row stride
+ * in super-blocks. Types at nsub 16 take the Q8_K rows' own sums. */
+static inline const uint8_t *gp_bs32_group(const uint8_t *all, int64_t nsb, int64_t c0, int64_t s0, int nsub,
+                                           const uint8_t *const *xr, int nt, int ns, uint8_t *buf, int *bst) {
+    if (all) {
+        *bst = (int)nsb;
+        return all + (size_t)(c0 * nsb + s0) * 16;
+    }
+    *bst = TS_GP_KSEG;
+    if (nsub == 8) gp_bs32_pairs(xr, nt, ns, TS_GP_KSEG, buf);
+    return buf;
+}
+
 #endif

@@ -211,7 +211,8 @@ int ts_q_unpack_k(ts_type t, const void *blk, ts_q_kblock *k);
  * the offset types. Session 38 made the VNNI kernel faster for Q4_K (its
  * scale step by vpdpwssd, the correction per 32) and Q5_K (the correction);
  * the same harness with a Q5_K shape (bench/results/2026-12-06-xeon-s38,
- * run.sh thr; one of two runs) at 32 / 48 / 64 / 96 / 128 tokens: Q4_K
+ * run.sh thr; Q4_K from the first of two runs, Q5_K from the second, the
+ * first's VNNI run having met a slow phase) at 32 / 48 / 64 / 96 / 128 tokens: Q4_K
  * 384 x 2048 1.32 / 1.20 / 1.10 / 0.99 / 0.91, Q4_K 512 x 3584 1.30 / 1.17 /
  * 1.09 / 0.97 / 0.91, Q5_K 512 x 3584 1.18 / 1.04 / 0.94 / 0.87 / 0.80, Q6_K
  * 256 x 8960 0.92 / 0.76 / 0.67 / 0.60 / 0.54: Q4_K from 96, Q5_K from 64,
