@@ -590,6 +590,43 @@ static void test_gemm_sums(bufs *b) {
     printf("%-60s %s (%s)\n", "gemm: activation sums at once = per group (Q4_K, Q5_K)", diff ? "DIFFERS" : "same", levels);
 }
 
+/* The K-quant dots at the avx512 level take the VNNI step (quant_x86.h):
+ * the same integers as the AVX2 level's maddubs + madd, so the same bits,
+ * one column (ts_vec_dot_rows) and 2-4 (ts_gemm_tile). Every 7th weight
+ * row and 61st activation row hold extreme quants: a lane's 4 products at
+ * their largest, where the VNNI step's i16 argument is tightest (Q6_K). */
+static void test_kdot_vnni_bits(bufs *b) {
+    const char *what = "k-quant dots: avx512 (VNNI) = avx2, bit for bit";
+    if (ts_kernels_isa_max() < TS_ISA_AVX512 || !__builtin_cpu_supports("avx512vnni")) {
+        printf("%-60s not run: no AVX-512 VNNI on this CPU\n", what);
+        return;
+    }
+    static const ts_type ts[] = {TS_TYPE_Q2_K, TS_TYPE_Q3_K, TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K};
+    enum { R = 29, C = 4, N = 7 * 256 };
+    int diff = 0;
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
+        const ts_type t = ts[k];
+        gemm_case g = gemm_case_new(t, R, 122, N, 1, b); /* activation rows 5 and 66 extreme */
+        for (int c0 = 0; c0 + C <= 122; c0 += 61) {
+            const uint8_t *x = g.x + (uint64_t)(c0 + 5) * g.xs; /* rows c0 + 5 .. c0 + 8 */
+            for (int nc = 1; nc <= C; nc++) {
+                for (int l = 0; l < 2; l++) {
+                    CHECK(ts_kernels_set_isa(l ? TS_ISA_AVX512 : TS_ISA_AVX2) == 0);
+                    if (nc == 1) ts_vec_dot_rows(t, N, g.w, g.ws, R, x, g.o[l]);
+                    else ts_gemm_tile(t, N, g.w, g.ws, R, x, g.xs, nc, g.o[l], R);
+                }
+                int d = memcmp(g.o[0], g.o[1], sizeof(float) * R * (size_t)nc) != 0;
+                CHECKF(!d, "%s, %d column(s) from row %d: the avx512 dot's bits differ from the avx2 one's", ts_type_name(t), nc,
+                       c0 + 5);
+                diff += d;
+            }
+        }
+        gemm_case_free(&g);
+    }
+    ts_kernels_set_isa(ts_kernels_isa_max());
+    printf("%-60s %s\n", what, diff ? "DIFFERS" : "same");
+}
+
 static void test_quantize_acts(int isa, bufs *b) {
     static const ts_type acts[] = {TS_TYPE_Q8_0, TS_TYPE_Q8_K, TS_TYPE_F16, TS_TYPE_BF16};
     int64_t n = 33 * 256;
@@ -775,6 +812,7 @@ int main(void) {
            upper_checked ? "" : " (XGETBV(1) unavailable: not checked)");
     test_gemm_amx_bits(&b);
     test_gemm_sums(&b);
+    test_kdot_vnni_bits(&b);
     test_pack_vecs();
     CHECK(ts_kernels_set_isa(max_isa + 1) == -1);
     ts_kernels_set_isa(max_isa);

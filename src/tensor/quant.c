@@ -103,7 +103,7 @@ static void q_init(void) {
     }
     if (q_max_isa >= TS_ISA_AVX512) {
         memset(&tmp, 0, sizeof tmp);
-        ts_q_fill_avx512(&tmp);
+        ts_q_fill_avx512(&tmp, q_has_vnni512());
         ts_q_fill_gemm_avx512(&tmp, q_has_vnni512());
         q_overlay(&q_tables[2], &tmp);
         q_tables[3] = q_tables[2];

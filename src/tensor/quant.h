@@ -275,7 +275,7 @@ void ts_q_gemm_q6_K_head(const uint8_t *b, int *sc, int *cr, float *d, float *dm
 void ts_q_fill_ref(ts_q_kernels *k);
 #if defined(__x86_64__)
 void ts_q_fill_avx2(ts_q_kernels *k);
-void ts_q_fill_avx512(ts_q_kernels *k);
+void ts_q_fill_avx512(ts_q_kernels *k, int vnni);
 void ts_q_fill_gemm_avx2(ts_q_kernels *k);
 /* vnni: the CPU has AVX512_VNNI (else the AVX2 panel kernels stay) */
 void ts_q_fill_gemm_avx512(ts_q_kernels *k, int vnni);

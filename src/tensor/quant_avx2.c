@@ -20,13 +20,9 @@
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
-
-INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#define KQ_VNNI 0
+#define KQ_FN static
+#include "tensor/quant_x86.h"
 
 INLINE int hsum_i32_8(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -34,14 +30,6 @@ INLINE int hsum_i32_8(__m256i v) {
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
     return _mm_cvtsi128_si32(s);
 }
-
-INLINE float h2f(const void *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
-INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* 32 signed w x 32 signed x -> 8 x i32, via |w| (u8) * sign(x, w). */
 INLINE __m256i dot_ss(__m256i w, __m256i x) {
@@ -208,8 +196,6 @@ INLINE void sb_prep(const uint8_t *x, int64_t nb, float *xsc, int mode, int off)
     }
 }
 
-/* weight scales of a block: lane 0 = d, lane 1 = m (Q4_1/Q5_1) */
-INLINE __m128 wsc_f16(const uint8_t *p) { return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p)); }
 INLINE __m128 wsc_e8m0(const uint8_t *p) {
     uint32_t e = p[0];
     return _mm_castsi128_ps(_mm_cvtsi32_si128((int)(e < 2 ? 0x00200000u << e : (e - 1) << 23)));
@@ -337,189 +323,7 @@ SB_KERNEL(sb_iq4_nl, wq_iq4_nl, wsc_f16, 18, SB_SIGNED, 0)
 SB_KERNEL(sb_mxfp4, wq_mxfp4, wsc_e8m0, 17, SB_OFF, 12)
 
 /* ------------------------------------------------------------------ */
-/* K-quants against Q8_K                                               */
-
-/* K-quant super-blocks go through the int8 core as 8 chunks of 32 unsigned
- * quants (chunk j covers elements 32j..32j+31, i.e. 16-groups 2j and 2j+1)
- * with an i16 scale vector per chunk (low lane: group 2j, high lane: 2j+1),
- * plus a correction sum_g corr_g * bsum_g with its own factor:
- *   block = d*dx * sum_j madd(maddubs(q_j, x_j), sc_j) - dcorr*dx * sum_g corr_g*bsum_g
- * Each type provides HEAD (scales, corr, d, dcorr, shared loads) and
- * CHUNK(j) (the quants of chunk j); chunks are decoded on the fly so that
- * nothing spills, and each is used for every column before the next. */
-
-/* scale vector for chunk j from 16 i16 scales (one per 16-group) */
-INLINE __m256i chunk_scales16(__m256i s16, int j) {
-    __m256i src = j < 4 ? _mm256_permute2x128_si256(s16, s16, 0x00) : _mm256_permute2x128_si256(s16, s16, 0x11);
-    int g0 = (2 * j) & 7, g1 = (2 * j + 1) & 7;
-    const __m256i ctl = _mm256_setr_epi8(2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1,
-                                         2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1, 2 * g0, 2 * g0 + 1,
-                                         2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1,
-                                         2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1, 2 * g1, 2 * g1 + 1);
-    return _mm256_shuffle_epi8(src, ctl);
-}
-/* scale vector for chunk j from 8 i16 scales (one per 32-group, both lanes) */
-INLINE __m256i chunk_scales8(__m256i s8x2, int j) {
-    return _mm256_shuffle_epi8(s8x2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
-}
-
-/* Q4_K / Q5_K: 8 scales and 8 mins (6 bits) -> i16 vectors */
-INLINE void k4_scales_vec(const uint8_t *q, __m256i *sc8x2, __m256i *corr16) {
-    uint32_t u[3], sc[2], mn[2];
-    memcpy(u, q, 12);
-    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-    sc[0] = u[0] & k1;
-    sc[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
-    mn[0] = u[1] & k1;
-    mn[1] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
-    __m128i s = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0]));
-    __m128i m = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mn[1], (int)mn[0]));
-    *sc8x2 = _mm256_set_m128i(s, s);
-    /* min of 32-group j applies to 16-groups 2j and 2j+1 */
-    *corr16 = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
-}
-
-/* Q3_K: 16 six-bit scales (stored +32) -> i8 */
-INLINE __m128i q3k_scales(const uint8_t *p) {
-    uint32_t a[3], s[4];
-    memcpy(a, p, 12);
-    const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f;
-    s[0] = (a[0] & k2) | (((a[2] >> 0) & k1) << 4);
-    s[1] = (a[1] & k2) | (((a[2] >> 2) & k1) << 4);
-    s[2] = ((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4);
-    s[3] = ((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4);
-    return _mm_sub_epi8(_mm_loadu_si128((const __m128i *)s), _mm_set1_epi8(32));
-}
-
-#define Q2K_HEAD                                                                                      \
-    const uint8_t *b = blk; /* ts_block_q2_K */                                             \
-    __m128i s_ = _mm_loadu_si128((const __m128i *)(b + offsetof(ts_block_q2_K, scales)));                                         \
-    __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s_, _mm_set1_epi8(0x0f)));                      \
-    __m256i corr = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s_, 4), _mm_set1_epi8(0x0f)));   \
-    float d = h2f((b + offsetof(ts_block_q2_K, d))), dcorr = h2f((b + offsetof(ts_block_q2_K, dmin)));                                                      \
-    __m256i qa = loadu((b + offsetof(ts_block_q2_K, qs))), qb = loadu((b + offsetof(ts_block_q2_K, qs)) + 32);
-#define Q2K_CHUNK(j) _mm256_and_si256(_mm256_srli_epi16((j) < 4 ? qa : qb, 2 * ((j) & 3)), _mm256_set1_epi8(3))
-#define Q2K_SCALE(j) chunk_scales16(sc16, j)
-
-#define Q3K_HEAD                                                                                      \
-    const uint8_t *b = blk; /* ts_block_q3_K */                                             \
-    __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales((b + offsetof(ts_block_q3_K, scales))));                                       \
-    __m256i corr = _mm256_slli_epi16(sc16, 2); /* q = q_u - 4 */                                      \
-    float d = h2f((b + offsetof(ts_block_q3_K, d))), dcorr = d;                                                                  \
-    __m256i qa = loadu((b + offsetof(ts_block_q3_K, qs))), qb = loadu((b + offsetof(ts_block_q3_K, qs)) + 32), hm = loadu((b + offsetof(ts_block_q3_K, hmask)));
-#define Q3K_CHUNK(j)                                                                                  \
-    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16((j) < 4 ? qa : qb, 2 * ((j) & 3)), _mm256_set1_epi8(3)), \
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, (j)), _mm256_set1_epi8(1)), 2))
-#define Q3K_SCALE(j) chunk_scales16(sc16, j)
-
-#define Q4K_HEAD                                                                                      \
-    const uint8_t *b = blk; /* ts_block_q4_K */                                             \
-    __m256i sc8, corr;                                                                                \
-    k4_scales_vec((b + offsetof(ts_block_q4_K, scales)), &sc8, &corr);                                                            \
-    float d = h2f((b + offsetof(ts_block_q4_K, d))), dcorr = h2f((b + offsetof(ts_block_q4_K, dmin)));                                                      \
-    __m256i qv = _mm256_setzero_si256();
-#define Q4K_CHUNK(j)                                                                                  \
-    ((j) % 2 == 0 ? (qv = loadu((b + offsetof(ts_block_q4_K, qs)) + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))      \
-                  : _mm256_and_si256(_mm256_srli_epi16(qv, 4), _mm256_set1_epi8(0x0f)))
-#define Q4K_SCALE(j) chunk_scales8(sc8, j)
-
-#define Q5K_HEAD                                                                                      \
-    Q4K_HEAD                                                                                          \
-    const uint8_t *b5 = blk; /* ts_block_q5_K */                                            \
-    __m256i qh = loadu((b5 + offsetof(ts_block_q5_K, qh)));
-#define Q5K_CHUNK(j) _mm256_or_si256(                                                                 \
-    ((j) % 2 == 0 ? (qv = loadu((b5 + offsetof(ts_block_q5_K, qs)) + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))     \
-                  : _mm256_and_si256(_mm256_srli_epi16(qv, 4), _mm256_set1_epi8(0x0f))),              \
-        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, (j)), _mm256_set1_epi8(1)), 4))
-#define Q5K_SCALE(j) chunk_scales8(sc8, j)
-
-#define Q6K_HEAD                                                                                      \
-    const uint8_t *b = blk; /* ts_block_q6_K */                                             \
-    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + offsetof(ts_block_q6_K, scales))));                 \
-    __m256i corr = _mm256_slli_epi16(sc16, 5); /* q = q_u - 32 */                                     \
-    float d = h2f((b + offsetof(ts_block_q6_K, d))), dcorr = d;                                                                  \
-    __m256i l0 = _mm256_setzero_si256(), l1 = l0, hv = l0;
-#define Q6K_CHUNK(j)                                                                                  \
-    ((j) % 4 == 0 ? (l0 = loadu((b + offsetof(ts_block_q6_K, ql)) + 16 * (j)), l1 = loadu((b + offsetof(ts_block_q6_K, ql)) + 16 * (j) + 32), hv = loadu((b + offsetof(ts_block_q6_K, qh)) + 8 * (j))) : hv, \
-     _mm256_or_si256(_mm256_and_si256((j) % 4 < 2 ? ((j) % 2 ? l1 : l0)                               \
-                                                  : _mm256_srli_epi16((j) % 2 ? l1 : l0, 4),          \
-                                      _mm256_set1_epi8(0x0f)),                                        \
-                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * ((j) % 4)), _mm256_set1_epi8(3)), 4)))
-#define Q6K_SCALE(j) chunk_scales16(sc16, j)
-
-/* The column loop is spelled out on named variables (not arrays indexed in a
- * loop) so that, for each constant column count NC, every accumulator stays
- * in a register: 4 columns need 4 integer + 4 float accumulators. */
-#define KC_STEP(c, j)                                                                                         \
-    if (NC_ > (c))                                                                                            \
-        si##c = _mm256_add_epi32(si##c, _mm256_madd_epi16(_mm256_maddubs_epi16(q_, loadu(xb##c + 4 + 32 * (j))), s_));
-#define K_STEP(j, CHUNK, SCALE)                                                                               \
-    do {                                                                                                      \
-        __m256i q_ = CHUNK(j), s_ = SCALE(j);                                                                 \
-        KC_STEP(0, j) KC_STEP(1, j) KC_STEP(2, j) KC_STEP(3, j)                                               \
-    } while (0)
-/* block end for column c: acc += d*dx * si - dcorr*dx * sum_g corr_g*bsum_g */
-#define KC_FIN(c)                                                                                             \
-    if (NC_ > (c)) {                                                                                          \
-        float dx_;                                                                                            \
-        memcpy(&dx_, xb##c, 4);                                                                               \
-        __m256 vx_ = _mm256_set1_ps(dx_);                                                                     \
-        __m256i cv_ = _mm256_madd_epi16(corr, loadu(xb##c + offsetof(ts_block_q8_K, bsums)));                 \
-        acc##c = _mm256_fmadd_ps(_mm256_mul_ps(vd_, vx_), _mm256_cvtepi32_ps(si##c), acc##c);                 \
-        if (NC_ == 1) /* one column: a second chain instead of two FMAs in a row */                          \
-            cc0 = _mm256_fmadd_ps(_mm256_mul_ps(vm_, vx_), _mm256_cvtepi32_ps(cv_), cc0);                     \
-        else                                                                                                  \
-            acc##c = _mm256_fnmadd_ps(_mm256_mul_ps(vm_, vx_), _mm256_cvtepi32_ps(cv_), acc##c);              \
-    }
-#define KC_OUT(c) if (NC_ > (c)) out[(c) * os] = hsum8(_mm256_sub_ps(acc##c, cc0));
-
-/* Decode prefetch (ts_q_prefetch_ahead, quant.h): the hardware prefetchers alone
- * left a Zen 3 core at 6.3-8.8 GB/s (median 7.8) on the Q4_K dot against
- * 7-10 GB/s of plain reads. Prefetching every super-block's bytes 2 KB ahead
- * took it to 8.1-10.7 (median 9.7; bench_kernels, 256 MB, 1 thread, 12
- * alternating runs) and the 7B Q4_K_M tg64 with 2 threads from 2.52 to 3.01
- * tok/s (5 groups, bench/results/2026-12-02-zen3-s8/). 1 KB gained less;
- * 3-4 KB the same. Multi-column calls (prefill tiles) reuse each block for
- * every column and are not memory-bound: no prefetch. */
-#define K_KERNEL_NC(NAME, P, BYTES, NC)                                                      \
-    static void NAME##_k##NC(int64_t n, const void *w, const void *x, uint64_t xs, float *out, int64_t os) {  \
-        enum { NC_ = NC };                                                                                    \
-        const uint8_t *pw = w, *px = x;                                                                       \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, cc0 = acc0;                 \
-        for (int64_t i = 0; i < n / 256; i++) {                                                               \
-            const uint8_t *blk = pw + i * BYTES;                                                              \
-            if (NC_ == 1) ts_q_prefetch_ahead(blk, BYTES);                                                   \
-            P##_HEAD                                                                                          \
-            const uint8_t *xb0 = px + i * sizeof(ts_block_q8_K), *xb1 = xb0 + xs, *xb2 = xb1 + xs,            \
-                          *xb3 = xb2 + xs;                                                                    \
-            __m256i si0 = _mm256_setzero_si256(), si1 = si0, si2 = si0, si3 = si0;                            \
-            K_STEP(0, P##_CHUNK, P##_SCALE); K_STEP(1, P##_CHUNK, P##_SCALE); K_STEP(2, P##_CHUNK, P##_SCALE);         \
-            K_STEP(3, P##_CHUNK, P##_SCALE); K_STEP(4, P##_CHUNK, P##_SCALE); K_STEP(5, P##_CHUNK, P##_SCALE);         \
-            K_STEP(6, P##_CHUNK, P##_SCALE); K_STEP(7, P##_CHUNK, P##_SCALE);                                  \
-            const __m256 vd_ = _mm256_set1_ps(d), vm_ = _mm256_set1_ps(dcorr);                                \
-            KC_FIN(0) KC_FIN(1) KC_FIN(2) KC_FIN(3)                                                           \
-        }                                                                                                     \
-        KC_OUT(0) KC_OUT(1) KC_OUT(2) KC_OUT(3)                                                               \
-    }
-
-#define K_KERNEL(NAME, P, BYTES)                                                             \
-    K_KERNEL_NC(NAME, P, BYTES, 1)                                                              \
-    K_KERNEL_NC(NAME, P, BYTES, 2)                                                              \
-    K_KERNEL_NC(NAME, P, BYTES, 3)                                                              \
-    K_KERNEL_NC(NAME, P, BYTES, 4)                                                              \
-    static float NAME##_dot(int64_t n, const void *w, const void *x) {                                        \
-        float r;                                                                                              \
-        NAME##_k1(n, w, x, 0, &r, 0);                                                                         \
-        return r;                                                                                             \
-    }                                                                                                         \
-    static void NAME##_dotc(int64_t n, const void *w, const void *x, uint64_t xs, int nc, float *out, int64_t os) { \
-        switch (nc) {                                                                                         \
-        case 1: NAME##_k1(n, w, x, xs, out, os); break;                                                       \
-        case 2: NAME##_k2(n, w, x, xs, out, os); break;                                                       \
-        case 3: NAME##_k3(n, w, x, xs, out, os); break;                                                       \
-        default: NAME##_k4(n, w, x, xs, out, os); break;                                                      \
-        }                                                                                                     \
-    }
+/* K-quants against Q8_K: quant_kdot.h's kernels with the maddubs + madd step */
 
 K_KERNEL(q2_K, Q2K, 84)
 K_KERNEL(q3_K, Q3K, 110)
