@@ -5,8 +5,8 @@
  *   quant_x86.h's kernels with the vpdpbusd + vpdpwssd step, on ymm, the
  *   AVX2 ones' bits. One thread, 192 KiB of weights in L2, against the AVX2
  *   step on the same core (Emerald Rapids VM, session 39, bench_kernels,
- *   alternating): one column 1.07-1.21x (Q4_K 20.0 against 18.1 GB/s,
- *   Q6_K 25.7 against 21.7), 4 columns 1.17-1.28x. They replace a 512-bit
+ *   alternating medians): one column 1.09-1.20x (Q4_K 20.0 against 18.1
+ *   GB/s, Q6_K 25.7 against 21.7), 4 columns 1.19-1.29x. They replace a 512-bit
  *   Q6_K dot (two chunks an instruction), which they outran by 1.12x here
  *   and which ran decode ~9% slower than the AVX2 dot on Zen 4 (session 34).
  * - One-column dots of the float types, 512 bits wide. */

@@ -37,7 +37,6 @@ INLINE float hsum8(__m256 v) {
 
 INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-
 /* weight scales of a block: lane 0 = d, lane 1 = m (Q4_1/Q5_1; the K-quants'
  * d, dmin), lanes 2, 3 zero */
 INLINE __m128 wsc_f16(const uint8_t *p) {
@@ -51,7 +50,6 @@ INLINE __m128 wsc_f16x1(const uint8_t *p) {
     memcpy(&h, p, 2);
     return _mm_moveldup_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
-
 
 /* K-quant super-blocks go through the int8 core as 8 chunks of 32 unsigned
  * quants (chunk j covers elements 32j..32j+31, i.e. 16-groups 2j and 2j+1)
@@ -132,12 +130,18 @@ INLINE __m256i zero_idiom256(void) {
     return z;
 }
 
-/* bit j (0..7) of every byte of v moved to bit k by one epi16 shift and a
- * mask: the bits a shift by k - j carries across from the neighbouring byte
- * land below bit k (left) or above it (right, by j - k <= 7 - k) */
-#define KQ_BIT(v, j, k)                                                                               \
-    _mm256_and_si256((j) < (k) ? _mm256_slli_epi16(v, (k) - (j)) : (j) > (k) ? _mm256_srli_epi16(v, (j) - (k)) : (v), \
-                     _mm256_set1_epi8(1 << (k)))
+/* the bits of every byte of v under mask m moved up or down from bit
+ * `from` to bit `to` (to <= 4) by one epi16 shift and the mask: the bits a
+ * shift carries across from the neighbouring byte land below bit `to`
+ * (left) or above the top of m (right, by from - to, from <= 7) */
+#define KQ_MOVE(v, from, to, m)                                                                       \
+    _mm256_and_si256((from) < (to) ? _mm256_slli_epi16(v, (to) - (from))                              \
+                     : (from) > (to) ? _mm256_srli_epi16(v, (from) - (to)) : (v), _mm256_set1_epi8(m))
+/* 16 bytes of nibbles at qs, both halves a load: chunk j even takes the low
+ * nibbles of bytes 16j..16j+31, odd the high nibbles of the bytes before */
+#define KQ_NIBBLES(qs, j)                                                                             \
+    ((j) % 2 == 0 ? (qv = loadu((qs) + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))       \
+                  : _mm256_and_si256(_mm256_srli_epi16(qv, 4), _mm256_set1_epi8(0x0f)))
 
 #define Q2K_HEAD                                                                                      \
     const uint8_t *b = blk; /* ts_block_q2_K */                                             \
@@ -157,7 +161,7 @@ INLINE __m256i zero_idiom256(void) {
     __m256i qa = loadu((b + offsetof(ts_block_q3_K, qs))), qb = loadu((b + offsetof(ts_block_q3_K, qs)) + 32), hm = loadu((b + offsetof(ts_block_q3_K, hmask)));
 #define Q3K_CHUNK(j)                                                                                  \
     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16((j) < 4 ? qa : qb, 2 * ((j) & 3)), _mm256_set1_epi8(3)), \
-                    KQ_BIT(hm, j, 2))
+                    KQ_MOVE(hm, j, 2, 4))
 #define Q3K_SCALE(j) chunk_scales16(sc16, j)
 
 #define Q4K_HEAD                                                                                      \
@@ -166,19 +170,13 @@ INLINE __m256i zero_idiom256(void) {
     k4_scales_vec((b + offsetof(ts_block_q4_K, scales)), &sc8, &corr);                                                            \
     const __m128 dd_ = wsc_f16(b + offsetof(ts_block_q4_K, d)); /* d, dmin */                                                                               \
     __m256i qv = _mm256_setzero_si256();
-#define Q4K_CHUNK(j)                                                                                  \
-    ((j) % 2 == 0 ? (qv = loadu((b + offsetof(ts_block_q4_K, qs)) + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))      \
-                  : _mm256_and_si256(_mm256_srli_epi16(qv, 4), _mm256_set1_epi8(0x0f)))
+#define Q4K_CHUNK(j) KQ_NIBBLES(b + offsetof(ts_block_q4_K, qs), j)
 #define Q4K_SCALE(j) chunk_scales8(sc8, j)
 
-#define Q5K_HEAD                                                                                      \
+#define Q5K_HEAD /* ts_block_q5_K: Q4_K's head, then qh */                                          \
     Q4K_HEAD                                                                                          \
-    const uint8_t *b5 = blk; /* ts_block_q5_K */                                            \
-    __m256i qh = loadu((b5 + offsetof(ts_block_q5_K, qh)));
-#define Q5K_CHUNK(j) _mm256_or_si256(                                                                 \
-    ((j) % 2 == 0 ? (qv = loadu((b5 + offsetof(ts_block_q5_K, qs)) + 16 * (j)), _mm256_and_si256(qv, _mm256_set1_epi8(0x0f)))     \
-                  : _mm256_and_si256(_mm256_srli_epi16(qv, 4), _mm256_set1_epi8(0x0f))),              \
-        KQ_BIT(qh, j, 4))
+    __m256i qh = loadu(b + offsetof(ts_block_q5_K, qh));
+#define Q5K_CHUNK(j) _mm256_or_si256(KQ_NIBBLES(b + offsetof(ts_block_q5_K, qs), j), KQ_MOVE(qh, j, 4, 0x10))
 #define Q5K_SCALE(j) chunk_scales8(sc8, j)
 
 #define Q6K_HEAD                                                                                      \
@@ -188,18 +186,13 @@ INLINE __m256i zero_idiom256(void) {
     const __m128 dd_ = wsc_f16x1(b + offsetof(ts_block_q6_K, d));                                                                \
     __m256i l0 = _mm256_setzero_si256(), l1 = l0, hv = l0;
 /* chunk j of a half: low nibbles of l0 / l1 (j % 4 = 0, 1) or their high
- * nibbles (2, 3), with qh's bit pair j % 4 moved to bits 4-5 by one shift
- * (none for pair 2) and one mask: the epi16 shift's bits that cross bytes
- * fall outside 0x30 */
-#define Q6K_HBITS(hv, k)                                                                              \
-    _mm256_and_si256((k) == 0 ? _mm256_slli_epi16(hv, 4) : (k) == 1 ? _mm256_slli_epi16(hv, 2)        \
-                     : (k) == 2 ? (hv) : _mm256_srli_epi16(hv, 2), _mm256_set1_epi8(0x30))
+ * nibbles (2, 3), with qh's bit pair j % 4 moved to bits 4-5 */
 #define Q6K_CHUNK(j)                                                                                  \
     ((j) % 4 == 0 ? (l0 = loadu((b + offsetof(ts_block_q6_K, ql)) + 16 * (j)), l1 = loadu((b + offsetof(ts_block_q6_K, ql)) + 16 * (j) + 32), hv = loadu((b + offsetof(ts_block_q6_K, qh)) + 8 * (j))) : hv, \
      _mm256_or_si256(_mm256_and_si256((j) % 4 < 2 ? ((j) % 2 ? l1 : l0)                               \
                                                   : _mm256_srli_epi16((j) % 2 ? l1 : l0, 4),          \
                                       _mm256_set1_epi8(0x0f)),                                        \
-                     Q6K_HBITS(hv, (j) % 4)))
+                     KQ_MOVE(hv, 2 * ((j) % 4), 4, 0x30)))
 #define Q6K_SCALE(j) chunk_scales16(sc16, j)
 
 /* The column loop is spelled out on named variables (not arrays indexed in a
