@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Issue 13's CPU targets against what bench/cpu_targets.sh measured in DIR:
+one markdown row a target and level, with the measured median, its spread over
+groups or rounds, and met / NOT MET. A target whose rows are missing is listed
+as NOT MEASURED (never as met), and the exit status is 1 unless every target
+that was measured is met and at least one was.
+
+usage: cpu_targets.py DIR
+"""
+import csv, glob, os, re, statistics, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pair_summary import read_rows, summarize  # noqa: E402
+
+
+def pair_ratio(path, test):
+    """median, min, max, groups of turbospark / llama.cpp for test in a pair_bench TSV, and turbospark's
+    median tok/s; None when the file or the test is absent"""
+    if not os.path.exists(path):
+        return None
+    _, table = summarize(read_rows([path]))
+    for _, t, done, ratios in table:
+        if t == test and ratios.get("turbospark / llama.cpp"):
+            v = ratios["turbospark / llama.cpp"]
+            tps = statistics.median(float(e["turbospark"]["tps_mean"]) for _, e in done)
+            return statistics.median(v), min(v), max(v), len(v), tps
+    return None
+
+
+def membw_median(path):
+    """the median read GB/s at the most threads membw ran"""
+    best = None
+    for line in open(path):
+        m = re.match(r"threads\s+(\d+)\s+read\s+best\s+[\d.]+ GB/s\s+median\s+([\d.]+) GB/s", line)
+        if m and (best is None or int(m.group(1)) > best[0]):
+            best = (int(m.group(1)), float(m.group(2)))
+    return best
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    d = sys.argv[1]
+    levels = []
+    for f in glob.glob(os.path.join(d, "dense-*-*.tsv")) + glob.glob(os.path.join(d, "moe30b-*.tsv")):
+        lv = f.rsplit("-", 1)[1][:-4]
+        if lv not in levels:
+            levels.append(lv)
+    rows, measured, failed = [], 0, 0
+
+    def add(target, level, res, goal, fmt="%.3fx"):
+        nonlocal measured, failed
+        if res is None:
+            rows.append((target, level, "-", "-", "NOT MEASURED"))
+            return
+        med, lo, hi, n = res[:4]
+        ok = med >= goal
+        measured += 1
+        failed += not ok
+        rows.append((target, level, "**" + fmt % med + "**", (fmt + " .. " + fmt + " (%d)") % (lo, hi, n), "met" if ok else "NOT MET"))
+
+    for lv in levels:
+        for m in ("1.5b", "7b"):
+            add("%s pp512 >= 1.5x llama.cpp" % m, lv, pair_ratio(os.path.join(d, "dense-%s-%s.tsv" % (m, lv)), "pp512"), 1.5)
+        tg = pair_ratio(os.path.join(d, "dense-7b-%s.tsv" % lv), "tg128")
+        add("7b tg128 >= 1.1x llama.cpp", lv, tg, 1.1)
+        bw, nb = os.path.join(d, "membw.txt"), os.path.join(d, "7b-bytes-a-token.txt")
+        if tg and os.path.exists(bw) and os.path.exists(nb):
+            t, gbs = membw_median(bw)
+            frac = tg[4] * int(open(nb).read()) / 1e9 / gbs
+            add("7b tg128 >= 70%% of the roofline (membw %.1f GB/s, %d threads)" % (gbs, t), lv, (100 * frac,) * 3 + (1,), 70,
+                "%.0f%%")
+        else:
+            add("7b tg128 >= 70% of the roofline", lv, None, 70)
+    for f in sorted(glob.glob(os.path.join(d, "moe30b-*.tsv"))):
+        lv = f.rsplit("-", 1)[1][:-4]
+        add("30B-A3B warm pp512 >= 1.0x llama.cpp", lv, pair_ratio(f, "pp512"), 1.0)
+        add("30B-A3B warm tg64 >= 1.0x llama.cpp", lv, pair_ratio(f, "tg64"), 1.0)
+    cap = os.path.join(d, "cap", "rows.tsv")
+    if os.path.exists(cap):
+        by = {}
+        for r in csv.reader(open(cap), delimiter="\t"):
+            name, lv, tps = r[0], r[1], r[2]
+            m = re.match(r".*-(pp512|tg32)-r(\d+)$", name)
+            if m and tps:
+                by.setdefault(lv, {}).setdefault(int(m.group(2)), {})[m.group(1)] = float(tps)
+        for lv, rounds in by.items():
+            v = [x["pp512"] / x["tg32"] for x in rounds.values() if "pp512" in x and "tg32" in x]
+            add("30B-A3B at the 25% cap: prompt >= 10x the one-token path", lv,
+                (statistics.median(v), min(v), max(v), len(v)) if v else None, 10.0)
+    print("| target | level | median | min .. max (groups) | verdict |")
+    print("| --- | --- | ---: | --- | --- |")
+    for r in rows:
+        print("| %s | %s | %s | %s | %s |" % r)
+    print("\n%d measured, %d not met, %d not measured" % (measured, failed, sum(r[4] == "NOT MEASURED" for r in rows)))
+    sys.exit(0 if measured and not failed else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# cpu_targets: issue 13's CPU targets on this machine in one command, each measured the way the sessions that
+# recorded them did (docs/BENCHMARKS.md, "CPU prefill"), then one table of target, measured value and verdict.
+# Written because the machines that decide the last targets (AMD cores) come rarely: a session that gets one
+# should spend its time measuring, not rebuilding the method.
+#
+#   bench/cpu_targets.sh -L LLAMA_BENCH [-A LLAMA_BENCH_AVX2] [-o OUTDIR] [-k GROUPS] [-r ROUNDS] [PART...]
+#     -L PATH   llama-bench built for this CPU, out of the tree (bench/README.md: never committed)
+#     -A PATH   llama-bench built AVX2-only, for the AVX2 rows on a CPU with AVX-512 (default: -L's)
+#     -o DIR    where rows, logs and summary.md go (default bench/results/DATE-cpu-targets)
+#     -k N      alternating groups a dense or MoE comparison (default 5; the issue asks for at least 5)
+#     -r N      rounds of the capped prompt and one-token path a level (default 3)
+#     PART      machine dense moe cap summary (default: all, in that order)
+# Environment: TS (turbospark binary, default build-rel/turbospark), M15 (Qwen2.5-Coder-1.5B Q4_K_M), M7 (the 7B
+# synthetic Q4_K_M: bench/make_synthetic_dense.py), M30 (the 30B-A3B synthetic: bench-cpu/make_synthetic_moe),
+# THREADS (default 2).
+#
+# Levels: the dispatcher's own (what `turbospark bench` prints as the backend's ISA), and where that is above avx2
+# the AVX2 kernels too (TS_FORCE_ISA=avx2, against -A): an AVX2 code path on this core, which is not an AVX2-only
+# machine; the summary names the level of every row.
+#
+# Method (the issue's): both engines the same file, threads and thread wait policy (bench/pair_bench.sh), the
+# order rotating by group; ratios within a group, medians over groups. The tg roofline: membw's median read GB/s at
+# THREADS threads over the bytes a decode token reads (`turbospark bench --json`'s active_bytes_per_token). The capped prompt:
+# the 30B-A3B file dropped from the page cache, a 25% memory cap (bench/run_capped.sh), O_DIRECT expert reads,
+# streamed experts with 16 slots; the 512-token prompt's tok/s over the one-token path's (`-p 0 -n 32`).
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here" || exit 1
+LB="" LA="" O="" K=5 R=3
+while [ $# -gt 0 ]; do
+    case $1 in
+        -L) LB=${2:?}; shift 2 ;;
+        -A) LA=${2:?}; shift 2 ;;
+        -o) O=${2:?}; shift 2 ;;
+        -k) K=${2:?}; shift 2 ;;
+        -r) R=${2:?}; shift 2 ;;
+        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "cpu_targets: unknown option '$1'" >&2; exit 2 ;;
+        *) break ;;
+    esac
+done
+parts=${*:-machine dense moe cap summary}
+TS=${TS:-build-rel/turbospark}
+M15=${M15:-$HOME/.cache/turbospark/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf}
+M7=${M7:-/var/tmp/ts-bench-io/7b-synth-q4km.gguf}
+M30=${M30:-/var/tmp/ts-bench-io/qwen3moe-synth-q4k.gguf}
+T=${THREADS:-2}
+O=${O:-bench/results/$(date +%F)-cpu-targets}
+LA=${LA:-$LB}
+has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
+die() { echo "cpu_targets: $*" >&2; exit 1; }
+[ -x "$TS" ] || die "no turbospark binary at $TS (set TS)"
+for p in $parts; do case $p in machine | dense | moe | cap | summary) ;; *) die "unknown part '$p'" ;; esac; done
+if has dense || has moe; then [ -x "$LB" ] || die "-L: no llama-bench at '$LB'"; fi
+mkdir -p "$O" || exit 1
+# the dispatcher's level, from the CLI (the backend line of a one-token bench)
+isa=$("$TS" bench -m "${M15}" -t 1 -p 0 -n 1 -r 1 2>&1 | sed -n 's/.*backend cpu: \([a-z0-9]*\),.*/\1/p' | head -1)
+[ -n "$isa" ] || die "could not read the kernel level from '$TS bench' on $M15"
+levels=$isa
+[ "$isa" != avx2 ] && [ "$isa" != scalar ] && levels="$isa avx2"
+echo "cpu_targets: levels $levels, $T threads, out $O"
+
+if has machine; then
+    { lscpu | grep -E 'Model name|CPU family|Model:|^CPU\(s\)|Thread|L2|L3|Flags' | cut -c1-600; uname -r
+      git log --oneline -1; echo "levels: $levels"; } > "$O/machine.txt"
+    gcc -O3 -march=native -pthread -o /tmp/ct_membw bench/membw.c && /tmp/ct_membw -t 1,$T > "$O/membw.txt" 2>&1
+    gcc -O2 -march=native -pthread -o /tmp/ct_peak bench/peak_ops.c && /tmp/ct_peak -t 1,$T > "$O/peak_ops.txt" 2>&1
+    "$TS" bench -m "$M7" -t "$T" -p 0 -n 1 -r 1 --json 2>/dev/null |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["active_bytes_per_token"])' > "$O/7b-bytes-a-token.txt"
+fi
+lb_for() { [ "$1" = avx2 ] && [ "$isa" != avx2 ] && echo "$LA" || echo "$LB"; }
+if has dense; then
+    for lv in $levels; do
+        for m in 1.5b:$M15 7b:$M7; do
+            TS_FORCE_ISA=$lv bench/pair_bench.sh -o "$O/dense-${m%%:*}-$lv.tsv" -L "$(lb_for $lv)" -e turbospark="$TS" \
+                -t "$T" -k "$K" -p 512 -n 128 --pp-reps 1 --tg-reps 1 "${m#*:}" > "$O/dense-${m%%:*}-$lv.log" 2>&1 ||
+                echo "cpu_targets: dense ${m%%:*} $lv failed (see its log)" >&2
+        done
+    done
+fi
+if has moe; then
+    TS_FORCE_ISA=$isa bench/pair_bench.sh -o "$O/moe30b-$isa.tsv" -L "$LB" -e turbospark="$TS" -t "$T" -k "$K" -p 512 -n 64 \
+        --pp-reps 1 --tg-reps 1 "$M30" > "$O/moe30b-$isa.log" 2>&1 || echo "cpu_targets: moe failed (see its log)" >&2
+fi
+if has cap; then
+    mkdir -p "$O/cap"
+    cap_bytes=$(( $(stat -c %s "$M30") / 4 ))
+    drop() { python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)" "$M30"; }
+    cap() { local n=$1 lv=$2; shift 2; drop
+        bench/run_capped.sh -m $cap_bytes -r "$O/cap/$n.report" -- env TURBOSPARK_EXPERT_NOCACHE=1 TS_FORCE_ISA=$lv "$TS" bench \
+            -m "$M30" -t "$T" --expert-residency streamed --expert-cache-slots 16 "$@" > "$O/cap/$n.txt" 2>&1
+        printf '%s\t%s\t%s\t%s\n' "$n" "$lv" "$(grep -E 'pp512|tg32' "$O/cap/$n.txt" | awk -F'|' '{print $(NF-1)}' | awk '{print $1}')" \
+            "$(grep -oE '[0-9.]+ s I/O wait' "$O/cap/$n.txt" | awk '{print $1}')" >> "$O/cap/rows.tsv"; }
+    for r in $(seq 1 "$R"); do
+        for lv in $levels; do # the order of prompt and one-token path alternating by round
+            if [ $((r % 2)) = 1 ]; then cap $lv-pp512-r$r $lv -p 512 -n 0 -r 1; cap $lv-tg32-r$r $lv -p 0 -n 32 -r 1
+            else cap $lv-tg32-r$r $lv -p 0 -n 32 -r 1; cap $lv-pp512-r$r $lv -p 512 -n 0 -r 1; fi
+        done
+    done
+fi
+if has summary; then # its exit status: 0 only when something was measured and every measured target is met
+    python3 bench/cpu_targets.py "$O" > "$O/summary.md"
+    st=$?
+    cat "$O/summary.md"
+    exit $st
+fi
