@@ -835,8 +835,9 @@ static int env_tokens(const char *name, int def) {
     if (!v || !*v) return def;
     char *end = NULL;
     long n = strtol(v, &end, 10);
-    CHECKF(*end == 0 && n >= 1 && n <= INT_MAX, "%s=%s: not a token count", name, v);
-    return *end == 0 && n >= 1 && n <= INT_MAX ? (int)n : def;
+    const bool ok = *end == 0 && n >= 1 && n <= INT_MAX;
+    CHECKF(ok, "%s=%s: not a token count", name, v);
+    return ok ? (int)n : def;
 }
 
 int main(int argc, char **argv) {
