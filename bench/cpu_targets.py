@@ -27,14 +27,19 @@ def pair_ratio(path, test):
     return None
 
 
-def membw_median(path):
-    """the median read GB/s at the most threads membw ran"""
-    best = None
+def membw_medians(path):
+    """the most threads membw ran at, and every median read GB/s it gave at that count (one a reading)"""
+    most, got = 0, []
     for line in open(path):
         m = re.match(r"threads\s+(\d+)\s+read\s+best\s+[\d.]+ GB/s\s+median\s+([\d.]+) GB/s", line)
-        if m and (best is None or int(m.group(1)) > best[0]):
-            best = (int(m.group(1)), float(m.group(2)))
-    return best
+        if not m:
+            continue
+        t, v = int(m.group(1)), float(m.group(2))
+        if t > most:
+            most, got = t, []
+        if t == most:
+            got.append(v)
+    return most, got
 
 
 def main():
@@ -65,11 +70,12 @@ def main():
         tg = pair_ratio(os.path.join(d, "dense-7b-%s.tsv" % lv), "tg128")
         add("7b tg128 >= 1.1x llama.cpp", lv, tg, 1.1)
         bw, nb = os.path.join(d, "membw.txt"), os.path.join(d, "7b-bytes-a-token.txt")
-        if tg and os.path.exists(bw) and os.path.exists(nb):
-            t, gbs = membw_median(bw)
-            frac = tg[4] * int(open(nb).read()) / 1e9 / gbs
-            add("7b tg128 >= 70%% of the roofline (membw %.1f GB/s, %d threads)" % (gbs, t), lv, (100 * frac,) * 3 + (1,), 70,
-                "%.0f%%")
+        t, gbs = membw_medians(bw) if os.path.exists(bw) else (0, [])
+        if tg and gbs and os.path.exists(nb):
+            # judged against the highest reading, the bandwidth the core showed it can have; the range covers them all
+            share = sorted(100 * tg[4] * int(open(nb).read()) / 1e9 / g for g in gbs)
+            add("7b tg128 >= 70%% of the roofline (membw %s GB/s, %d threads; judged at the highest)"
+                % (", ".join("%.1f" % g for g in gbs), t), lv, (share[0], share[0], share[-1], len(share)), 70, "%.0f%%")
         else:
             add("7b tg128 >= 70% of the roofline", lv, None, 70)
     for f in sorted(glob.glob(os.path.join(d, "moe30b-*.tsv"))):

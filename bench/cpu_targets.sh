@@ -21,7 +21,8 @@
 #
 # Method (the issue's): both engines the same file, threads and thread wait policy (bench/pair_bench.sh), the
 # order rotating by group; ratios within a group, medians over groups. The tg roofline: membw's median read GB/s at
-# THREADS threads over the bytes a decode token reads (`turbospark bench --json`'s active_bytes_per_token). The capped prompt:
+# THREADS threads over the bytes a decode token reads (`turbospark bench --json`'s active_bytes_per_token); membw
+# reads before and after the dense pairs (a VM's bandwidth drifts), and the verdict takes the higher. The capped prompt:
 # the 30B-A3B file dropped from the page cache, a 25% memory cap (bench/run_capped.sh), O_DIRECT expert reads,
 # streamed experts with 16 slots; the 512-token prompt's tok/s over the one-token path's (`-p 0 -n 32`).
 set -u
@@ -78,6 +79,9 @@ if has dense; then
                 echo "cpu_targets: dense ${m%%:*} $lv failed (see its log)" >&2
         done
     done
+    # the second bandwidth reading, right after the decode rows it judges
+    { [ -x /tmp/ct_membw ] || gcc -O3 -march=native -pthread -o /tmp/ct_membw bench/membw.c; } &&
+        /tmp/ct_membw -t $T >> "$O/membw.txt" 2>&1
 fi
 if has moe; then
     TS_FORCE_ISA=$isa bench/pair_bench.sh -o "$O/moe30b-$isa.tsv" -L "$LB" -e turbospark="$TS" -t "$T" -k "$K" -p 512 -n 64 \
