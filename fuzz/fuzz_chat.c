@@ -3,9 +3,9 @@
  * (no NUL: the whole input is tried as both). Whatever parses must render
  * under every named template and under the detected one without a crash,
  * and the rendering of valid UTF-8 (template and messages) must be valid
- * UTF-8 of the stated length. (chat_template_detect accepts a template that
- * is not UTF-8 and copies its default system prompt as bytes: found by this
- * harness, not a memory error, noted in docs/RELIABILITY.md.)
+ * UTF-8 of the stated length. A template detect accepts is valid UTF-8 (it
+ * once accepted any bytes and handed a chatml default system prompt to the
+ * renderer as they were: found by this harness, docs/RELIABILITY.md).
  * A second pass builds a conversation straight from the bytes (roles from
  * one byte each, contents sanitized to UTF-8), so the renderers see role
  * orders and contents the JSON seeds never spell.
@@ -27,29 +27,28 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 static const char *names[] = {"chatml", "llama3", "llama2", "mistral", "mistral-legacy", "gemma"};
 #define N_NAMES ((int)(sizeof names / sizeof names[0]))
 
-/* utf8: the template's own text was valid UTF-8 (named templates are; a
- * detected one carries the file's default system prompt, bytes as given) */
-static void render_all(const chat_template *t, const chat_message *m, size_t n, bool utf8) {
+/* every template this sees, named or detected, is valid UTF-8, so each rendering must be */
+static void render_all(const chat_template *t, const chat_message *m, size_t n) {
     static const char *bos[] = {NULL, "<s>", "<|begin_of_text|>", "<bos>"};
     for (int g = 0; g < 2; g++) {
         char *out = NULL;
         size_t len = 0;
         if (chat_render(t, m, n, g, bos[(n + (size_t)g) % 4], g ? "</s>" : NULL, &out, &len) != TS_OK) continue;
-        if (strlen(out) != len || (utf8 && !ts_utf8_valid(out, len))) abort();
+        if (strlen(out) != len || !ts_utf8_valid(out, len)) abort();
         free(out);
     }
     (void)chat_template_emits_bos(t);
     (void)chat_template_kind_name(t->kind);
 }
 
-static void render_named(const chat_message *m, size_t n, const chat_template *detected, bool detected_utf8) {
+static void render_named(const chat_message *m, size_t n, const chat_template *detected) {
     for (int i = 0; i < N_NAMES; i++) {
         chat_template t;
         if (chat_template_from_name(names[i], &t) != TS_OK) abort(); /* every listed name exists */
-        render_all(&t, m, n, true);
+        render_all(&t, m, n);
         chat_template_free(&t);
     }
-    if (detected) render_all(detected, m, n, detected_utf8);
+    if (detected) render_all(detected, m, n);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -64,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tmpl[tl] = 0;
     chat_template det;
     bool have_det = chat_template_detect(tmpl, &det) == TS_OK;
-    bool det_utf8 = ts_utf8_valid(tmpl, tl);
+    if (have_det && !ts_utf8_valid(tmpl, tl)) abort(); /* documented: detect refuses what is not UTF-8 */
     free(tmpl);
     chat_template by_name;
     char nm[32];
@@ -78,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (msgs.n == 0) abort(); /* documented: an empty array is refused */
         for (size_t i = 0; i < msgs.n; i++)
             if (!ts_utf8_valid(msgs.msgs[i].content, strlen(msgs.msgs[i].content))) abort();
-        render_named(msgs.msgs, msgs.n, have_det ? &det : NULL, det_utf8);
+        render_named(msgs.msgs, msgs.n, have_det ? &det : NULL);
         chat_messages_free(&msgs);
     }
 
@@ -98,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         n++;
         at += l;
     }
-    if (n) render_named(m, n, have_det ? &det : NULL, det_utf8);
+    if (n) render_named(m, n, have_det ? &det : NULL);
     for (size_t i = 0; i < n; i++) ts_free(owned[i]);
     if (have_det) chat_template_free(&det);
     return 0;

@@ -197,6 +197,20 @@ static void test_refused(void) {
         CHECKF(st == TS_ERR_UNSUPPORTED, "status %d: %s", (int)st, ts_last_error());
         CHECK(r.default_system == NULL);
     }
+    /* A template that is not UTF-8 is refused, here one whose default system
+     * prompt would carry the bad bytes into every rendering (fuzz/fuzz_chat.c
+     * found that it was accepted); the same text made valid is accepted. */
+    {
+        chat_template r;
+        ts_clear_error();
+        ts_status st = chat_template_detect("{{ '<|im_start|>system\nA\xff<|im_end|>\n' }}<|im_start|>", &r);
+        CHECKF(st == TS_ERR_FORMAT, "status %d: %s", (int)st, ts_last_error());
+        CHECK(strstr(ts_last_error(), "not valid UTF-8") != NULL && r.default_system == NULL);
+        st = chat_template_detect("{{ '<|im_start|>system\nA\xc3\xa9<|im_end|>\n' }}<|im_start|>", &r);
+        CHECKF(st == TS_OK && r.default_system && !strcmp(r.default_system, "A\xc3\xa9"), "status %d: %s", (int)st,
+               ts_last_error());
+        chat_template_free(&r);
+    }
     /* The message quotes what it saw. */
     chat_template t;
     chat_template_detect("{% for message in messages %}### odd", &t);

@@ -14,10 +14,11 @@
 #include "model/model.h"
 #include "test_util.h"
 
-typedef enum { E_DEL, E_U32, E_I32, E_U64, E_I64, E_F32, E_STR, E_ARR_I32 } edit_kind;
+typedef enum { E_DEL, E_U32, E_I32, E_U64, E_I64, E_F32, E_STR, E_STRN, E_ARR_I32 } edit_kind;
 
 /* One change to the base file's metadata: E_DEL drops key; the others drop it
- * too and append it with the new value. E_ARR_I32: n values from arr. */
+ * too and append it with the new value. E_ARR_I32: n values from arr; E_STRN:
+ * the string of n bytes at s, NUL bytes and all. */
 typedef struct {
     const char *key;
     edit_kind kind;
@@ -65,6 +66,16 @@ static uint8_t *build(const gguf_file *f, const kv_edit *ed, int n_ed, uint64_t 
         case E_I64: gguf_w_i64(w, e->key, e->i); break;
         case E_F32: gguf_w_f32(w, e->key, (float)e->f); break;
         case E_STR: gguf_w_str(w, e->key, e->s); break;
+        case E_STRN: { /* by hand: the writer takes C strings (GGUF: u64 length, key, u32 type 8, u64 length, bytes) */
+            uint64_t kl = strlen(e->key), vl = (uint64_t)e->n;
+            uint32_t vt = 8;
+            uint8_t *raw = malloc(8 + kl + 4 + 8 + vl), *p = raw;
+            memcpy(p, &kl, 8), p += 8, memcpy(p, e->key, kl), p += kl, memcpy(p, &vt, 4), p += 4;
+            memcpy(p, &vl, 8), p += 8, memcpy(p, e->s, vl), p += vl;
+            gguf_w_raw_kv(w, raw, (size_t)(p - raw));
+            free(raw);
+            break;
+        }
         case E_ARR_I32: gguf_w_arr(w, e->key, GGUF_VT_INT32, e->arr, (uint64_t)e->n); break;
         }
     }
@@ -299,6 +310,49 @@ static void test_vocab_mismatch(void) {
     gguf_close(bf);
 }
 
+/* The chat template is the file's text and trusts nothing: one that is not
+ * UTF-8, or holds a NUL byte, is refused with a message, never cut at the NUL
+ * or handed on as bytes (a chatml default system prompt carried them into
+ * every rendering: fuzz/fuzz_chat.c). */
+static void test_chat_template_bytes(void) {
+    static const char good[] = "{{ '<|im_start|>system\\nBe brief.<|im_end|>\\n' }}<|im_start|>";
+    static const char bad[] = "{{ '<|im_start|>system\\nBe \xff brief.<|im_end|>\\n' }}<|im_start|>";
+    static const char nul[] = "{{ '<|im_start|>system\\nBe brief.<|im_end|>\\n' }}<|im_start|>\0{% raise %}";
+    const struct {
+        kv_edit e;
+        ts_status want;
+        const char *msg;
+    } cases[] = {
+        {{"tokenizer.chat_template", E_STR, 0, 0, good, {0}, 0}, TS_OK, ""},
+        {{"tokenizer.chat_template", E_STR, 0, 0, bad, {0}, 0}, TS_ERR_FORMAT, "not valid UTF-8"},
+        {{"tokenizer.chat_template", E_STRN, 0, 0, nul, {0}, (int)sizeof nul - 1}, TS_ERR_FORMAT, "NUL byte at offset 61"},
+    };
+    gguf_file *bf = open_fixture("tiny-llama-f32.gguf");
+    if (!bf) return;
+    for (int c = 0; c < N(cases); c++) {
+        uint64_t size = 0;
+        uint8_t *buf = build(bf, &cases[c].e, 1, &size, NULL, 0);
+        gguf_file *f = NULL;
+        CHECK(buf && gguf_open_memory(buf, size, "crafted.gguf", &f) == TS_OK);
+        ts_model *m = NULL;
+        ts_status st = f ? ts_model_load_gguf(f, NULL, &m) : TS_ERR_IO; /* takes f */
+        CHECKF(st == TS_OK, "case %d: load: %s", c, ts_last_error());
+        ts_chat_template *t = NULL;
+        if (st == TS_OK) {
+            ts_clear_error();
+            st = ts_chat_template_from_model(m, &t);
+            CHECKF(st == cases[c].want && strstr(ts_last_error(), cases[c].msg), "case %d: status %d [%s]", c, (int)st,
+                   ts_last_error());
+            CHECK((t != NULL) == (st == TS_OK));
+            if (t) CHECK(!strcmp(ts_chat_template_name(t), "chatml"));
+        }
+        ts_chat_template_free(t);
+        ts_model_free(m);
+        free(buf);
+    }
+    gguf_close(bf);
+}
+
 int main(void) {
     test_base_loads();
     test_products();
@@ -308,5 +362,6 @@ int main(void) {
     test_sliding_window();
     test_vocab_rows();
     test_vocab_mismatch();
+    test_chat_template_bytes();
     return tu_finish();
 }

@@ -54,7 +54,8 @@ typedef struct chat_template {
 } chat_template;
 
 /* Recognises a Jinja template by its content. TS_ERR_UNSUPPORTED with a
- * message naming what was seen when it is not one we render exactly. */
+ * message naming what was seen when it is not one we render exactly;
+ * TS_ERR_FORMAT when the text is not valid UTF-8. */
 ts_status chat_template_detect(const char *jinja, chat_template *out);
 
 /* "chatml", "llama3", "llama2", "mistral" (= "mistral-v1"), "mistral-legacy",
