@@ -6,11 +6,15 @@
 #
 #   bench/cpu_targets.sh -L LLAMA_BENCH [-A LLAMA_BENCH_AVX2] [-o OUTDIR] [-k GROUPS] [-r ROUNDS] [PART...]
 #     -L PATH   llama-bench built for this CPU, out of the tree (bench/README.md: never committed)
-#     -A PATH   llama-bench built AVX2-only, for the AVX2 rows on a CPU with AVX-512 (default: -L's)
+#     -A PATH   llama-bench built AVX2-only, for the AVX2 rows on a CPU above AVX2; without it those dense pairs are
+#               not run (they would set our AVX2 kernels against the peer's AVX-512 ones) and show NOT MEASURED
 #     -o DIR    where rows, logs and summary.md go (default bench/results/DATE-cpu-targets)
 #     -k N      alternating groups a dense or MoE comparison (default 5; the issue asks for at least 5)
 #     -r N      rounds of the capped prompt and one-token path a level (default 3)
-#     PART      machine dense moe cap summary (default: all, in that order)
+#     -R N      rounds of the roofline's membw reading and 7B tg128 a level (default 5)
+#     -l LEVELS the kernel levels to run, e.g. "avx2" to finish a run in the same -o (default: the dispatcher's, and
+#               avx2 below it)
+#     PART      machine dense roof moe cap summary (default: all, in that order)
 # Environment: TS (turbospark binary, default build-rel/turbospark), M15 (Qwen2.5-Coder-1.5B Q4_K_M), M7 (the 7B
 # synthetic Q4_K_M: bench/make_synthetic_dense.py), M30 (the 30B-A3B synthetic: bench-cpu/make_synthetic_moe),
 # THREADS (default 2).
@@ -21,14 +25,15 @@
 #
 # Method (the issue's): both engines the same file, threads and thread wait policy (bench/pair_bench.sh), the
 # order rotating by group; ratios within a group, medians over groups. The tg roofline: membw's median read GB/s at
-# THREADS threads over the bytes a decode token reads (`turbospark bench --json`'s active_bytes_per_token); membw
-# reads before and after the dense pairs (a VM's bandwidth drifts), and the verdict takes the higher. The capped prompt:
+# THREADS threads over the bytes a decode token reads (`turbospark bench --json`'s active_bytes_per_token). A VM's
+# bandwidth drifts by tens of percent between minutes, so `roof` reads membw right before each of R turbospark tg128
+# runs and judges each run against its own reading (roof-LEVEL.tsv; the median over rounds). The capped prompt:
 # the 30B-A3B file dropped from the page cache, a 25% memory cap (bench/run_capped.sh), O_DIRECT expert reads,
 # streamed experts with 16 slots; the 512-token prompt's tok/s over the one-token path's (`-p 0 -n 32`).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here" || exit 1
-LB="" LA="" O="" K=5 R=3
+LB="" LA="" O="" K=5 R=3 RR=5 LV=
 while [ $# -gt 0 ]; do
     case $1 in
         -L) LB=${2:?}; shift 2 ;;
@@ -36,23 +41,24 @@ while [ $# -gt 0 ]; do
         -o) O=${2:?}; shift 2 ;;
         -k) K=${2:?}; shift 2 ;;
         -r) R=${2:?}; shift 2 ;;
+        -R) RR=${2:?}; shift 2 ;;
+        -l) LV=${2:?}; shift 2 ;;
         -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "cpu_targets: unknown option '$1'" >&2; exit 2 ;;
         *) break ;;
     esac
 done
-parts=${*:-machine dense moe cap summary}
+parts=${*:-machine dense roof moe cap summary}
 TS=${TS:-build-rel/turbospark}
 M15=${M15:-$HOME/.cache/turbospark/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf}
 M7=${M7:-/var/tmp/ts-bench-io/7b-synth-q4km.gguf}
 M30=${M30:-/var/tmp/ts-bench-io/qwen3moe-synth-q4k.gguf}
 T=${THREADS:-2}
 O=${O:-bench/results/$(date +%F)-cpu-targets}
-LA=${LA:-$LB}
 has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 die() { echo "cpu_targets: $*" >&2; exit 1; }
 [ -x "$TS" ] || die "no turbospark binary at $TS (set TS)"
-for p in $parts; do case $p in machine | dense | moe | cap | summary) ;; *) die "unknown part '$p'" ;; esac; done
+for p in $parts; do case $p in machine | dense | roof | moe | cap | summary) ;; *) die "unknown part '$p'" ;; esac; done
 if has dense || has moe; then [ -x "$LB" ] || die "-L: no llama-bench at '$LB'"; fi
 mkdir -p "$O" || exit 1
 # the dispatcher's level, from the CLI (the backend line of a one-token bench)
@@ -60,6 +66,7 @@ isa=$("$TS" bench -m "${M15}" -t 1 -p 0 -n 1 -r 1 2>&1 | sed -n 's/.*backend cpu
 [ -n "$isa" ] || die "could not read the kernel level from '$TS bench' on $M15"
 levels=$isa
 [ "$isa" != avx2 ] && [ "$isa" != scalar ] && levels="$isa avx2"
+[ -n "$LV" ] && levels=$LV
 echo "cpu_targets: levels $levels, $T threads, out $O"
 
 if has machine; then
@@ -73,15 +80,30 @@ fi
 lb_for() { [ "$1" = avx2 ] && [ "$isa" != avx2 ] && echo "$LA" || echo "$LB"; }
 if has dense; then
     for lv in $levels; do
+        if [ -z "$(lb_for $lv)" ]; then
+            echo "cpu_targets: no -A (an AVX2-only llama-bench): the $lv level's dense pairs are not run" >&2
+            continue
+        fi
+        [ -x "$(lb_for $lv)" ] || die "-A: no llama-bench at '$(lb_for $lv)'"
         for m in 1.5b:$M15 7b:$M7; do
             TS_FORCE_ISA=$lv bench/pair_bench.sh -o "$O/dense-${m%%:*}-$lv.tsv" -L "$(lb_for $lv)" -e turbospark="$TS" \
                 -t "$T" -k "$K" -p 512 -n 128 --pp-reps 1 --tg-reps 1 "${m#*:}" > "$O/dense-${m%%:*}-$lv.log" 2>&1 ||
                 echo "cpu_targets: dense ${m%%:*} $lv failed (see its log)" >&2
         done
     done
-    # the second bandwidth reading, right after the decode rows it judges
-    { [ -x /tmp/ct_membw ] || gcc -O3 -march=native -pthread -o /tmp/ct_membw bench/membw.c; } &&
-        /tmp/ct_membw -t $T >> "$O/membw.txt" 2>&1
+fi
+if has roof; then # each tg128 judged against the bandwidth read just before it
+    gcc -O3 -march=native -pthread -o /tmp/ct_membw bench/membw.c || die "membw did not build"
+    for lv in $levels; do
+        printf 'round\tlevel\tmembw_median_gbs\ttg128_tps\tbytes_a_token\n' > "$O/roof-$lv.tsv"
+        for r in $(seq 1 "$RR"); do
+            bw=$(/tmp/ct_membw -t "$T" | sed -n 's/^threads *[0-9]* *read *best *[0-9.]* GB\/s *median *\([0-9.]*\) GB\/s.*/\1/p')
+            js=$(TS_FORCE_ISA=$lv "$TS" bench -m "$M7" -t "$T" -p 0 -n 128 -r 1 --json 2>>"$O/roof-$lv.log")
+            tps=$(printf '%s' "$js" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["tps_mean"])')
+            nb=$(printf '%s' "$js" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["active_bytes_per_token"])')
+            printf '%s\t%s\t%s\t%s\t%s\n' "$r" "$lv" "$bw" "$tps" "$nb" >> "$O/roof-$lv.tsv"
+        done
+    done
 fi
 if has moe; then
     TS_FORCE_ISA=$isa bench/pair_bench.sh -o "$O/moe30b-$isa.tsv" -L "$LB" -e turbospark="$TS" -t "$T" -k "$K" -p 512 -n 64 \
