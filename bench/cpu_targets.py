@@ -49,7 +49,8 @@ def main():
         sys.exit(__doc__)
     d = sys.argv[1]
     levels = []
-    for f in glob.glob(os.path.join(d, "dense-*-*.tsv")) + glob.glob(os.path.join(d, "moe30b-*.tsv")):
+    for f in sorted(glob.glob(os.path.join(d, "dense-*-*.tsv")) + glob.glob(os.path.join(d, "moe30b-*.tsv")) +
+                    glob.glob(os.path.join(d, "roof-*.tsv"))):
         lv = f.rsplit("-", 1)[1][:-4]
         if lv not in levels:
             levels.append(lv)
