@@ -4,7 +4,7 @@
 # Written because the machines that decide the last targets (AMD cores) come rarely: a session that gets one
 # should spend its time measuring, not rebuilding the method.
 #
-#   bench/cpu_targets.sh -L LLAMA_BENCH [-A LLAMA_BENCH_AVX2] [-o OUTDIR] [-k GROUPS] [-r ROUNDS] [PART...]
+#   bench/cpu_targets.sh -L LLAMA_BENCH [-A LLAMA_BENCH_AVX2] [-o OUTDIR] [-k GROUPS] [-r ROUNDS] [-R ROUNDS] [-l LEVELS] [PART...]
 #     -L PATH   llama-bench built for this CPU, out of the tree (bench/README.md: never committed)
 #     -A PATH   llama-bench built AVX2-only, for the AVX2 rows on a CPU above AVX2; without it those dense pairs are
 #               not run (they would set our AVX2 kernels against the peer's AVX-512 ones) and show NOT MEASURED
@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
         -r) R=${2:?}; shift 2 ;;
         -R) RR=${2:?}; shift 2 ;;
         -l) LV=${2:?}; shift 2 ;;
-        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "cpu_targets: unknown option '$1'" >&2; exit 2 ;;
         *) break ;;
     esac
@@ -102,9 +102,8 @@ if has roof; then # each tg128 judged against the bandwidth read just before and
             b0=$(bw)
             js=$(TS_FORCE_ISA=$lv "$TS" bench -m "$M7" -t "$T" -p 0 -n 128 -r 1 --json 2>>"$O/roof-$lv.log")
             b1=$(bw)
-            tps=$(printf '%s' "$js" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["tps_mean"])')
-            nb=$(printf '%s' "$js" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["active_bytes_per_token"])')
-            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$lv" "$b0" "$tps" "$nb" "$b1" >> "$O/roof-$lv.tsv"
+            tn=$(printf '%s' "$js" | python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print(r["tps_mean"], r["active_bytes_per_token"])')
+            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$lv" "$b0" "${tn% *}" "${tn#* }" "$b1" >> "$O/roof-$lv.tsv"
         done
     done
 fi

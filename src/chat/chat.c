@@ -260,9 +260,9 @@ ts_status chat_template_detect(const char *t, chat_template *out) {
     out->default_system = NULL;
     /* GGUF strings are UTF-8 by the spec; a template that is not would hand its
      * bytes (the chatml default system prompt) to the renderer as they are */
-    if (!ts_utf8_valid(t, strlen(t)))
-        return ts_fail(TS_ERR_FORMAT, "chat template is not valid UTF-8 (%zu bytes); choose one by name (%s)", strlen(t),
-                       NAMES);
+    const size_t n = strlen(t);
+    if (!ts_utf8_valid(t, n))
+        return ts_fail(TS_ERR_FORMAT, "chat template is not valid UTF-8 (%zu bytes); choose one by name (%s)", n, NAMES);
 #define HAS(s) (strstr(t, (s)) != NULL)
     if (HAS("<|im_start|>")) {
         if (HAS("<|im_sep|>")) return refuse(t, "Phi-4 style (<|im_sep|>)");

@@ -40,9 +40,10 @@ ts_status ts_chat_template_from_model(const ts_model *m, ts_chat_template **out)
     if (ts_model_meta_str(m, "tokenizer.chat_template", &j, &len) != TS_OK)
         return ts_fail(TS_ERR_UNSUPPORTED, "the model has no chat template (tokenizer.chat_template); choose one by name (%s)",
                        ts_chat_template_names());
-    if (memchr(j, 0, len))
+    const char *nul = memchr(j, 0, len);
+    if (nul)
         return ts_fail(TS_ERR_FORMAT, "the model's chat template has a NUL byte at offset %zu of %zu; choose one by name (%s)",
-                       (size_t)((const char *)memchr(j, 0, len) - j), len, ts_chat_template_names());
+                       (size_t)(nul - j), len, ts_chat_template_names());
     char *z = ts_malloc(len + 1);
     if (!z) return TS_ERR_NOMEM;
     memcpy(z, j, len);
