@@ -199,10 +199,23 @@ INLINE __m256i zero_idiom256(void) {
  * loop) so that, for each constant column count NC, every accumulator stays
  * in a register: 4 columns need 4 integer + 4 float accumulators. */
 #if KQ_VNNI
+/* One column: odd chunks accumulate into si1 (which only a second column
+ * would use), so a super-block's chain of dependent vpdpwssd is 4 long, not
+ * 8. Its latency (4-5 cycles) times 8 outlasted the super-block's other
+ * work, and a one-column dot has no other column to overlap it with. On
+ * Zen 4 (session 42, bench_kernels, one thread, 3 alternating rounds) from
+ * L2: Q4_K 24.0-24.4 -> 26.5-26.6 GB/s, Q5_K 25.5-25.9 -> 27.2-27.3, Q6_K
+ * 32.1-32.7 -> 34.9-35.0; from memory Q4_K 20.5-20.8 -> 21.5-22.0. The sum
+ * is the same integer, so the same bits. */
+#define KC_ACC(c, j, si)                                                                                      \
+    si = _mm256_dpwssd_epi32(si, _mm256_dpbusd_epi32(zero_idiom256(), q_, loadu(xb##c + 4 + 32 * (j))), s_);
 #define KC_STEP(c, j)                                                                                         \
-    if (NC_ > (c))                                                                                            \
-        si##c = _mm256_dpwssd_epi32(si##c, _mm256_dpbusd_epi32(zero_idiom256(), q_, loadu(xb##c + 4 + 32 * (j))), s_);
+    if (NC_ == 1 && (c) == 0 && (j) % 2 == 1) { KC_ACC(0, j, si1) }                                            \
+    else if (NC_ > (c)) { KC_ACC(c, j, si##c) }
+#define KC_JOIN                                                                                               \
+    if (NC_ == 1) si0 = _mm256_add_epi32(si0, si1);
 #else
+#define KC_JOIN
 #define KC_STEP(c, j)                                                                                         \
     if (NC_ > (c))                                                                                            \
         si##c = _mm256_add_epi32(si##c, _mm256_madd_epi16(_mm256_maddubs_epi16(q_, loadu(xb##c + 4 + 32 * (j))), s_));
@@ -251,6 +264,7 @@ INLINE __m256i zero_idiom256(void) {
             K_STEP(0, P##_CHUNK, P##_SCALE); K_STEP(1, P##_CHUNK, P##_SCALE); K_STEP(2, P##_CHUNK, P##_SCALE);         \
             K_STEP(3, P##_CHUNK, P##_SCALE); K_STEP(4, P##_CHUNK, P##_SCALE); K_STEP(5, P##_CHUNK, P##_SCALE);         \
             K_STEP(6, P##_CHUNK, P##_SCALE); K_STEP(7, P##_CHUNK, P##_SCALE);                                  \
+            KC_JOIN                                                                                           \
             KC_FIN(0) KC_FIN(1) KC_FIN(2) KC_FIN(3)                                                           \
         }                                                                                                     \
         KC_OUT(0) KC_OUT(1) KC_OUT(2) KC_OUT(3)                                                               \
