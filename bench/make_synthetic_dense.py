@@ -16,10 +16,13 @@ patched in place and the header keeps its length. That gives a 7B Q4_0 with
 the same real header. --retype Q5_K does the same with Q5_K (rows whose
 length is a multiple of 256).
 
-usage: make_synthetic_dense.py SOURCE.gguf OUT.gguf [--seed N] [--retype Q4_0|Q5_K]
+usage: make_synthetic_dense.py SOURCE.gguf OUT.gguf [--seed N] [--retype Q4_0|Q5_K]   (needs numpy)
 """
 import argparse, os, struct, sys
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # a fresh machine: say what to install, not a traceback
+    sys.exit("make_synthetic_dense: needs numpy (pip install numpy)")
 
 GGML_BLOCK = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
               10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 30: (1, 2)}

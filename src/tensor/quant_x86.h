@@ -202,11 +202,9 @@ INLINE __m256i zero_idiom256(void) {
 /* One column: odd chunks accumulate into si1 (which only a second column
  * would use), so a super-block's chain of dependent vpdpwssd is 4 long, not
  * 8. Its latency (4-5 cycles) times 8 outlasted the super-block's other
- * work, and a one-column dot has no other column to overlap it with. On
- * Zen 4 (session 42, bench_kernels, one thread, 3 alternating rounds) from
- * L2: Q4_K 24.0-24.4 -> 26.5-26.6 GB/s, Q5_K 25.5-25.9 -> 27.2-27.3, Q6_K
- * 32.1-32.7 -> 34.9-35.0; from memory Q4_K 20.5-20.8 -> 21.5-22.0. The sum
- * is the same integer, so the same bits. */
+ * work, and a one-column dot has no other column to overlap it with (Zen 4
+ * and Xeon timings: docs/KERNELS.md). The sum is the same integer, so the
+ * same bits. */
 #define KC_ACC(c, j, si)                                                                                      \
     si = _mm256_dpwssd_epi32(si, _mm256_dpbusd_epi32(zero_idiom256(), q_, loadu(xb##c + 4 + 32 * (j))), s_);
 #define KC_STEP(c, j)                                                                                         \
