@@ -5,7 +5,8 @@
 # trained context warns with the KV size, an unknown --chat-template fails
 # with --prompt, input caps on -f / --messages-file, --save-logits over -f
 # refused, bench --logits' values, and SIGINT mid-run writes the captures
-# marked partial; TS_FORCE_ISA that cannot be applied refused.
+# marked partial; TS_FORCE_ISA that cannot be applied refused, as is a
+# TS_PREFETCH that is neither near nor far.
 cli=$1; fix=$2
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
@@ -63,6 +64,11 @@ case $best in # the level above the CPU's; none above amx, so that check is not 
 esac
 [ -n "$above" ] && expect_err "TS_FORCE_ISA above the CPU" "TS_FORCE_ISA=$above: this CPU's best kernel level is $best" -- env TS_FORCE_ISA=$above "$cli" run -m "$M" -p hi --max-new 2
 TS_FORCE_ISA=scalar "$cli" bench -m "$M" -p 0 -n 2 -r 1 2>&1 >/dev/null | grep -q "^bench: backend cpu: scalar," && ok || bad "TS_FORCE_ISA=scalar not applied"
+# TS_PREFETCH (the K-quant dots' decode prefetch): near and far applied and named, anything else refused
+expect_err "TS_PREFETCH typo" "TS_PREFETCH=l2: not near or far" -- env TS_PREFETCH=l2 "$cli" run -m "$M" -p hi --max-new 2
+for pf in near far; do
+  TS_PREFETCH=$pf "$cli" bench -m "$M" -p 0 -n 2 -r 1 2>&1 >/dev/null | grep -q "^bench: backend cpu: .*, $pf prefetch$" && ok || bad "TS_PREFETCH=$pf not applied"
+done
 
 # unknown --chat-template with --prompt fails as with --messages-file
 expect_err "unknown template with --prompt" "unknown chat template" -- "$cli" run -m "$M" -p hi --chat-template nosuch

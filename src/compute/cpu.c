@@ -177,7 +177,7 @@ static void cpu_weight_unbind(ts_backend *be, const void *dev, size_t bytes) {
 }
 
 static void cpu_describe(const ts_backend *be, char *buf, size_t n) {
-    snprintf(buf, n, "cpu: %s, %d threads", ts_kernels_isa(), be->n_threads);
+    snprintf(buf, n, "cpu: %s, %d threads, %s prefetch", ts_kernels_isa(), be->n_threads, ts_kernels_prefetch());
 }
 
 static void cpu_destroy(ts_backend *be) { free(be); }

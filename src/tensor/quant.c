@@ -18,9 +18,10 @@
 static ts_q_kernels q_tables[TS_ISA_COUNT];
 static int q_max_isa;   /* what the CPU (and the build) can run */
 static int q_isa;       /* what the dispatcher uses */
-static char q_force_err[160]; /* why TS_FORCE_ISA was not applied, "" when it was or is unset */
+static char q_force_err[160]; /* why TS_FORCE_ISA or TS_PREFETCH was not applied, "" when it was or is unset */
 static const ts_q_kernels *q_k;
 static pthread_once_t q_once = PTHREAD_ONCE_INIT;
+ts_q_prefetch_mode ts_q_prefetch = TS_Q_PREFETCH_FAR;
 
 static void q_overlay(ts_q_kernels *dst, const ts_q_kernels *src) {
     for (int t = 0; t < TS_TYPE_COUNT; t++) {
@@ -71,6 +72,20 @@ static bool q_has_amx(void) {
 }
 #endif
 
+/* near where it was measured to win (Zen 3: AMD family 19h without
+ * AVX-512; quant_x86.h), far elsewhere (quant.h) */
+static ts_q_prefetch_mode q_detect_prefetch(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return TS_Q_PREFETCH_FAR;
+    const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* "AuthenticAMD" */
+    if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return TS_Q_PREFETCH_FAR;
+    const unsigned family = ((a >> 8) & 0xf) + (((a >> 8) & 0xf) == 0xf ? (a >> 20) & 0xff : 0);
+    if (family == 0x19 && !__builtin_cpu_supports("avx512f")) return TS_Q_PREFETCH_NEAR;
+#endif
+    return TS_Q_PREFETCH_FAR;
+}
+
 static int q_detect(void) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
@@ -116,6 +131,13 @@ static void q_init(void) {
     }
 #endif
     q_isa = q_max_isa;
+    ts_q_prefetch = q_detect_prefetch();
+    const char *pf = getenv("TS_PREFETCH");
+    if (pf && *pf) {
+        if (!strcmp(pf, "near")) ts_q_prefetch = TS_Q_PREFETCH_NEAR;
+        else if (!strcmp(pf, "far")) ts_q_prefetch = TS_Q_PREFETCH_FAR;
+        else snprintf(q_force_err, sizeof q_force_err, "TS_PREFETCH=%.32s: not near or far", pf);
+    }
     const char *f = getenv("TS_FORCE_ISA");
     if (f && *f) { /* set but empty reads as unset */
         int want = -1;
@@ -157,6 +179,11 @@ const char *ts_kernels_isa(void) {
 int ts_kernels_isa_max(void) {
     q_get();
     return q_max_isa;
+}
+
+const char *ts_kernels_prefetch(void) {
+    q_get();
+    return ts_q_prefetch == TS_Q_PREFETCH_NEAR ? "near" : "far";
 }
 
 const char *ts_kernels_force_error(void) {

@@ -111,9 +111,15 @@ enum { TS_ISA_SCALAR = 0, TS_ISA_AVX2 = 1, TS_ISA_AVX512 = 2, TS_ISA_AMX = 3 };
 const char *ts_kernels_isa(void);
 /* Highest level this CPU (and build) supports. */
 int ts_kernels_isa_max(void);
-/* NULL, or why TS_FORCE_ISA was not applied (not a level's name, or above
- * this CPU's best): the CPU backend refuses to start with it. */
+/* NULL, or why TS_FORCE_ISA (not a level's name, or above this CPU's best)
+ * or TS_PREFETCH (neither near nor far) was not applied: the CPU backend
+ * refuses to start with it. */
 const char *ts_kernels_force_error(void);
+/* The decode prefetch the K-quant dots use ("near" or "far", quant.h's
+ * TS_INTERNAL part): chosen by CPUID; TS_PREFETCH=near|far in the environment
+ * overrides it, read once with TS_FORCE_ISA (another value makes the CPU
+ * backend refuse to start, through ts_kernels_force_error). */
+const char *ts_kernels_prefetch(void);
 /* For tests and benchmarks, not thread-safe: switch the dispatcher to level
  * isa. Returns 0, or -1 (nothing changed) when the CPU lacks it. */
 int ts_kernels_set_isa(int isa);
@@ -133,16 +139,38 @@ typedef void (*ts_q_quant_fn)(const float *src, void *dst, int64_t n);
 /* Decode (one column) streams each thread's rows from memory once, and the
  * hardware prefetchers alone leave a core short of its read bandwidth: the
  * K-quant dot kernels (AVX2 and AVX-512) prefetch each super-block's bytes
- * this far ahead into L1 (rows are contiguous, so it runs on into the next
- * row; past a thread's share it is wasted, never a fault). Measured in
- * quant_avx2.c's comment; 0 turns it off (-DTS_K_PREFETCH=0). */
+ * ahead (rows are contiguous, so it runs on into the next row; past a
+ * thread's share it is wasted, never a fault), in one of two ways chosen
+ * once by CPUID (quant.c) and read-only after:
+ *   near: into L1 (prefetcht0), TS_K_PREFETCH bytes ahead: measured on Zen 3
+ *         (quant_x86.h);
+ *   far:  into L2 (prefetcht1), TS_K_PREFETCH_FAR bytes ahead, everywhere
+ *         else. On Zen 4 a near prefetch's L1 misses wait out the whole trip
+ *         to memory, and with a long row's activations (ffn_down's 18944:
+ *         21 KB of Q8_K) evicted from L1 by the stream, the Q4_K dot read
+ *         13-15 GB/s from memory against 22 with 4 KB of activations; far
+ *         gives 17-18 there, and the 7B decode 1.2x (docs/KERNELS.md).
+ * The instructions are asm: GCC 12 drops __builtin_prefetch from both
+ * arms once the loop is unswitched on the mode (seen at -O1 and -O2). */
 #ifndef TS_K_PREFETCH
 #define TS_K_PREFETCH 2048
 #endif
-static inline void ts_q_prefetch_ahead(const void *blk, int bytes) {
-    for (int o = 0; TS_K_PREFETCH > 0 && o < bytes; o += 64)
-        __builtin_prefetch((const char *)blk + TS_K_PREFETCH + o, 0, 3); /* prefetcht0 */
+#ifndef TS_K_PREFETCH_FAR
+#define TS_K_PREFETCH_FAR 8192
+#endif
+typedef enum { TS_Q_PREFETCH_NEAR = 0, TS_Q_PREFETCH_FAR = 1 } ts_q_prefetch_mode;
+/* set once by the kernel table's initialisation, before any kernel runs */
+extern ts_q_prefetch_mode ts_q_prefetch;
+#if defined(__x86_64__)
+static inline void ts_q_prefetch_ahead(const void *blk, int bytes, ts_q_prefetch_mode mode) {
+    const char *p = blk;
+    if (mode == TS_Q_PREFETCH_FAR) {
+        for (int o = 0; o < bytes; o += 64) __asm__ volatile("prefetcht1 %0" ::"m"(p[TS_K_PREFETCH_FAR + o]));
+        return;
+    }
+    for (int o = 0; TS_K_PREFETCH > 0 && o < bytes; o += 64) __asm__ volatile("prefetcht0 %0" ::"m"(p[TS_K_PREFETCH + o]));
 }
+#endif
 
 /* whole-call kernels, optional: they may precompute per-call state (e.g. the
  * activation scales) once for all rows. Same contracts as ts_vec_dot_rows /

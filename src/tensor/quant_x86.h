@@ -239,7 +239,7 @@ INLINE __m256i zero_idiom256(void) {
     }
 #define KC_OUT(c) if (NC_ > (c)) out[(c) * os] = hsum8(_mm256_sub_ps(acc##c, cc0));
 
-/* Decode prefetch (ts_q_prefetch_ahead, quant.h): the hardware prefetchers alone
+/* Decode prefetch (ts_q_prefetch_ahead, quant.h), near: the hardware prefetchers alone
  * left a Zen 3 core at 6.3-8.8 GB/s (median 7.8) on the Q4_K dot against
  * 7-10 GB/s of plain reads. Prefetching every super-block's bytes 2 KB ahead
  * took it to 8.1-10.7 (median 9.7; bench_kernels, 256 MB, 1 thread, 12
@@ -252,9 +252,10 @@ INLINE __m256i zero_idiom256(void) {
         enum { NC_ = NC };                                                                                    \
         const uint8_t *pw = w, *px = x;                                                                       \
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, cc0 = acc0;                 \
+        const ts_q_prefetch_mode pf_ = ts_q_prefetch;                                                         \
         for (int64_t i = 0; i < n / 256; i++) {                                                               \
             const uint8_t *blk = pw + i * BYTES;                                                              \
-            if (NC_ == 1) ts_q_prefetch_ahead(blk, BYTES);                                                   \
+            if (NC_ == 1) ts_q_prefetch_ahead(blk, BYTES, pf_);                                                   \
             P##_HEAD                                                                                          \
             const uint8_t *xb0 = px + i * sizeof(ts_block_q8_K), *xb1 = xb0 + xs, *xb2 = xb1 + xs,            \
                           *xb3 = xb2 + xs;                                                                    \
