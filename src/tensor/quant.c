@@ -72,8 +72,9 @@ static bool q_has_amx(void) {
 }
 #endif
 
-/* near where it was measured to win (Zen 3: AMD family 19h without
- * AVX-512; quant_x86.h), far elsewhere (quant.h) */
+/* near only on Zen 3 (AMD family 19h without AVX-512), where it was
+ * measured against no prefetch and far has not been measured; far elsewhere:
+ * it beat near on Zen 4 and on the H200 host's Xeon (quant.h) */
 static ts_q_prefetch_mode q_detect_prefetch(void) {
 #if defined(__x86_64__)
     unsigned a, b, c, d;

@@ -142,14 +142,16 @@ typedef void (*ts_q_quant_fn)(const float *src, void *dst, int64_t n);
  * ahead (rows are contiguous, so it runs on into the next row; past a
  * thread's share it is wasted, never a fault), in one of two ways chosen
  * once by CPUID (quant.c) and read-only after:
- *   near: into L1 (prefetcht0), TS_K_PREFETCH bytes ahead: measured on Zen 3
- *         (quant_x86.h);
+ *   near: into L1 (prefetcht0), TS_K_PREFETCH bytes ahead; measured against
+ *         no prefetch on Zen 3 and kept there, where far is unmeasured;
  *   far:  into L2 (prefetcht1), TS_K_PREFETCH_FAR bytes ahead, everywhere
- *         else. On Zen 4 a near prefetch's L1 misses wait out the whole trip
- *         to memory, and with a long row's activations (ffn_down's 18944:
- *         21 KB of Q8_K) evicted from L1 by the stream, the Q4_K dot read
- *         13-15 GB/s from memory against 22 with 4 KB of activations; far
- *         gives 17-18 there, and the 7B decode 1.2x (docs/KERNELS.md).
+ *         else. On Zen 4, with near, the Q4_K dot of a long row (ffn_down's
+ *         18944: 21 KB of Q8_K activations, which the weight stream pushes
+ *         out of L1) read 13-15 GB/s from memory, against 22 for the same
+ *         stream with 4 KB of activations; far read 17-18. The 7B decode
+ *         against near, medians of alternating rounds: Zen 4 1.2x on one
+ *         thread; the H200 host's Xeon 1.10x on 1 thread, 1.11x on 4, 1.18x
+ *         on 16 (docs/KERNELS.md).
  * The instructions are asm: GCC 12 drops __builtin_prefetch from both
  * arms once the loop is unswitched on the mode (seen at -O1 and -O2). */
 #ifndef TS_K_PREFETCH
