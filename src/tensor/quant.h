@@ -147,8 +147,9 @@ typedef void (*ts_q_quant_fn)(const float *src, void *dst, int64_t n);
  *   far:  into L2 (prefetcht1), TS_K_PREFETCH_FAR bytes ahead, everywhere
  *         else. On Zen 4, with near, the Q4_K dot of a long row (ffn_down's
  *         18944: 21 KB of Q8_K activations, which the weight stream pushes
- *         out of L1) read 13-15 GB/s from memory, against 22 for the same
- *         stream with 4 KB of activations; far read 17-18. The 7B decode
+ *         out of L1) read 16.2-16.6 GB/s from memory on one thread, against
+ *         23.1-23.3 for the same stream with 4 KB of activations; far read
+ *         23.8-24.2. The 7B decode
  *         against near, medians of alternating rounds: Zen 4 1.2x on one
  *         thread; the H200 host's Xeon 1.10x on 1 thread, 1.11x on 4, 1.18x
  *         on 16 (docs/KERNELS.md).

@@ -2,8 +2,9 @@
  * AVX2 table stays under them for every type not set here (quant.c
  * overlays this one on it).
  * - K-quant dots and tiles (Q2_K..Q6_K) where the CPU has AVX-512 VNNI:
- *   quant_x86.h's kernels with the vpdpbusd + vpdpwssd step, on ymm, the
- *   AVX2 ones' bits. One thread, 192 KiB of weights in L2, against the AVX2
+ *   quant_x86.h's kernels with the vpdpbusd + vpdpwssd step, on ymm (the
+ *   tiles give the AVX2 ones' bits; the one-column dot packs chunk pairs,
+ *   docs/KERNELS.md). One thread, 192 KiB of weights in L2, against the AVX2
  *   step on the same core (Emerald Rapids VM, session 39, bench_kernels,
  *   alternating medians): one column 1.09-1.20x (Q4_K 20.0 against 18.1
  *   GB/s, Q6_K 25.7 against 21.7), 4 columns 1.19-1.29x. They replace a 512-bit

@@ -10,9 +10,12 @@
  * contract) give at most 4 * 63 * 127 = 32004, so the lane's high i16 is
  * its sign and meets the scale pair's 0. Each i32 lane then holds the same
  * integer as madd's (the 4 products of the same 4 elements, times the same
- * scale), so the two steps give the same bits, which test_quant checks.
- * The VNNI step is one instruction fewer per chunk (dpbusd + dpwssd against
- * maddubs + madd + add; the zeroing idiom takes no port).
+ * scale), so the tiles of 2-4 columns give the AVX2 ones' bits, which
+ * test_quant checks. The VNNI step is one instruction fewer per chunk
+ * (dpbusd + dpwssd against maddubs + madd + add; the zeroing idiom takes no
+ * port). The one-column VNNI dot goes further and takes its chunks in pairs
+ * (KC_PAIR below), which spreads each super-block's integer over other
+ * lanes: its float sum may differ from the AVX2 dot's in the last bits.
  *
  * The includer defines INLINE and KQ_VNNI, includes <immintrin.h>,
  * <stddef.h>, <string.h> and tensor/quant.h (TS_QUANT_INTERNAL), and KQ_FN:
@@ -80,6 +83,26 @@ INLINE __m256i chunk_scales8(__m256i u8x2, int j) {
     return _mm256_shuffle_epi8(u8x2, KQ_VNNI ? _mm256_set1_epi32((int)(0x80808000u + (unsigned)j))
                                              : _mm256_set1_epi16((short)(0x8000 + j)));
 }
+
+#if KQ_VNNI
+/* The one-column VNNI step takes its chunks in pairs (KC_PAIR): the two
+ * vpdpbusd results, whose lanes fit i16, packed into one register (packssdw:
+ * per 128-bit half, the first chunk's 4 lanes then the second's), then one
+ * vpdpwssd by a pair scale vector: i16 lanes 0-3 of each half hold the first
+ * chunk's group scale, 4-7 the second's. Chunks j (even) and j + 1. */
+INLINE __m256i pair_scales16(__m256i s16, int j) {
+    __m256i src = j < 4 ? _mm256_permute2x128_si256(s16, s16, 0x00) : _mm256_permute2x128_si256(s16, s16, 0x11);
+    /* low half: groups 2j and 2j + 2 (elements 0-15 of each chunk), high half: 2j + 1, 2j + 3 */
+    const int ga = (2 * j) & 7, gb = (2 * j + 2) & 7;
+    const short la = (short)(2 * ga | (2 * ga + 1) << 8), lb = (short)(2 * gb | (2 * gb + 1) << 8);
+    const short ha = (short)(2 * (ga + 1) | (2 * (ga + 1) + 1) << 8), hb = (short)(2 * (gb + 1) | (2 * (gb + 1) + 1) << 8);
+    return _mm256_shuffle_epi8(src, _mm256_setr_epi16(la, la, la, la, lb, lb, lb, lb, ha, ha, ha, ha, hb, hb, hb, hb));
+}
+INLINE __m256i pair_scales8(__m256i u8x2, int j) {
+    const short a = (short)(0x8000 + j), b = (short)(0x8000 + j + 1);
+    return _mm256_shuffle_epi8(u8x2, _mm256_setr_epi16(a, a, a, a, b, b, b, b, a, a, a, a, b, b, b, b));
+}
+#endif
 
 /* Q4_K / Q5_K: the 12 bytes of 6-bit scales and mins, one row, in vector
  * registers. Bytes s0..s11 give sc_j = s_j & 63 and mn_j = s_j+4 & 63 for
@@ -152,6 +175,7 @@ INLINE __m256i zero_idiom256(void) {
     __m256i qa = loadu((b + offsetof(ts_block_q2_K, qs))), qb = loadu((b + offsetof(ts_block_q2_K, qs)) + 32);
 #define Q2K_CHUNK(j) _mm256_and_si256(_mm256_srli_epi16((j) < 4 ? qa : qb, 2 * ((j) & 3)), _mm256_set1_epi8(3))
 #define Q2K_SCALE(j) chunk_scales16(sc16, j)
+#define Q2K_SCALE2(j) pair_scales16(sc16, j)
 
 #define Q3K_HEAD                                                                                      \
     const uint8_t *b = blk; /* ts_block_q3_K */                                             \
@@ -163,6 +187,7 @@ INLINE __m256i zero_idiom256(void) {
     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16((j) < 4 ? qa : qb, 2 * ((j) & 3)), _mm256_set1_epi8(3)), \
                     KQ_MOVE(hm, j, 2, 4))
 #define Q3K_SCALE(j) chunk_scales16(sc16, j)
+#define Q3K_SCALE2(j) pair_scales16(sc16, j)
 
 #define Q4K_HEAD                                                                                      \
     const uint8_t *b = blk; /* ts_block_q4_K */                                             \
@@ -172,12 +197,14 @@ INLINE __m256i zero_idiom256(void) {
     __m256i qv = _mm256_setzero_si256();
 #define Q4K_CHUNK(j) KQ_NIBBLES(b + offsetof(ts_block_q4_K, qs), j)
 #define Q4K_SCALE(j) chunk_scales8(sc8, j)
+#define Q4K_SCALE2(j) pair_scales8(sc8, j)
 
 #define Q5K_HEAD /* ts_block_q5_K: Q4_K's head, then qh */                                          \
     Q4K_HEAD                                                                                          \
     __m256i qh = loadu(b + offsetof(ts_block_q5_K, qh));
 #define Q5K_CHUNK(j) _mm256_or_si256(KQ_NIBBLES(b + offsetof(ts_block_q5_K, qs), j), KQ_MOVE(qh, j, 4, 0x10))
 #define Q5K_SCALE(j) chunk_scales8(sc8, j)
+#define Q5K_SCALE2(j) pair_scales8(sc8, j)
 
 #define Q6K_HEAD                                                                                      \
     const uint8_t *b = blk; /* ts_block_q6_K */                                             \
@@ -194,34 +221,50 @@ INLINE __m256i zero_idiom256(void) {
                                       _mm256_set1_epi8(0x0f)),                                        \
                      KQ_MOVE(hv, 2 * ((j) % 4), 4, 0x30)))
 #define Q6K_SCALE(j) chunk_scales16(sc16, j)
+#define Q6K_SCALE2(j) pair_scales16(sc16, j)
 
 /* The column loop is spelled out on named variables (not arrays indexed in a
  * loop) so that, for each constant column count NC, every accumulator stays
  * in a register: 4 columns need 4 integer + 4 float accumulators. */
 #if KQ_VNNI
-/* One column: odd chunks accumulate into si1 (which only a second column
- * would use), so a super-block's chain of dependent vpdpwssd is 4 long, not
- * 8. Its latency (4-5 cycles) times 8 outlasted the super-block's other
- * work, and a one-column dot has no other column to overlap it with (Zen 4
- * and Xeon timings: docs/KERNELS.md). The sum is the same integer, so the
- * same bits. */
+#ifndef TS_KQ_PAIR
+#define TS_KQ_PAIR 1
+#endif
+/* One column: the chunks in pairs (pair_scales16), the pairs alternating
+ * between si0 and si1 (which only a second column would use), so a
+ * super-block's chain of dependent vpdpwssd is 2 long. Against one vpdpwssd
+ * and one scale shuffle a chunk, a pair saves a vpdpwssd and a shuffle for
+ * a packssdw. The integers in si0's lanes are no longer the AVX2 step's
+ * (each lane sums other products), so the float sum of a row may differ
+ * from the AVX2 dot's in its last bits (test_quant: within a rounding of
+ * the terms; docs/KERNELS.md). With TS_KQ_PAIR 0: one chunk at a time, odd
+ * chunks into si1, the AVX2 dot's bits. */
 #define KC_ACC(c, j, si)                                                                                      \
     si = _mm256_dpwssd_epi32(si, _mm256_dpbusd_epi32(zero_idiom256(), q_, loadu(xb##c + 4 + 32 * (j))), s_);
-#define KC_STEP(c, j)                                                                                         \
-    if (NC_ == 1 && (c) == 0 && (j) % 2 == 1) { KC_ACC(0, j, si1) }                                            \
+#define KC_PAIR(j, SCALE2)                                                                                    \
+    if ((j) % 2 == 0) pv_ = _mm256_dpbusd_epi32(zero_idiom256(), q_, loadu(xb0 + 4 + 32 * (j)));              \
+    else {                                                                                                    \
+        const __m256i pp_ = _mm256_packs_epi32(pv_, _mm256_dpbusd_epi32(zero_idiom256(), q_, loadu(xb0 + 4 + 32 * (j)))); \
+        if ((j) / 2 % 2 == 0) si0 = _mm256_dpwssd_epi32(si0, pp_, SCALE2((j) - 1));                          \
+        else si1 = _mm256_dpwssd_epi32(si1, pp_, SCALE2((j) - 1));                                            \
+    }
+#define KC_STEP(c, j, SCALE2)                                                                                 \
+    if (NC_ == 1 && (c) == 0 && TS_KQ_PAIR) { KC_PAIR(j, SCALE2) }                                            \
+    else if (NC_ == 1 && (c) == 0 && (j) % 2 == 1) { KC_ACC(0, j, si1) }                                      \
     else if (NC_ > (c)) { KC_ACC(c, j, si##c) }
 #define KC_JOIN                                                                                               \
     if (NC_ == 1) si0 = _mm256_add_epi32(si0, si1);
 #else
 #define KC_JOIN
-#define KC_STEP(c, j)                                                                                         \
+#define KC_STEP(c, j, SCALE2)                                                                                 \
     if (NC_ > (c))                                                                                            \
         si##c = _mm256_add_epi32(si##c, _mm256_madd_epi16(_mm256_maddubs_epi16(q_, loadu(xb##c + 4 + 32 * (j))), s_));
 #endif
-#define K_STEP(j, CHUNK, SCALE)                                                                               \
+#define K_STEP(j, CHUNK, SCALE, SCALE2)                                                                       \
     do {                                                                                                      \
         __m256i q_ = CHUNK(j), s_ = SCALE(j);                                                                 \
-        KC_STEP(0, j) KC_STEP(1, j) KC_STEP(2, j) KC_STEP(3, j)                                               \
+        (void)s_;                                                                                             \
+        KC_STEP(0, j, SCALE2) KC_STEP(1, j, SCALE2) KC_STEP(2, j, SCALE2) KC_STEP(3, j, SCALE2)               \
     } while (0)
 /* block end for column c: acc += d*dx * si - dcorr*dx * sum_g corr_g*bsum_g,
  * the two products in one multiply (dd_: d, dcorr in lanes 0, 1) */
@@ -260,9 +303,12 @@ INLINE __m256i zero_idiom256(void) {
             const uint8_t *xb0 = px + i * sizeof(ts_block_q8_K), *xb1 = xb0 + xs, *xb2 = xb1 + xs,            \
                           *xb3 = xb2 + xs;                                                                    \
             __m256i si0 = _mm256_setzero_si256(), si1 = si0, si2 = si0, si3 = si0;                            \
-            K_STEP(0, P##_CHUNK, P##_SCALE); K_STEP(1, P##_CHUNK, P##_SCALE); K_STEP(2, P##_CHUNK, P##_SCALE);         \
-            K_STEP(3, P##_CHUNK, P##_SCALE); K_STEP(4, P##_CHUNK, P##_SCALE); K_STEP(5, P##_CHUNK, P##_SCALE);         \
-            K_STEP(6, P##_CHUNK, P##_SCALE); K_STEP(7, P##_CHUNK, P##_SCALE);                                  \
+            __m256i pv_ = si0;                                                                                \
+            (void)pv_;                                                                                        \
+            K_STEP(0, P##_CHUNK, P##_SCALE, P##_SCALE2); K_STEP(1, P##_CHUNK, P##_SCALE, P##_SCALE2);         \
+            K_STEP(2, P##_CHUNK, P##_SCALE, P##_SCALE2); K_STEP(3, P##_CHUNK, P##_SCALE, P##_SCALE2);         \
+            K_STEP(4, P##_CHUNK, P##_SCALE, P##_SCALE2); K_STEP(5, P##_CHUNK, P##_SCALE, P##_SCALE2);         \
+            K_STEP(6, P##_CHUNK, P##_SCALE, P##_SCALE2); K_STEP(7, P##_CHUNK, P##_SCALE, P##_SCALE2);         \
             KC_JOIN                                                                                           \
             KC_FIN(0) KC_FIN(1) KC_FIN(2) KC_FIN(3)                                                           \
         }                                                                                                     \
