@@ -78,7 +78,7 @@ head -c 3000 "$fix/vocab/ggml-vocab-llama-spm.gguf.inp" >"$tmp/t.txt"
 "$cli" perplexity -m "$M" -f "$tmp/t.txt" --ctx 64 --chunks 2 --kl-base "$tmp/l.bin" --threads 1 2>/dev/null | grep -q 'mean 0.000000.*same top-1 100.00%' && ok || bad "kl-base vs itself"
 expect_err "kl-base mismatch" "positions" -- "$cli" perplexity -m "$M" -f "$tmp/t.txt" --ctx 32 --chunks 2 --kl-base "$tmp/l.bin"
 "$cli" bench -m "$M" -p 16 -n 4 -r 1 --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); assert len(d)==2 and d[0]['test']=='pp16'" && ok || bad "bench --json"
-"$cli" bench -m "$M" --backend cpu -p 4 -n 0 -r 1 2>&1 >/dev/null | grep -Eq "^bench: backend cpu: [a-z0-9]+, [0-9]+ threads$" && ok || bad "bench names the backend and kernel level it ran"
+"$cli" bench -m "$M" --backend cpu -p 4 -n 0 -r 1 2>&1 >/dev/null | grep -Eq "^bench: backend cpu: [a-z0-9]+, [0-9]+ threads, (near|far) prefetch$" && ok || bad "bench names the backend, kernel level and decode prefetch it ran"
 # a model path with a quote and a backslash stays valid JSON
 ln -s "$(cd "$(dirname "$M")" && pwd)/$(basename "$M")" "$tmp/q\"b\\s.gguf"
 "$cli" bench -m "$tmp/q\"b\\s.gguf" -p 4 -n 0 -r 1 --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); assert d[0]['file'].endswith('q\"b\\\\s.gguf')" && ok || bad "bench --json path escaping"
