@@ -115,8 +115,8 @@ int ts_kernels_isa_max(void);
  * or TS_PREFETCH (neither near nor far) was not applied: the CPU backend
  * refuses to start with it. */
 const char *ts_kernels_force_error(void);
-/* The decode prefetch the K-quant dots use ("near" or "far", quant.h's
- * TS_INTERNAL part): chosen by CPUID; TS_PREFETCH=near|far in the environment
+/* The decode prefetch the K-quant dots use ("near" or "far": see
+ * ts_q_prefetch_ahead below, under TS_QUANT_INTERNAL): chosen by CPUID; TS_PREFETCH=near|far in the environment
  * overrides it, read once with TS_FORCE_ISA (another value makes the CPU
  * backend refuse to start, through ts_kernels_force_error). */
 const char *ts_kernels_prefetch(void);
@@ -149,10 +149,9 @@ typedef void (*ts_q_quant_fn)(const float *src, void *dst, int64_t n);
  *         18944: 21 KB of Q8_K activations, which the weight stream pushes
  *         out of L1) read 16.2-16.6 GB/s from memory on one thread, against
  *         23.1-23.3 for the same stream with 4 KB of activations; far read
- *         23.8-24.2. The 7B decode
- *         against near, medians of alternating rounds: Zen 4 1.2x on one
- *         thread; the H200 host's Xeon 1.10x on 1 thread, 1.11x on 4, 1.18x
- *         on 16 (docs/KERNELS.md).
+ *         23.8-24.2. The 7B decode against near, medians of alternating
+ *         rounds: Zen 4 1.2x on one thread; the H200 host's Xeon 1.10x on 1
+ *         thread, 1.11x on 4, 1.18x on 16 (docs/KERNELS.md).
  * The instructions are asm: GCC 12 drops __builtin_prefetch from both
  * arms once the loop is unswitched on the mode (seen at -O1 and -O2). */
 #ifndef TS_K_PREFETCH
