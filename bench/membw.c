@@ -25,6 +25,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "membw_read.h"
+
 #define MAX_THREADS 256
 
 typedef struct {
@@ -44,25 +46,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-// Eight independent accumulators so the loop vectorizes and is not bound by
-// one add chain's latency.
-static uint64_t sum_slice(const uint64_t *p, size_t n) {
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        a0 += p[i + 0]; a1 += p[i + 1]; a2 += p[i + 2]; a3 += p[i + 3];
-        a4 += p[i + 4]; a5 += p[i + 5]; a6 += p[i + 6]; a7 += p[i + 7];
-    }
-    for (; i < n; i++) a0 += p[i];
-    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-}
-
 static void *run_worker(void *arg) {
     worker *w = arg;
     for (int r = 0; r < w->reps; r++) {
         pthread_barrier_wait(&g_start);
         double t0 = w->index == 0 ? now_s() : 0.0;
-        w->sink += sum_slice(w->buf + w->lo, w->hi - w->lo);
+        w->sink += membw_sum_slice(w->buf + w->lo, w->hi - w->lo);
         pthread_barrier_wait(&g_done);
         if (w->index == 0) g_times[r] = now_s() - t0;
     }
@@ -72,12 +61,6 @@ static void *run_worker(void *arg) {
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-// Touch every page before timing so page faults are not measured. (One NUMA
-// node here; on a multi-socket box first-touch placement would matter.)
-static void fill(uint64_t *buf, size_t n) {
-    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
 }
 
 static int measure(uint64_t *buf, size_t n_words, int n_threads, int reps,
@@ -188,7 +171,7 @@ int main(int argc, char **argv) {
 #else
     if (huge) fprintf(stderr, "membw: warning: no MADV_HUGEPAGE here; using small pages\n");
 #endif
-    fill(buf, n_words);
+    membw_fill(buf, n_words);
     printf("membw: buffer %ld MiB, %s pages, %d reps, %ld online CPUs\n", mib,
            huge ? "huge" : "default", reps, sysconf(_SC_NPROCESSORS_ONLN));
 
