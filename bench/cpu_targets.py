@@ -84,6 +84,11 @@ def main():
             for col, what in (("share_pct", "whole run"), ("top_share_pct", "its quarter with the most bandwidth")):
                 name = "7b tg128 >= 70%% of the roofline, %s (probe read after every token" % what
                 share = [float(r[col]) for r in rr if r["kind"] == "decode" and r.get(col)]
+                # the bandwidth the rounds' quarters had: a run that never left a slow state says so here
+                bw = [float(r["top_probe_gbs" if col == "top_share_pct" else "probe_gbs"]) for r in rr
+                      if r["kind"] == "decode" and r.get(col)]
+                if bw:
+                    name += "; probe %.0f-%.0f GB/s" % (min(bw), max(bw))
                 test = [float(r[col]) for r in rr if r["kind"] == "selftest" and r.get(col)]
                 res = (statistics.median(share), min(share), max(share), len(share)) if share else None
                 # the method's own noise: its self-test reads the same way in both phases, so it must give ~100%
