@@ -3,9 +3,10 @@
 //
 // The roofline share is (bytes a token reads x tokens/s) over the memory
 // read bandwidth. On a shared VM the bandwidth changes within seconds (the
-// Zen 4 VM of sessions 42-44: one membw reading of 1 GiB went 18.9, 59.9,
-// 18.4, 62.9 GB/s in five reps), so a membw reading before and after a
-// tg128 does not read what the decode had: rounds came out at 101-139%.
+// Zen 4 VM of sessions 42-44: a scratch read loop, 2 threads over 1 GiB, went
+// 18.9, 59.9, 18.4, 62.9, 47.9 GB/s in five consecutive reps), so a membw
+// reading before and after a tg128 does not read what the decode had: rounds
+// came out at 101-139%.
 // Here every decode token is followed by one probe read of the same threads
 // count, and the two are summed over the whole run: both sample the same
 // stretch of time, token by token, so the share compares like with like.
@@ -19,7 +20,8 @@
 // Probe: membw's read loop (membw_read.h) on `threads` threads over a window
 // of the buffer that moves on each token. A 5 ms sleep separates the phases,
 // so that neither's idle threads still spin while the other runs (the pool's
-// workers spin for well under 1 ms before they sleep).
+// workers spin TS_POOL_SPIN pauses before they sleep; the probe's wait on
+// a pthread barrier).
 //
 // -S (self-test): the decode phase is replaced by a probe read of the bytes a
 // token reads, from the buffer's second half (round it as often as needed;
@@ -103,6 +105,20 @@ static double probe_read(probe *p, size_t lo, size_t n_words) {
     p->sink[0] += membw_sum_slice(p->buf + l, n);
     pthread_barrier_wait(&p->done);
     return now_s() - t0;
+}
+
+// decode GB/s and probe GB/s over the tokens i with pick[i] (all when pick is
+// NULL), each side its bytes over its summed seconds; returns the share in %
+static double share_over(const double *t_dec, const double *t_probe, const int *pick, long n, double tok_bytes,
+                         double win_bytes, double *dec_gbs, double *probe_gbs, long *count) {
+    double sd = 0, sp = 0;
+    long k = 0;
+    for (long i = 0; i < n; i++)
+        if (!pick || pick[i]) sd += t_dec[i], sp += t_probe[i], k++;
+    *dec_gbs = tok_bytes * (double)k / sd / 1e9;
+    *probe_gbs = win_bytes * (double)k / sp / 1e9;
+    *count = k;
+    return 100 * *dec_gbs / *probe_gbs;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -202,8 +218,9 @@ int main(int argc, char **argv) {
     double *share = calloc((size_t)n_tok, sizeof *share);
     double *t_dec = calloc((size_t)n_tok, sizeof *t_dec), *t_probe = calloc((size_t)n_tok, sizeof *t_probe);
     double *around = calloc((size_t)n_tok, sizeof *around), *cut = calloc((size_t)n_tok, sizeof *cut);
-    if (!share || !t_dec || !t_probe || !around || !cut) { fprintf(stderr, "roof: error: out of memory\n"); return 1; }
-    double sum_dec = 0, sum_probe = 0, probe_bytes = 0;
+    int *top = calloc((size_t)n_tok, sizeof *top);
+    if (!share || !t_dec || !t_probe || !around || !cut || !top) { fprintf(stderr, "roof: error: out of memory\n"); return 1; }
+    const double win_bytes = (double)win_words * 8;
     const double tok_bytes = self_test ? (double)tok_words * 8 : (double)mi.active_bytes;
     size_t win_at = 0;   // the probe window's start in the buffer's first half, in words
     size_t tok_at = 0;   // -S: where the next token read starts in the second half, in words
@@ -231,14 +248,11 @@ int main(int argc, char **argv) {
         win_at += win_words;
         nap_ms(5);
         if (i < 0) continue;
-        sum_dec += td;
-        sum_probe += tp;
-        probe_bytes += (double)win_words * 8;
-        double dg = tok_bytes / td / 1e9, pg = (double)win_words * 8 / tp / 1e9;
+        double dg = tok_bytes / td / 1e9, pg = win_bytes / tp / 1e9;
         share[i] = 100 * dg / pg;
         t_dec[i] = td;
         t_probe[i] = tp;
-        if (rows) fprintf(rows, "%ld\t%.6f\t%.0f\t%.6f\t%.0f\t%.2f\t%.2f\t%.1f\n", i, td, tok_bytes, tp, (double)win_words * 8, dg, pg, share[i]);
+        if (rows) fprintf(rows, "%ld\t%.6f\t%.0f\t%.6f\t%.0f\t%.2f\t%.2f\t%.1f\n", i, td, tok_bytes, tp, win_bytes, dg, pg, share[i]);
     }
     p.quit = 1;
     pthread_barrier_wait(&p.start);
@@ -247,22 +261,20 @@ int main(int argc, char **argv) {
     for (int t = 0; t < nth; t++) sink += p.sink[t];
     if (rows && fclose(rows)) { fprintf(stderr, "roof: error: writing %s failed\n", rows_path); rc = 1; }
     if (!rc) {
-        double dec_gbs = tok_bytes * (double)n_tok / sum_dec / 1e9, pr_gbs = probe_bytes / sum_probe / 1e9;
+        double dec_gbs, pr_gbs, q_dg, q_pg;
+        long all_n, q_n;
+        const double all_share = share_over(t_dec, t_probe, NULL, n_tok, tok_bytes, win_bytes, &dec_gbs, &pr_gbs, &all_n);
         // The state with the most bandwidth, where the decode's own speed is tested hardest: the quarter of
         // tokens whose neighbours' probes (i - 1 and i + 1, not the token's own, whose noise would bias the
         // pick) read the most. A run that stays in one state gives about its whole-run share here.
-        const double win_gb = (double)win_words * 8 / 1e9;
         for (long i = 0; i < n_tok; i++) {
-            double a = i > 0 ? win_gb / t_probe[i - 1] : 0, b = i + 1 < n_tok ? win_gb / t_probe[i + 1] : 0;
+            double a = i > 0 ? win_bytes / 1e9 / t_probe[i - 1] : 0, b = i + 1 < n_tok ? win_bytes / 1e9 / t_probe[i + 1] : 0;
             around[i] = cut[i] = i > 0 && i + 1 < n_tok ? (a + b) / 2 : a + b;
         }
         qsort(cut, (size_t)n_tok, sizeof *cut, cmp_double);
         const double at_least = cut[n_tok - n_tok / 4];
-        double q_dec = 0, q_probe = 0;
-        long q_n = 0;
-        for (long i = 0; i < n_tok; i++)
-            if (around[i] >= at_least) q_dec += t_dec[i], q_probe += t_probe[i], q_n++;
-        const double q_dg = tok_bytes * (double)q_n / q_dec / 1e9, q_pg = win_gb * (double)q_n / q_probe;
+        for (long i = 0; i < n_tok; i++) top[i] = around[i] >= at_least;
+        const double q_share = share_over(t_dec, t_probe, top, n_tok, tok_bytes, win_bytes, &q_dg, &q_pg, &q_n);
         int over = 0;
         for (long i = 0; i < n_tok; i++) over += share[i] > 100;
         qsort(share, (size_t)n_tok, sizeof *share, cmp_double);
@@ -270,10 +282,10 @@ int main(int argc, char **argv) {
                self_test ? "self-test (probe reads in place of decode) on " : "", mi.name[0] ? mi.name : mi.arch, nth, n_tok, tok_bytes, win_mib);
         printf("roof: decode %.2f GB/s (%.3f tok/s), probe %.2f GB/s, share %.1f%%; per token median %.1f%% "
                "(p10 %.1f, p90 %.1f), %d of %ld tokens above 100%%\n",
-               dec_gbs, (double)n_tok / sum_dec, pr_gbs, 100 * dec_gbs / pr_gbs, share[n_tok / 2], share[n_tok / 10],
+               dec_gbs, dec_gbs * 1e9 / tok_bytes, pr_gbs, all_share, share[n_tok / 2], share[n_tok / 10],
                share[n_tok * 9 / 10], over, n_tok);
         printf("roof: top quarter by the neighbours' probes (%ld tokens, >= %.2f GB/s around them): decode %.2f GB/s, "
-               "probe %.2f GB/s, share %.1f%%\n", q_n, at_least, q_dg, q_pg, 100 * q_dg / q_pg);
+               "probe %.2f GB/s, share %.1f%%\n", q_n, at_least, q_dg, q_pg, q_share);
         fprintf(stderr, "  (checksum %016llx)\n", (unsigned long long)sink);
     }
     free(share);
@@ -281,6 +293,7 @@ int main(int argc, char **argv) {
     free(t_probe);
     free(around);
     free(cut);
+    free(top);
     free(buf);
     ts_session_free(s);
     ts_model_free(m);
