@@ -4,18 +4,8 @@
 # a buffer under two windows and a missing file are each refused with one error line and exit 1, nothing on
 # stdout. The shares are timings and are not judged here (on the tiny model a token's bytes sit in cache).
 roof=$1; fix=$2
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 M="$fix/ref/tiny-llama-f32.gguf"; MOE="$fix/ref/tiny-qwen3moe-f32.gguf"
-
-expect_err() { # DESC WANT -- cmd...
-  local desc=$1 want=$2; shift 3
-  "$@" >"$tmp/o" 2>"$tmp/e" </dev/null; local rc=$?
-  if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/e")" -eq 1 ] && grep -qF -- "$want" "$tmp/e" && [ ! -s "$tmp/o" ]; then ok
-  else bad "$desc: rc=$rc stderr=[$(cat "$tmp/e")] stdout=[$(head -c 200 "$tmp/o")]"; fi
-}
 
 num='[0-9]+\.[0-9]+'
 "$roof" -m "$M" -t 2 -n 8 -w 64 -b 128 -o "$tmp/rows.tsv" >"$tmp/o" 2>"$tmp/e"; rc=$?
@@ -35,5 +25,4 @@ expect_err "buffer under two windows" "under two windows" -- "$roof" -m "$M" -w 
 expect_err "missing model" "$tmp/none.gguf" -- "$roof" -m "$tmp/none.gguf"
 expect_err "no model" "no model given" -- "$roof"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -6,10 +6,7 @@
 # Without Chromium the render part is skipped, except under CI=true, where it fails.
 cli=$1; fix=$2
 cap=$fix/captures
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
 # has FILE REGEX: a line of FILE matches the extended regex
 has() { if grep -Eq -- "$2" "$1"; then ok; else bad "$1: no line matching /$2/"; sed 's/^/    /' "$1" >&2; fi; }
@@ -354,5 +351,4 @@ done
 "$cli" analyze router "$cap/cache_hand.json" --backend gpu >"$tmp/bk2" 2>"$tmp/bk2.err"; rc=$?
 if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/bk2.err")" -eq 1 ] && [ ! -s "$tmp/bk2" ] && grep -q "^turbospark analyze: --backend" "$tmp/bk2.err"; then ok
 else bad "analyze --backend gpu: rc=$rc $(cat "$tmp/bk2.err")"; fi
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # inspect: works on every shipped vocab GGUF; bad input gives one line and exit 1.
 cli=$1; fix=$2
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 n=0
 for f in "$fix"/vocab/*.gguf; do
   [ -e "$f" ] || continue
@@ -70,5 +67,4 @@ for v in gpu ""; do
   if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/e")" -eq 1 ] && [ ! -s "$tmp/o" ] && grep -q "^turbospark inspect: .*--backend" "$tmp/e"; then ok
   else bad "inspect --backend '$v': rc=$rc $(cat "$tmp/e")"; fi
 done
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -6,10 +6,7 @@
 #  - captures from paths not wired for them fail loudly and leave no file;
 #  - the FFN census keeps sum(hist_count) = decode_passes x inter; the phase footer adds up.
 cli=$1; fix=$2
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 MOE="$fix/ref/tiny-qwen2moe-f32.gguf"
 DENSE="$fix/ref/tiny-llama-f32.gguf"
 ALL=(TURBOSPARK_PHASES=1 TURBOSPARK_EXPERT_DISK_IO=1 TURBOSPARK_ROUTER_HIST="$tmp/r.json" TURBOSPARK_ROUTER_TRACE=1
@@ -168,5 +165,4 @@ assert abs(sum(float(r[1]) for r in rows) - float(m.group(2))) < 0.05 * float(m.
 assert abs(sum(float(r[2]) for r in rows) - 100) < 0.5
 assert re.search(r"expert cache: \d+ requests, \d+ hits", t)
 PY
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -8,19 +8,8 @@
 # marked partial; TS_FORCE_ISA that cannot be applied refused, as is a
 # TS_PREFETCH that is neither near nor far.
 cli=$1; fix=$2
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 M="$fix/ref/tiny-llama-f32.gguf"; MOE="$fix/ref/tiny-qwen3moe-f32.gguf"
-
-# expect_err DESC WANT -- cmd...: non-zero exit, one stderr line holding WANT, nothing on stdout
-expect_err() {
-  local desc=$1 want=$2; shift 3
-  "$@" >"$tmp/o" 2>"$tmp/e" </dev/null; local rc=$?
-  if [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/e")" -eq 1 ] && grep -qF -- "$want" "$tmp/e" && [ ! -s "$tmp/o" ]; then ok
-  else bad "$desc: rc=$rc stderr=[$(cat "$tmp/e")] stdout=[$(head -c 200 "$tmp/o")]"; fi
-}
 
 # instrument paths: refused before the model loads (one line: no expert-cache lines before it)
 expect_err "missing directory" "directory $tmp/nope" -- env TURBOSPARK_ROUTER_HIST="$tmp/nope/x.json" "$cli" run -m "$MOE" -p hi --max-new 2
@@ -93,5 +82,4 @@ python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j.get
 [ $rc -eq 130 ] && [ $prc -eq 0 ] && ok || bad "SIGINT: rc=$rc, capture: $(head -c 120 "$tmp/p.json" 2>&1) stderr: $(tail -2 "$tmp/e")"
 ls "$tmp" | grep -q '\.tmp' && bad "SIGINT left a temporary file" || ok
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -2,19 +2,8 @@
 # run / chat / perplexity / bench on a tiny fixture model: determinism, and
 # every kind of bad input gets one clear line and a non-zero exit.
 cli=$1; fix=$2
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 M="$fix/ref/tiny-llama-f32.gguf"
-
-# expect_err DESCRIPTION WANT_SUBSTRING -- command...: exit 1, exactly one stderr line containing WANT, no stdout
-expect_err() {
-  local desc=$1 want=$2; shift 3
-  "$@" >"$tmp/o" 2>"$tmp/e" </dev/null; local rc=$?
-  if [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/e")" -eq 1 ] && grep -qF -- "$want" "$tmp/e" && [ ! -s "$tmp/o" ]; then ok
-  else bad "$desc: rc=$rc stderr=[$(cat "$tmp/e")] stdout=[$(head -c 200 "$tmp/o")]"; fi
-}
 
 # determinism: greedy twice, seeded sampling twice, threads 1 vs 2
 a=$("$cli" run -m "$M" --prompt-ids "1 5 6 7" --max-new 24 --show-ids --temperature 0 2>/dev/null)
@@ -106,5 +95,4 @@ expect_err "bad TURBOSPARK_EXPERT_IO_THREADS" "TURBOSPARK_EXPERT_IO_THREADS" -- 
 if TURBOSPARK_EXPERT_NOCACHE=1 TURBOSPARK_EXPERT_IO_THREADS=3 "$cli" run -m "$MOE" --prompt hi --max-new 2 --expert-residency streamed \
      --expert-cache-slots 4 >/dev/null 2>"$tmp/e" && grep -q "3 I/O threads, nocache o_direct" "$tmp/e"; then ok
 else bad "TURBOSPARK_EXPERT_NOCACHE=1 / IO_THREADS=3 not applied: $(cat "$tmp/e")"; fi
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

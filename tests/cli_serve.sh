@@ -10,10 +10,8 @@
 #   TS_PY_CLIENTS=PYTHON        the interpreter that has them (default ~/.cache/turbospark/pyclients/bin/python)
 #   TS_TIME_SCALE=N             multiply the wall-clock bounds by N (default: 1, 4 for an ASan CLI, 8 for TSan)
 cli=$1; fix=$2; src=$3
-pass=0; fail=0; skipped=""
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+skipped=""
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT

@@ -9,10 +9,7 @@
 # turns, after every weight page has been used. Dense, and MoE in every residency mode (the attention and
 # embedding weights stay mapped in all of them).
 cli=$1; fix=$2
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 ulimit -c 0 2>/dev/null || true
 
 # check DESC RC: exit status 1, and the expected line is stderr's last and
@@ -77,5 +74,4 @@ fi
 cp "$fix/ref/tiny-llama-f32.gguf" "$tmp/m.gguf"
 "$cli" run -m "$tmp/m.gguf" --prompt-ids "1 5 6 7" --max-new 4 --show-ids >/dev/null 2>"$tmp/e" && ok || bad "whole file: $(cat "$tmp/e")"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

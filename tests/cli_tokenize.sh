@@ -5,13 +5,7 @@ set -u
 CLI=$1
 FIX=$2
 VOC=$FIX/vocab
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 
 # expect_out NAME WANT CMD...: stdout of CMD (stdin from $tmp/in) equals WANT, exit 0
 expect_out() {
@@ -23,8 +17,8 @@ expect_out() {
     if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ ! -s "$tmp/err" ]; then ok; else bad "$name: rc=$rc got '$got' want '$want' err '$(cat "$tmp/err")'"; fi
 }
 
-# expect_err NAME CMD...: exit 1, exactly one stderr line "turbospark tokenize: ...", no stdout
-expect_err() {
+# expect_tok_err NAME CMD... (stdin from $tmp/in; not lib.sh's expect_err, which reads no stdin): exit 1, exactly one stderr line "turbospark tokenize: ...", no stdout
+expect_tok_err() {
     local name=$1
     shift
     "$@" <"$tmp/in" >"$tmp/out" 2>"$tmp/err"
@@ -92,33 +86,33 @@ got=$("$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" <"$tmp/in" | wc -w)
 
 # errors: one line, exit 1
 printf 'x' >"$tmp/in"
-expect_err "no -m" "$CLI" tokenize
-expect_err "-m without value" "$CLI" tokenize -m
-expect_err "unknown option" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --frobnicate
-expect_err "stray argument" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" hello
-expect_err "missing file" "$CLI" tokenize -m "$tmp/does-not-exist.gguf"
-expect_err "directory" "$CLI" tokenize -m "$tmp"
+expect_tok_err "no -m" "$CLI" tokenize
+expect_tok_err "-m without value" "$CLI" tokenize -m
+expect_tok_err "unknown option" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --frobnicate
+expect_tok_err "stray argument" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" hello
+expect_tok_err "missing file" "$CLI" tokenize -m "$tmp/does-not-exist.gguf"
+expect_tok_err "directory" "$CLI" tokenize -m "$tmp"
 printf 'this is not a gguf file at all' >"$tmp/bad.gguf"
-expect_err "not gguf" "$CLI" tokenize -m "$tmp/bad.gguf"
+expect_tok_err "not gguf" "$CLI" tokenize -m "$tmp/bad.gguf"
 head -c 5000 "$VOC/ggml-vocab-gpt-2.gguf" >"$tmp/trunc.gguf"
-expect_err "truncated gguf" "$CLI" tokenize -m "$tmp/trunc.gguf"
+expect_tok_err "truncated gguf" "$CLI" tokenize -m "$tmp/trunc.gguf"
 : >"$tmp/empty.gguf"
-expect_err "empty file" "$CLI" tokenize -m "$tmp/empty.gguf"
+expect_tok_err "empty file" "$CLI" tokenize -m "$tmp/empty.gguf"
 
 # the input cap: over it, one line naming the cap and the flag, nothing on stdout
 head -c 1025 /dev/zero | tr '\0' 'a' >"$tmp/in"
-expect_err "over --max-input" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input 1K
+expect_tok_err "over --max-input" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input 1K
 grep -q 'over the 1.0 KiB cap (raise it with --max-input)' "$tmp/err" && ok || bad "cap message: '$(cat "$tmp/err")'"
 head -c 1024 /dev/zero | tr '\0' 'a' >"$tmp/in"
 got=$("$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input 1K <"$tmp/in" 2>"$tmp/err")
 [ $? -eq 0 ] && [ -n "$got" ] && ok || bad "exactly at the cap: $(cat "$tmp/err")"
-expect_err "--max-input junk" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input lots
-expect_err "--max-input 0" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input 0
-expect_err "--max-input without value" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input
+expect_tok_err "--max-input junk" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input lots
+expect_tok_err "--max-input 0" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input 0
+expect_tok_err "--max-input without value" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --max-input
 # a FIFO as the model: refused at once, not a hang in open()
 mkfifo "$tmp/fifo.gguf"
 printf 'x' >"$tmp/in"
-expect_err "FIFO model" timeout 10 "$CLI" tokenize -m "$tmp/fifo.gguf"
+expect_tok_err "FIFO model" timeout 10 "$CLI" tokenize -m "$tmp/fifo.gguf"
 grep -q 'fifo.gguf: not a regular file' "$tmp/err" && ok || bad "FIFO model message: '$(cat "$tmp/err")'"
 
 # a closed pipe is an error, reported once
@@ -146,7 +140,6 @@ for k in cpu cuda auto; do
         [ "$(cat "$tmp/err")" = "backend: none (tokenize runs no model; --backend $k selects nothing)" ]; then ok
     else bad "tokenize --backend $k: got '$got' err '$(cat "$tmp/err")'"; fi
 done
-expect_err "--backend gpu" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --backend gpu
-expect_err "--backend without a value" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --backend
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+expect_tok_err "--backend gpu" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --backend gpu
+expect_tok_err "--backend without a value" "$CLI" tokenize -m "$VOC/ggml-vocab-gpt-2.gguf" --backend
+finish
