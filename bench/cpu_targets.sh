@@ -78,8 +78,12 @@ echo "cpu_targets: levels $levels, $T threads, out $O"
 if has machine; then
     { lscpu | grep -E 'Model name|CPU family|Model:|^CPU\(s\)|Thread|L2|L3|Flags' | cut -c1-600; uname -r
       git log --oneline -1; echo "levels: $levels"; } > "$O/machine.txt"
-    gcc -O3 -march=native -pthread -o /tmp/ct_membw bench/membw.c && /tmp/ct_membw -t 1,$T > "$O/membw.txt" 2>&1
-    gcc -O2 -march=native -pthread -o /tmp/ct_peak bench/peak_ops.c && /tmp/ct_peak -t 1,$T > "$O/peak_ops.txt" 2>&1
+    # the Release build's own probes (bench-cpu/, -march=native), the membw that roof's read loop comes from
+    for b in membw peak_ops; do
+        [ -x "$(dirname "$TS")/bench-cpu/$b" ] || die "no $b at $(dirname "$TS")/bench-cpu/ (built with the Release build)"
+    done
+    "$(dirname "$TS")/bench-cpu/membw" -t 1,$T > "$O/membw.txt" 2>&1
+    "$(dirname "$TS")/bench-cpu/peak_ops" -t 1,$T > "$O/peak_ops.txt" 2>&1
     "$TS" bench -m "$M7" -t "$T" -p 0 -n 1 -r 1 --json 2>/dev/null |
         python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["active_bytes_per_token"])' > "$O/7b-bytes-a-token.txt"
 fi

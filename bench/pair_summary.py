@@ -35,7 +35,9 @@ def summarize(rows):
         done, ratios = [], defaultdict(list)
         for g in sorted(g for (mm, tt, g) in groups if (mm, tt) == (m, t)):
             e = groups[(m, t, g)]
-            if not all(x in e for x in engines):
+            # a group in progress (a run stopped, or read while it runs) may
+            # lack any engine, llama.cpp included: not a group to judge yet
+            if "llama.cpp" not in e or not all(x in e for x in engines):
                 continue
             v = {x: float(e[x]["tps_mean"]) for x in engines}
             for x in tsn:
